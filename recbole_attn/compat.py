@@ -1,0 +1,98 @@
+"""
+recbole_attn.compat
+###################
+
+The few targeted adaptations that RecBole 1.2.1 needs on today's stack (torch >= 2.6,
+numpy < 2, ray 2.6.3). Nothing here patches RecBole globally: every fix is a function that
+our own pipeline calls explicitly.
+
+* Checkpoints. RecBole's ``Trainer`` pickles the whole ``Config`` into its checkpoints and
+  reloads them with ``torch.load(path)``. Since torch 2.6 ``torch.load`` defaults to
+  ``weights_only=True``, which refuses such files. We never switch weights-only loading off
+  (that would execute arbitrary code from a file); instead our checkpoints contain only
+  tensors, numbers, strings, lists and dicts (:func:`to_plain`), and we load them with
+  :func:`load_checkpoint`, which always passes ``weights_only=True``.
+"""
+
+import os
+import tempfile
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+__all__ = ["to_plain", "save_checkpoint", "load_checkpoint", "CheckpointError"]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file cannot be read by recbole_attn."""
+
+
+def to_plain(value):
+    """Convert ``value`` into types that ``torch.load(weights_only=True)`` accepts.
+
+    numpy scalars become Python numbers and numpy arrays become tensors; mappings become
+    plain dicts. Raises :class:`TypeError` for anything else that is not a tensor, number,
+    string, bool, ``None``, list or tuple, so that an unsafe checkpoint is never written.
+    """
+    if value is None or isinstance(value, (bool, int, float, str, torch.Tensor)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value.copy())
+    if isinstance(value, torch.device):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {to_plain(k): to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_plain(v) for v in value)
+    raise TypeError(
+        f"cannot store a value of type {type(value).__name__} in a weights-only "
+        "checkpoint; convert it to tensors, numbers, strings, lists or dicts"
+    )
+
+
+def save_checkpoint(state, path):
+    """Write ``state`` (made plain by :func:`to_plain`) to ``path`` atomically.
+
+    The file is written next to ``path`` and renamed over it, so an interrupted save never
+    leaves a truncated checkpoint behind.
+    """
+    state = to_plain(state)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pth", dir=directory)
+    os.close(fd)
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def load_checkpoint(path, map_location="cpu"):
+    """Load a checkpoint written by :func:`save_checkpoint` with ``weights_only=True``.
+
+    A checkpoint written by RecBole's own trainer (it pickles the ``Config`` object) is
+    refused with an explanation instead of an unpickling trace.
+    """
+    path = str(path)
+    if not os.path.isfile(path):
+        raise CheckpointError(f"checkpoint file not found: {path}")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # torch raises UnpicklingError or RuntimeError here
+        raise CheckpointError(
+            f"cannot load {path} with torch.load(weights_only=True): {err}\n"
+            "recbole_attn only reads checkpoints written by recbole_attn (plain tensors "
+            "and numbers). A checkpoint written by RecBole's own Trainer pickles its "
+            "Config object; retrain with run_recbole_attn.py, or, only if you trust the "
+            "file, load its 'state_dict' yourself."
+        ) from None
+    if not isinstance(state, dict) or "state_dict" not in state:
+        raise CheckpointError(
+            f"{path} is not a recbole_attn checkpoint (no 'state_dict' entry)"
+        )
+    return state

@@ -1,0 +1,66 @@
+"""
+recbole_attn.data.dataset
+#########################
+
+Training modes for sequential recommenders (DESIGN §4).
+
+``training_mode: last_position`` is RecBole's default: one training sample per prefix of
+every user's history, loss on the last position only.
+
+``training_mode: all_position`` (the default of our models, and what the official code of
+every paper here does) keeps ONE training sample per user, the longest training prefix
+``(s_1 .. s_{n-1}) -> s_n`` (cut to the last ``MAX_ITEM_LIST_LENGTH`` items), and the model
+puts a loss on every position ``t`` with target ``s_{t+1}``. Validation and test are
+RecBole's leave-one-out samples, unchanged.
+"""
+
+import torch
+from recbole.data.dataset import SequentialDataset
+
+TRAINING_MODES = ("all_position", "last_position")
+
+
+def check_training_mode(config):
+    mode = config["training_mode"] or "last_position"
+    if mode not in TRAINING_MODES:
+        raise ValueError(
+            f"training_mode must be one of {list(TRAINING_MODES)}, got {mode!r}"
+        )
+    return mode
+
+
+def last_sample_per_user(interaction, uid_field):
+    """Indices of the last row of every user in ``interaction``.
+
+    RecBole's sequential augmentation sorts by (user, time) and the leave-one-out split keeps
+    that order within a user, so the last row of a user is its longest prefix.
+    """
+    uid = interaction[uid_field]
+    n = uid.numel()
+    if n == 0:
+        return torch.zeros(0, dtype=torch.long)
+    order = torch.arange(n)
+    n_users = int(uid.max()) + 1
+    last = torch.full((n_users,), -1, dtype=torch.long)
+    last.scatter_reduce_(0, uid, order, reduce="amax")
+    return last[last >= 0]
+
+
+class AttnSequentialDataset(SequentialDataset):
+    """:class:`SequentialDataset` whose training split follows ``training_mode``.
+
+    In ``all_position`` mode the training split holds one sample per user (its longest
+    prefix); in ``last_position`` mode it is RecBole's split, unchanged.
+    """
+
+    def __init__(self, config):
+        self.training_mode = check_training_mode(config)
+        super().__init__(config)
+
+    def build(self):
+        datasets = super().build()
+        if self.training_mode == "all_position":
+            train = datasets[0]
+            keep = last_sample_per_user(train.inter_feat, self.uid_field)
+            train.inter_feat = train.inter_feat[keep]
+        return datasets

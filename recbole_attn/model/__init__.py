@@ -1,0 +1,13 @@
+"""recbole_attn models. Every model is a RecBole ``SequentialRecommender``."""
+
+from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
+from recbole_attn.model.sasrec_ap import SASRecAP
+from recbole_attn.model.stosa import STOSA
+
+#: model name -> class, the models that ``run_recbole_attn.py --model=NAME`` resolves first
+MODELS = {
+    "STOSA": STOSA,
+    "SASRecAP": SASRecAP,
+}
+
+__all__ = ["AttnSequentialRecommender", "MODELS", *MODELS]

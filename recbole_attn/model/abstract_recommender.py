@@ -1,0 +1,144 @@
+"""
+recbole_attn.model.abstract_recommender
+#######################################
+
+Shared training infrastructure of our sequential models (DESIGN §4, §8):
+
+* both training modes (``all_position``: a loss at every valid position of one sequence per
+  user; ``last_position``: RecBole's one prefix per sample) through one code path;
+* batch trimming: every batch is cut to its longest sequence (RecBole right-pads to
+  ``MAX_ITEM_LIST_LENGTH``; with causal attention and absolute positions counted from the
+  first item this is exact);
+* one uniform negative per position, drawn in one tensor operation and re-drawn where it
+  hits an item of the user's training sequence.
+
+A subclass implements :meth:`encode` (per-position outputs), :meth:`position_loss`,
+:meth:`score_items` and :meth:`score_all_items`; ``calculate_loss``, ``predict`` and
+``full_sort_predict`` are provided here.
+"""
+
+import torch
+from recbole.model.abstract_recommender import SequentialRecommender
+from recbole.utils import InputType
+
+from recbole_attn.data.dataset import check_training_mode
+
+
+def map_output(fn, output):
+    """Apply ``fn`` to a tensor or to every tensor of a tuple of tensors."""
+    if isinstance(output, tuple):
+        return tuple(fn(o) for o in output)
+    return fn(output)
+
+
+class AttnSequentialRecommender(SequentialRecommender):
+    r"""Base class of recbole_attn's sequential recommenders.
+
+    Config keys read here: ``training_mode`` (``all_position`` | ``last_position``),
+    ``neg_resample_rounds`` (how many times a negative that hits the user's sequence is
+    re-drawn; 0 keeps plain uniform sampling).
+    """
+
+    input_type = InputType.POINTWISE
+    #: whether :meth:`position_loss` needs one sampled negative per position
+    needs_negatives = False
+
+    def __init__(self, config, dataset):
+        super().__init__(config, dataset)
+        self.training_mode = check_training_mode(config)
+        rounds = config["neg_resample_rounds"]
+        self.neg_resample_rounds = 10 if rounds is None else int(rounds)
+
+    # ------------------------------------------------------------------ to implement
+    def encode(self, item_seq, item_seq_len):
+        """Per-position outputs ``[B, L, ...]`` (a tensor or a tuple of tensors)."""
+        raise NotImplementedError
+
+    def position_loss(self, output, pos_items, neg_items):
+        """Loss from outputs gathered at N training positions ``[N, ...]`` and their
+        targets ``pos_items [N]`` (and ``neg_items [N]`` when :attr:`needs_negatives`).
+        Returns a scalar or a tuple of scalars (RecBole sums and logs them)."""
+        raise NotImplementedError
+
+    def score_items(self, output, items):
+        """Scores ``[B]`` of ``items [B]`` from last-position outputs ``[B, ...]``."""
+        raise NotImplementedError
+
+    def score_all_items(self, output):
+        """Scores ``[B, n_items]`` of every item; larger is better."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ shared
+    @staticmethod
+    def trim(item_seq, item_seq_len):
+        """Cut a right-padded batch to its longest sequence."""
+        max_len = int(item_seq_len.max()) if item_seq_len.numel() else 1
+        return item_seq[:, : max(max_len, 1)]
+
+    def training_targets(self, item_seq, item_seq_len, pos_items):
+        """Targets ``[B, L]`` and the mask of positions that carry a loss.
+
+        all_position: the target of position t is the item at t+1 and, at the last valid
+        position, the sample's target item. last_position: only the last valid position.
+        """
+        batch, length = item_seq.shape
+        last = (item_seq_len - 1).clamp(min=0)
+        rows = torch.arange(batch, device=item_seq.device)
+        if self.training_mode == "all_position":
+            targets = torch.zeros_like(item_seq)
+            targets[:, :-1] = item_seq[:, 1:]
+            targets[rows, last] = pos_items
+            positions = torch.arange(length, device=item_seq.device)
+            mask = positions.unsqueeze(0) < item_seq_len.unsqueeze(1)
+            targets = targets * mask
+        else:
+            targets = torch.zeros_like(item_seq)
+            targets[rows, last] = pos_items
+            mask = torch.zeros_like(item_seq, dtype=torch.bool)
+            mask[rows, last] = True
+        return targets, mask
+
+    def sample_negatives(self, item_seq, targets):
+        """One uniform negative item per position ``[B, L]``, in ``[1, n_items)``.
+
+        A draw that equals an item of the user's training sequence (inputs and targets)
+        is re-drawn up to ``neg_resample_rounds`` times, vectorized over the batch.
+        """
+        high = self.n_items
+        neg = torch.randint(1, high, targets.shape, device=targets.device)
+        if self.neg_resample_rounds <= 0 or high <= 2:
+            return neg
+        seen = torch.cat([item_seq, targets], dim=1)  # [B, 2L]
+        for _ in range(self.neg_resample_rounds):
+            hit = (neg.unsqueeze(-1) == seen.unsqueeze(1)).any(-1)
+            if not bool(hit.any()):
+                break
+            redraw = torch.randint(1, high, targets.shape, device=targets.device)
+            neg = torch.where(hit, redraw, neg)
+        return neg
+
+    def calculate_loss(self, interaction):
+        item_seq_len = interaction[self.ITEM_SEQ_LEN]
+        item_seq = self.trim(interaction[self.ITEM_SEQ], item_seq_len)
+        targets, mask = self.training_targets(
+            item_seq, item_seq_len, interaction[self.POS_ITEM_ID]
+        )
+        output = self.encode(item_seq, item_seq_len)
+        output = map_output(lambda o: o[mask], output)
+        neg_items = None
+        if self.needs_negatives:
+            neg_items = self.sample_negatives(item_seq, targets)[mask]
+        return self.position_loss(output, targets[mask], neg_items)
+
+    def last_output(self, interaction):
+        item_seq_len = interaction[self.ITEM_SEQ_LEN]
+        item_seq = self.trim(interaction[self.ITEM_SEQ], item_seq_len)
+        output = self.encode(item_seq, item_seq_len)
+        return map_output(lambda o: self.gather_indexes(o, item_seq_len - 1), output)
+
+    def predict(self, interaction):
+        output = self.last_output(interaction)
+        return self.score_items(output, interaction[self.ITEM_ID])
+
+    def full_sort_predict(self, interaction):
+        return self.score_all_items(self.last_output(interaction))

@@ -1,0 +1,164 @@
+"""
+STOSA
+################################################
+
+Reference:
+    Ziwei Fan et al. "Sequential Recommendation via Stochastic Self-Attention." in WWW 2022.
+
+Reference code:
+    https://github.com/zfan20/STOSA (read for its behaviour only; see REFERENCE_NOTES §1)
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
+from recbole_attn.model.layers import (
+    StochasticEncoder,
+    causal_padding_mask,
+    elu_plus_one,
+    pairwise_wasserstein2_squared,
+    wasserstein2_squared,
+)
+
+
+class STOSA(AttnSequentialRecommender):
+    r"""STOSA embeds items as diagonal Gaussians (mean and covariance tables with separate
+    position embeddings), replaces dot-product attention by the negative scaled squared
+    2-Wasserstein distance (eq. 5), aggregates means with :math:`A` and covariances with
+    :math:`A \circ A` (eq. 7), and ranks items by ascending :math:`W_2^2` between the
+    sequence Gaussian and the item Gaussian (eq. 10). The loss is BPR on distances plus the
+    positive-vs-negative hinge :math:`\lambda [d_{s_t,j^+} - d_{j^+,j^-}]_+` (eq. 11-12).
+
+    NOTE:
+        Deviations from the paper, each a documented choice:
+
+        * Attention sublayer: the paper gives no residual or layer norm around the
+          Wasserstein attention; we use SASRec's (output projection, dropout, residual,
+          post-LN), as the official code does. The FFN sublayer is the paper's pre-LN
+          eq. 9. Mean and covariance streams have their own LayerNorms (the official code
+          shares one).
+        * ``inner_size`` (FFN width) is configurable; the paper uses d, the official code 4d
+          (our default, 256 for d = 64).
+        * Item covariances used for prediction and in the loss are ``ELU(M^Sigma) + 1``
+          (the paper writes ``M^Sigma`` itself, which can be negative); as in the official
+          code.
+        * The attention score is :math:`-W_2^2/\sqrt{d_h}` (squared distance, scaled per
+          head), as in the official code; the paper writes :math:`-W_2`.
+        * ``stosa_legacy_mean_bug: True`` reproduces the official code's encoder bug (the
+          mean stream of every layer is dropped; REFERENCE_NOTES §1). Default False.
+        * The L2 term of eq. 12 is Adam's ``weight_decay`` (0 by default, as in the
+          official runs).
+        * Scores returned to RecBole are :math:`-W_2^2`, so that "larger is better".
+    """
+
+    needs_negatives = True
+
+    def __init__(self, config, dataset):
+        super(STOSA, self).__init__(config, dataset)
+
+        # load parameters info
+        self.n_layers = config["n_layers"]
+        self.n_heads = config["n_heads"]
+        self.hidden_size = config["hidden_size"]
+        self.inner_size = config["inner_size"]
+        self.hidden_dropout_prob = config["hidden_dropout_prob"]
+        self.attn_dropout_prob = config["attn_dropout_prob"]
+        self.layer_norm_eps = config["layer_norm_eps"]
+        self.initializer_range = config["initializer_range"]
+        self.loss_type = config["loss_type"]
+        self.pvn_weight = config["pvn_weight"]
+        self.legacy_mean_bug = bool(config["stosa_legacy_mean_bug"])
+
+        if self.loss_type != "BPR":
+            raise ValueError(
+                f"STOSA is trained with its BPR + pvn loss; set loss_type: BPR "
+                f"(got {self.loss_type!r})"
+            )
+
+        # define layers and loss
+        self.mean_item_embedding = nn.Embedding(
+            self.n_items, self.hidden_size, padding_idx=0
+        )
+        self.cov_item_embedding = nn.Embedding(
+            self.n_items, self.hidden_size, padding_idx=0
+        )
+        self.mean_position_embedding = nn.Embedding(
+            self.max_seq_length, self.hidden_size
+        )
+        self.cov_position_embedding = nn.Embedding(
+            self.max_seq_length, self.hidden_size
+        )
+        self.mean_layer_norm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
+        self.cov_layer_norm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
+        self.dropout = nn.Dropout(self.hidden_dropout_prob)
+        self.encoder = StochasticEncoder(
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            hidden_size=self.hidden_size,
+            inner_size=self.inner_size,
+            hidden_dropout_prob=self.hidden_dropout_prob,
+            attn_dropout_prob=self.attn_dropout_prob,
+            layer_norm_eps=self.layer_norm_eps,
+            legacy_mean_bug=self.legacy_mean_bug,
+        )
+
+        # parameters initialization
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module):
+        """Initialize the weights"""
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.data.normal_(mean=0.0, std=self.initializer_range)
+        elif isinstance(module, nn.LayerNorm):
+            module.bias.data.zero_()
+            module.weight.data.fill_(1.0)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            module.bias.data.zero_()
+        if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+            module.weight.data[module.padding_idx].zero_()
+
+    def item_gaussians(self, items):
+        """Item Gaussians ``(M^mu_j, ELU(M^Sigma_j) + 1)`` of eq. 10 (no position)."""
+        return self.mean_item_embedding(items), elu_plus_one(
+            self.cov_item_embedding(items)
+        )
+
+    def encode(self, item_seq, item_seq_len):
+        """Sequence Gaussians ``(mean, cov)``, each ``[B, L, d]``, at every position."""
+        position_ids = torch.arange(item_seq.size(1), device=item_seq.device)
+        mean = self.mean_item_embedding(item_seq) + self.mean_position_embedding(
+            position_ids
+        )
+        cov = self.cov_item_embedding(item_seq) + self.cov_position_embedding(
+            position_ids
+        )
+        mean = self.dropout(self.mean_layer_norm(mean))
+        cov = self.dropout(self.cov_layer_norm(cov))
+        return self.encoder(mean, cov, causal_padding_mask(item_seq))
+
+    def position_loss(self, output, pos_items, neg_items):
+        mean, cov = output
+        pos_mean, pos_cov = self.item_gaussians(pos_items)
+        neg_mean, neg_cov = self.item_gaussians(neg_items)
+        pos_dist = wasserstein2_squared(mean, cov, pos_mean, pos_cov)
+        neg_dist = wasserstein2_squared(mean, cov, neg_mean, neg_cov)
+        pos_neg_dist = wasserstein2_squared(pos_mean, pos_cov, neg_mean, neg_cov)
+        bpr = -F.logsigmoid(neg_dist - pos_dist).mean()
+        pvn = torch.relu(pos_dist - pos_neg_dist).mean()
+        return bpr, self.pvn_weight * pvn
+
+    def score_items(self, output, items):
+        mean, cov = output
+        item_mean, item_cov = self.item_gaussians(items)
+        return -wasserstein2_squared(mean, cov, item_mean, item_cov)
+
+    def score_all_items(self, output):
+        mean, cov = output
+        return -pairwise_wasserstein2_squared(
+            mean,
+            cov,
+            self.mean_item_embedding.weight,
+            elu_plus_one(self.cov_item_embedding.weight),
+        )

@@ -1,0 +1,166 @@
+"""
+recbole_attn.trainer
+####################
+
+:class:`AttnTrainer` is RecBole's :class:`~recbole.trainer.Trainer` with
+
+* weights-only checkpoints (DESIGN §3): the best model is saved as plain tensors and numbers
+  and reloaded with ``torch.load(weights_only=True)``;
+* resumable training: after every evaluation the full training state (model, optimizer,
+  early-stopping state, RNG states of torch and of the training dataloader) is written to
+  ``<saved_model_file>-last.pth``; ``resume_checkpoint(path)`` continues from it and gives the
+  same result as an uninterrupted run with the same seed;
+* the evaluation option ``eval_mask_history`` (DESIGN §3, §6): in sequential full ranking,
+  the items of the input sequence are excluded from the ranking (STOSA's and PAtt's protocol).
+  RecBole does not do this; it is off by default.
+"""
+
+import json
+
+import numpy as np
+import torch
+from recbole.trainer import Trainer
+
+from recbole_attn.compat import load_checkpoint, save_checkpoint
+
+CHECKPOINT_FORMAT = "recbole_attn-checkpoint-1"
+
+
+def _plain_result(result):
+    return None if result is None else {k: float(v) for k, v in result.items()}
+
+
+class AttnTrainer(Trainer):
+    r"""RecBole's Trainer with safe, resumable checkpoints and optional history masking."""
+
+    def __init__(self, config, model):
+        super().__init__(config, model)
+        self.eval_mask_history = bool(config["eval_mask_history"])
+        self.resume_file = self.saved_model_file[: -len(".pth")] + "-last.pth"
+        self._train_generator = None
+        self._pending_generator_state = None
+
+    # ------------------------------------------------------------------ checkpoints
+    def _state(self, epoch):
+        # the user-given configuration, enough to rebuild config, data and model
+        external = json.dumps(self.config.external_config_dict, default=str)
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "model": self.config["model"],
+            "dataset": self.config["dataset"],
+            "external_config_json": external,
+            "epoch": int(epoch),
+            "cur_step": int(self.cur_step),
+            "best_valid_score": float(self.best_valid_score),
+            "best_valid_result": _plain_result(self.best_valid_result),
+            "saved_model_file": self.saved_model_file,
+            "state_dict": self.model.state_dict(),
+            "other_parameter": self.model.other_parameter(),
+            "optimizer": self.optimizer.state_dict(),
+        }
+
+    def _save_checkpoint(self, epoch, verbose=True, **kwargs):
+        """Save the best model (RecBole's hook), weights-only loadable."""
+        saved_model_file = kwargs.pop("saved_model_file", self.saved_model_file)
+        save_checkpoint(self._state(epoch), saved_model_file)
+        if verbose:
+            self.logger.info(f"Saving current: {saved_model_file}")
+
+    def _save_resume_state(self, epoch):
+        state = self._state(epoch)
+        state["rng_torch"] = torch.get_rng_state()
+        if self._train_generator is not None:
+            state["rng_train_dataloader"] = self._train_generator.get_state()
+        save_checkpoint(state, self.resume_file)
+
+    def _load(self, path):
+        checkpoint = load_checkpoint(path, map_location=self.device)
+        if checkpoint.get("model", "").lower() != self.config["model"].lower():
+            raise ValueError(
+                f"checkpoint {path} was trained with model {checkpoint.get('model')!r}, "
+                f"not {self.config['model']!r}; pass --model={checkpoint.get('model')}"
+            )
+        self.model.load_state_dict(checkpoint["state_dict"])
+        self.model.load_other_parameter(checkpoint.get("other_parameter"))
+        return checkpoint
+
+    def resume_checkpoint(self, resume_file):
+        """Continue training from a checkpoint written by this trainer.
+
+        Use the ``-last.pth`` file to continue exactly where training stopped; the best-model
+        file restarts from the best epoch.
+        """
+        checkpoint = self._load(resume_file)
+        self.start_epoch = checkpoint["epoch"] + 1
+        self.cur_step = checkpoint["cur_step"]
+        self.best_valid_score = checkpoint["best_valid_score"]
+        self.best_valid_result = checkpoint.get("best_valid_result")
+        self.saved_model_file = checkpoint.get("saved_model_file", str(resume_file))
+        self.resume_file = str(resume_file)
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        if "rng_torch" in checkpoint:
+            torch.set_rng_state(checkpoint["rng_torch"])
+        self._pending_generator_state = checkpoint.get("rng_train_dataloader")
+        self.logger.info(
+            f"Checkpoint loaded. Resume training from epoch {self.start_epoch}"
+        )
+
+    def fit(
+        self,
+        train_data,
+        valid_data=None,
+        verbose=True,
+        saved=True,
+        show_progress=False,
+        callback_fn=None,
+    ):
+        self._train_generator = getattr(train_data, "generator", None)
+        if self._pending_generator_state is not None and self._train_generator:
+            self._train_generator.set_state(self._pending_generator_state)
+            self._pending_generator_state = None
+
+        def on_evaluated(epoch_idx, valid_score):
+            if saved:
+                self._save_resume_state(epoch_idx)
+            if callback_fn is not None:
+                callback_fn(epoch_idx, valid_score)
+
+        return super().fit(
+            train_data,
+            valid_data,
+            verbose=verbose,
+            saved=saved,
+            show_progress=show_progress,
+            callback_fn=on_evaluated,
+        )
+
+    # ------------------------------------------------------------------ evaluation
+    def _full_sort_batch_eval(self, batched_data):
+        interaction, scores, positive_u, positive_i = super()._full_sort_batch_eval(
+            batched_data
+        )
+        if self.eval_mask_history:
+            # the target keeps its score even when it repeats an earlier item, so that a
+            # repeat is still a reachable hit; every other item of the input is excluded
+            target_scores = scores[positive_u, positive_i].clone()
+            item_seq = interaction[self.model.ITEM_SEQ].to(scores.device)
+            scores = scores.scatter(1, item_seq, -np.inf)
+            scores[positive_u, positive_i] = target_scores
+            scores[:, 0] = -np.inf
+        return interaction, scores, positive_u, positive_i
+
+    @torch.no_grad()
+    def evaluate(
+        self, eval_data, load_best_model=True, model_file=None, show_progress=False
+    ):
+        if not eval_data:
+            return
+        if load_best_model:
+            checkpoint_file = model_file or self.saved_model_file
+            self._load(checkpoint_file)
+            self.logger.info(
+                f"Loading model structure and parameters from {checkpoint_file}"
+            )
+        return super().evaluate(
+            eval_data, load_best_model=False, show_progress=show_progress
+        )
