@@ -670,10 +670,15 @@ def dataset_yaml(
                 f"# The .item file also has '{BRAND}' (add it to load_col.item to use it)."
             )
         lines.append(f"category_field: {CATEGORIES}")
+        lines.append(
+            "# Items without categories are not in the .item file; RecBole would drop their\n"
+            "# interactions by default (filter_inter_by_user_or_item: True). Keep them:"
+        )
+        lines.append("filter_inter_by_user_or_item: False")
     else:
         lines.append(
-            "# No category metadata exists for this dataset (no .item file): the "
-            "diversity metrics (CC, ILD, F1) are unavailable."
+            "# No category metadata exists for this dataset (no .item file), so the\n"
+            "# diversity metrics (CC, ILD, F1) are unavailable on it."
         )
         lines.append("category_field: ~")
     return "\n".join(lines) + "\n"
@@ -940,9 +945,16 @@ def check_fresh(args: argparse.Namespace) -> None:
 
 
 def finish(
-    result: Converted, args: argparse.Namespace, bad: Optional[BadLines] = None
+    result: Converted,
+    args: argparse.Namespace,
+    bad: Optional[BadLines],
+    script: str,
+    argv: Optional[List[str]] = None,
 ) -> None:
-    command = " ".join(shlex.quote(a) for a in ["python", *sys.argv])
+    """Write the dataset (the yaml records the command) and print the summary."""
+    argv = sys.argv[1:] if argv is None else argv
+    script = os.path.join(os.path.basename(SCRIPTS_DIR), os.path.basename(script))
+    command = " ".join(shlex.quote(a) for a in ["python", script, *argv])
     paths = write_dataset(result, args.output_dir, args.name, args.overwrite, command)
     print(f"wrote {', '.join(paths.values())}")
     print(summary_text(result.stats, bad))

@@ -57,7 +57,7 @@ def main(argv=None) -> None:
         )
         brands = all_brands if args.brand else None
     result = c.convert(inter, categories, brands, options)
-    c.finish(result, args, bad)
+    c.finish(result, args, bad, __file__, argv)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ def main(argv=None) -> None:
     inter = c.parse_anime_ratings(args.ratings, bad)
     genres = c.parse_anime_genres(args.anime, bad) if args.anime else {}
     result = c.convert(inter, genres, None, options)
-    c.finish(result, args, bad)
+    c.finish(result, args, bad, __file__, argv)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ def main(argv=None) -> None:
     inter = c.parse_movielens_ratings(args.ratings, bad)
     genres = c.parse_movielens_movies(args.movies, bad) if args.movies else {}
     result = c.convert(inter, genres, None, options)
-    c.finish(result, args, bad)
+    c.finish(result, args, bad, __file__, argv)
 
 
 if __name__ == "__main__":

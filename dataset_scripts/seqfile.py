@@ -51,7 +51,7 @@ def main(argv=None) -> None:
         attrs = c.parse_item2attributes(args.attributes)
         categories, brands = c.split_attributes(attrs, args.attributes_mode)
     result = c.convert(inter, categories, brands, options)
-    c.finish(result, args, bad)
+    c.finish(result, args, bad, __file__, argv)
 
 
 if __name__ == "__main__":
