@@ -99,12 +99,28 @@ class BadLines:
 
 
 def _lines(path: str, encoding: str = "utf-8") -> Iterator[Tuple[int, str]]:
-    """Yield ``(line number, line without end-of-line)`` for the non-blank lines."""
-    with open_text(path, encoding) as f:
-        for lineno, line in enumerate(f, start=1):
-            line = line.rstrip("\r\n")
-            if line.strip():
-                yield lineno, line
+    """Yield ``(line number, line without end-of-line)`` for the non-blank lines.
+
+    Lines are decoded one by one so that an undecodable byte is reported on its line."""
+    if not os.path.isfile(path):
+        raise ConversionError(f"input file not found: {path}")
+    opener = gzip.open if path.endswith(".gz") else open
+    lineno = 0
+    with opener(path, "rb") as f:
+        try:
+            for lineno, data in enumerate(f, start=1):
+                try:
+                    line = data.decode(encoding).rstrip("\r\n")
+                except UnicodeDecodeError as exc:
+                    raise ConversionError(
+                        f"{path}, line {lineno}: not valid {encoding} text ({exc.reason})"
+                    ) from None
+                if line.strip():
+                    yield lineno, line
+        except (OSError, EOFError) as exc:  # e.g. a truncated .gz file
+            raise ConversionError(
+                f"{path}: cannot read after line {lineno}: {exc}"
+            ) from None
 
 
 def _to_float(value) -> float:
@@ -187,6 +203,8 @@ def parse_item2attributes(path: str) -> Dict[str, List[int]]:
             raise ConversionError(
                 f"{path}, line {exc.lineno}: not valid JSON ({exc.msg})"
             ) from None
+        except (UnicodeDecodeError, OSError, EOFError) as exc:
+            raise ConversionError(f"{path}: cannot read: {exc}") from None
     if not isinstance(data, dict):
         raise ConversionError(f"{path}: expected a JSON object item id -> [attr ids]")
     result: Dict[str, List[int]] = {}
@@ -496,7 +514,13 @@ def parse_anime_genres(
     """Kaggle ``anime.csv`` (``anime_id,name,genre,...``; ``genre`` is a quoted,
     comma-separated list) -> anime -> genre tokens (``Slice of Life`` -> ``Slice_of_Life``).
     """
-    bad = bad or BadLines()
+    try:
+        return _anime_genres(path, bad or BadLines())
+    except (UnicodeDecodeError, OSError, EOFError, csv.Error) as exc:
+        raise ConversionError(f"{path}: cannot read: {exc}") from None
+
+
+def _anime_genres(path: str, bad: BadLines) -> Dict[str, List[str]]:
     genres: Dict[str, List[str]] = {}
     with open_text(path) as f:
         reader = csv.reader(f)
@@ -836,9 +860,11 @@ def write_dataset(
     created = not os.path.isdir(folder)
     try:
         write_atomic(files, overwrite=overwrite, remove=[paths["item"]])
-    except BaseException:
+    except BaseException as exc:
         if created and os.path.isdir(folder) and not os.listdir(folder):
             os.rmdir(folder)
+        if isinstance(exc, OSError):
+            raise ConversionError(f"cannot write {folder}: {exc}") from None
         raise
     return {k: v for k, v in paths.items() if v in files}
 

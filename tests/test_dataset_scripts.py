@@ -243,6 +243,19 @@ def test_seqfile_malformed_line_names_file_and_line(tmp_path, capsys):
     )
 
 
+def test_undecodable_or_truncated_input_is_a_clean_error(tmp_path):
+    latin = str(tmp_path / "latin.txt")
+    with open(latin, "wb") as f:
+        f.write(b"1 10 11\n2 10 \xe9\n")
+    with pytest.raises(c.ConversionError, match=r"latin\.txt, line 2: not valid utf-8"):
+        c.parse_seqfile(latin)
+    truncated = str(tmp_path / "reviews_X_5.json.gz")
+    with open(truncated, "wb") as f:
+        f.write(gzip.compress(b'{"reviewerID": "U1", "asin": "A1"}\n' * 50)[:40])
+    with pytest.raises(c.ConversionError, match="cannot read"):
+        c.parse_amazon_reviews(truncated)
+
+
 def test_existing_dataset_needs_overwrite(tmp_path, capsys):
     seqs, attrs = seq_fixture(tmp_path)
     out = tmp_path / "out"
