@@ -69,11 +69,15 @@ class ConversionError(Exception):
 # --------------------------------------------------------------------------- reading
 
 
+def _require_file(path: str) -> None:
+    if not os.path.isfile(path):
+        raise ConversionError(f"input file not found: {path}")
+
+
 def open_text(path: str, encoding: str = "utf-8") -> io.TextIOBase:
     """Open a text file, transparently gunzipping ``*.gz``; a missing file is a
     :class:`ConversionError`."""
-    if not os.path.isfile(path):
-        raise ConversionError(f"input file not found: {path}")
+    _require_file(path)
     if path.endswith(".gz"):
         return gzip.open(path, "rt", encoding=encoding, newline="")
     return open(path, "r", encoding=encoding, newline="")
@@ -102,8 +106,7 @@ def _lines(path: str, encoding: str = "utf-8") -> Iterator[Tuple[int, str]]:
     """Yield ``(line number, line without end-of-line)`` for the non-blank lines.
 
     Lines are decoded one by one so that an undecodable byte is reported on its line."""
-    if not os.path.isfile(path):
-        raise ConversionError(f"input file not found: {path}")
+    _require_file(path)
     opener = gzip.open if path.endswith(".gz") else open
     lineno = 0
     with opener(path, "rb") as f:
@@ -733,6 +736,7 @@ def write_atomic(
                 dir=folder, prefix="." + os.path.basename(target) + ".", suffix=".tmp"
             )
             temps[target] = tmp
+            os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600 files
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
                 if callable(content):
                     content(f)
@@ -751,6 +755,10 @@ def write_atomic(
     for path in remove:
         if path not in files and os.path.exists(path):
             os.unlink(path)
+
+
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
 
 def _refuse_existing(targets: Iterable[str]) -> None:

@@ -136,6 +136,10 @@ def test_write_atomic_failure_leaves_existing_files_untouched(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["a.txt"]
     c.write_atomic({a: "new a\n", b: "b\n"}, overwrite=True)
     assert read(a) == "new a\n" and read(b) == "b\n"
+    # the files get the usual permissions, not mkstemp's private 0600
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(b).st_mode & 0o777 == 0o666 & ~umask
 
 
 # ---------------------------------------------------------------- sequence files
