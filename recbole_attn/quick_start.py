@@ -21,24 +21,19 @@ from recbole.utils import get_model, init_logger, init_seed, set_color
 import recbole_attn
 from recbole_attn.compat import load_checkpoint
 from recbole_attn.data.dataset import AttnSequentialDataset
+from recbole_attn.errors import (  # noqa: F401  (re-exported)
+    CategoryFieldError,
+    DatasetNotFoundError,
+    MetricConfigError,
+    RecboleAttnError,
+    UnknownModelError,
+)
 from recbole_attn.model import MODELS
 from recbole_attn.trainer import AttnTrainer
 
 PROPERTIES_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "properties"
 )
-
-
-class RecboleAttnError(Exception):
-    """An error in the user's input, reported without a stack trace by the CLI."""
-
-
-class UnknownModelError(RecboleAttnError, ValueError):
-    pass
-
-
-class DatasetNotFoundError(RecboleAttnError, FileNotFoundError):
-    pass
 
 
 def properties_dir():

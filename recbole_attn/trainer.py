@@ -22,6 +22,7 @@ import torch
 from recbole.trainer import Trainer
 
 from recbole_attn.compat import load_checkpoint, save_checkpoint
+from recbole_attn.evaluator.collector import CategoryCollector
 
 CHECKPOINT_FORMAT = "recbole_attn-checkpoint-1"
 
@@ -35,6 +36,8 @@ class AttnTrainer(Trainer):
 
     def __init__(self, config, model):
         super().__init__(config, model)
+        # collects the item->category table for CC / ILD / F1 (recbole_attn.evaluator)
+        self.eval_collector = CategoryCollector(config)
         self.eval_mask_history = bool(config["eval_mask_history"])
         self.resume_file = self.saved_model_file[: -len(".pth")] + "-last.pth"
         self._train_generator = None
@@ -155,6 +158,7 @@ class AttnTrainer(Trainer):
     ):
         if not eval_data:
             return
+        self.eval_collector.ensure_item_categories(eval_data)  # evaluate without fit
         if load_best_model:
             checkpoint_file = model_file or self.saved_model_file
             self._load(checkpoint_file)

@@ -1,0 +1,308 @@
+"""
+recbole_attn.evaluator.metrics
+##############################
+
+Category-diversity metrics of the top-K lists (DESIGN §6), as RecBole metrics.
+
+Every metric reads the item→category table that :class:`~recbole_attn.evaluator.collector.
+CategoryCollector` stores under ``data.item_categories``: a LongTensor
+``[n_items, max_categories]``, row = internal item id, category token ids zero-padded (the
+format of a RecBole ``token_seq`` feature). An item whose row is all zeros is uncategorized.
+
+Notation: ``R_u^K`` = the top-K items of user ``u``; ``c_i`` = the multi-hot category vector
+of item ``i``; ``C`` = the set of distinct categories that occur in the item table.
+
+* ``CC@K``  (category coverage) = mean_u |∪_{i ∈ R_u^K} c_i| / |C|.
+* ``ILD@K`` (intra-list distance) = mean_u of mean_{i<j ∈ R_u^K} (1 − sim(c_i, c_j)), where
+  ``sim`` is the cosine ``|c_i ∩ c_j| / sqrt(|c_i| |c_j|)`` (default, ``ild_distance:
+  cosine``) or the Jaccard index ``|c_i ∩ c_j| / |c_i ∪ c_j|`` (``ild_distance: jaccard``).
+  Pairs with an uncategorized item are skipped. A user whose top-K has no pair of two
+  categorized items (always the case for K = 1) has no ILD and is left out of the mean
+  over users; if no user has one, ILD@K = 0.
+* ``F1@K`` = 2·a·d / (a + d) from dataset-level means, a = mean of the accuracy metrics
+  (``f1_accuracy_metrics``, default ``[Recall, NDCG]``), d = mean of the diversity metrics
+  (``f1_diversity_metrics``, default ``[CC, ILD]``), all at the same K. F1 computes its
+  components itself; they need not be in ``metrics``.
+"""
+
+import numpy as np
+import torch
+from recbole.evaluator.base_metric import AbstractMetric
+from recbole.utils import EvaluatorType
+
+from recbole_attn.errors import MetricConfigError
+
+ITEM_CATEGORIES = "data.item_categories"
+ILD_DISTANCES = ("cosine", "jaccard")
+DEFAULT_F1_ACCURACY = ("Recall", "NDCG")
+DEFAULT_F1_DIVERSITY = ("CC", "ILD")
+
+#: upper bound on the number of floats of one ``[users, K, categories]`` block
+_BLOCK_FLOATS = 1 << 24
+
+
+def _option(config, key, default):
+    try:
+        value = config[key]
+    except KeyError:
+        value = None
+    return default if value is None else value
+
+
+def category_multi_hot(item_categories):
+    """``[n_items, max_categories]`` zero-padded token ids → bool multi-hot
+    ``[n_items, n_categories]`` over the categories that occur in the table (duplicates in
+    a row count once)."""
+    table = torch.as_tensor(item_categories, dtype=torch.long).cpu()
+    if table.dim() == 1:
+        table = table.unsqueeze(1)
+    width = int(table.max()) + 1 if table.numel() else 1
+    hot = torch.zeros(table.shape[0], width, dtype=torch.bool)
+    hot.scatter_(1, table, True)
+    hot = hot[:, 1:]  # token 0 is padding
+    return hot[:, hot.any(dim=0)]
+
+
+def _blocks(n_users, k, n_categories):
+    step = max(1, _BLOCK_FLOATS // max(1, k * n_categories))
+    for start in range(0, n_users, step):
+        yield slice(start, min(n_users, start + step))
+
+
+def coverage_per_user(rec_items, item_categories):
+    """CC@k of every user for k = 1..K: a float64 array ``[n_users, K]``."""
+    hot = category_multi_hot(item_categories)
+    rec_items = torch.as_tensor(rec_items, dtype=torch.long).cpu()
+    n_users, k = rec_items.shape
+    n_categories = hot.shape[1]
+    out = np.zeros((n_users, k))
+    if n_categories == 0:
+        return out
+    for rows in _blocks(n_users, k, n_categories):
+        top = hot[rec_items[rows]].to(torch.uint8)  # [u, K, C]
+        seen = torch.cummax(top, dim=1).values  # categories among the first k items
+        out[rows] = seen.sum(dim=2).double().numpy() / n_categories
+    return out
+
+
+def ild_per_user(rec_items, item_categories, distance="cosine"):
+    """ILD@k of every user for k = 1..K: a float64 array ``[n_users, K]``, NaN where the
+    user's top-k has no pair of two categorized items."""
+    if distance not in ILD_DISTANCES:
+        raise MetricConfigError(
+            f"ild_distance must be one of {list(ILD_DISTANCES)}, got {distance!r}"
+        )
+    hot = category_multi_hot(item_categories)
+    rec_items = torch.as_tensor(rec_items, dtype=torch.long).cpu()
+    n_users, k = rec_items.shape
+    out = np.full((n_users, k), np.nan)
+    if hot.shape[1] == 0:
+        return out
+    upper = torch.ones(k, k, dtype=torch.bool).triu(diagonal=1)  # pairs i < j
+    for rows in _blocks(n_users, k, hot.shape[1]):
+        top = hot[rec_items[rows]].double()  # [u, K, C]
+        inter = top @ top.transpose(1, 2)  # |c_i ∩ c_j|
+        size = top.sum(dim=2)  # |c_i|
+        s_i, s_j = size.unsqueeze(2), size.unsqueeze(1)
+        valid = (s_i > 0) & (s_j > 0) & upper
+        if distance == "cosine":
+            denom = torch.sqrt(s_i * s_j)
+        else:
+            denom = s_i + s_j - inter
+        sim = inter / denom.clamp_min(1e-12)
+        dist = torch.where(valid, 1.0 - sim, torch.zeros_like(sim))
+        # pairs within the first k items: columns j < k of the upper triangle
+        total = dist.sum(dim=1).cumsum(dim=1)
+        count = valid.sum(dim=1).cumsum(dim=1).double()
+        value = total / count.clamp_min(1.0)
+        value[count == 0] = float("nan")
+        out[rows] = value.numpy()
+    return out
+
+
+def f1_score(a_values, d_values):
+    """F1 = 2·a·d / (a + d) with a = mean(a_values) (accuracy) and d = mean(d_values)
+    (diversity); 0 when a + d = 0.
+
+    >>> round(f1_score([0.1293, 0.0803], [0.0510, 0.7363]), 4)  # PAtt Table 2
+    0.1655
+    """
+    a = float(np.mean(list(a_values)))
+    d = float(np.mean(list(d_values)))
+    return 0.0 if a + d == 0 else 2.0 * a * d / (a + d)
+
+
+class CategoryMetric(AbstractMetric):
+    """Base of the category metrics: a top-K RANKING metric on ``rec.items`` and the item
+    category table; bigger is better."""
+
+    metric_type = EvaluatorType.RANKING
+    metric_need = ["rec.items", ITEM_CATEGORIES]
+    smaller = False
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.topk = config["topk"]
+        if isinstance(self.topk, int):
+            self.topk = [self.topk]
+
+    def used_info(self, dataobject):
+        return dataobject.get("rec.items"), dataobject.get(ITEM_CATEGORIES)
+
+    def per_user(self, rec_items, item_categories):
+        """``[n_users, max(topk)]`` values for k = 1..max(topk) (NaN = user left out)."""
+        raise NotImplementedError
+
+    def values(self, dataobject):
+        """Unrounded dataset-level values ``{k: value}`` for every k in ``topk``."""
+        rec_items, item_categories = self.used_info(dataobject)
+        per_user = self.per_user(rec_items[:, : max(self.topk)], item_categories)
+        result = {}
+        for k in self.topk:
+            column = per_user[:, k - 1]
+            column = column[~np.isnan(column)]
+            result[k] = float(column.mean()) if column.size else 0.0
+        return result
+
+    def calculate_metric(self, dataobject):
+        name = type(self).__name__.lower()
+        return {
+            f"{name}@{k}": round(v, self.decimal_place)
+            for k, v in self.values(dataobject).items()
+        }
+
+
+class CC(CategoryMetric):
+    r"""Category coverage: the share of the dataset's categories found in the top-K list.
+
+    .. math::
+        \mathrm{CC@K} = \frac{1}{|U|} \sum_{u \in U}
+        \frac{\left|\bigcup_{i \in R_u^K} c_i\right|}{|C|}
+    """
+
+    def per_user(self, rec_items, item_categories):
+        return coverage_per_user(rec_items, item_categories)
+
+
+class ILD(CategoryMetric):
+    r"""Intra-list distance of the top-K list on multi-hot category vectors.
+
+    .. math::
+        \mathrm{ILD@K} = \frac{1}{|U'|} \sum_{u \in U'} \frac{1}{|P_u|}
+        \sum_{(i, j) \in P_u} \left(1 - \mathrm{sim}(c_i, c_j)\right)
+
+    :math:`P_u` = pairs :math:`i<j` of :math:`R_u^K` whose items both have categories,
+    :math:`U'` = users with :math:`P_u \neq \emptyset`. ``ild_distance``: ``cosine``
+    (default) or ``jaccard``.
+    """
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.distance = str(_option(config, "ild_distance", "cosine")).lower()
+        if self.distance not in ILD_DISTANCES:
+            raise MetricConfigError(
+                f"ild_distance must be one of {list(ILD_DISTANCES)}, "
+                f"got {self.distance!r}"
+            )
+
+    def per_user(self, rec_items, item_categories):
+        return ild_per_user(rec_items, item_categories, self.distance)
+
+
+def _f1_components(config, key, default):
+    names = _option(config, key, list(default))
+    if isinstance(names, str):
+        names = [names]
+    if not names:
+        raise MetricConfigError(f"{key} must name at least one metric")
+    return [str(n) for n in names]
+
+
+class F1(AbstractMetric):
+    r"""Harmonic mean of accuracy and diversity, from dataset-level means (PAtt).
+
+    .. math::
+        \mathrm{F1@K} = \frac{2ad}{a+d}, \quad
+        a = \mathrm{mean}(\mathrm{Recall@K}, \mathrm{NDCG@K}), \quad
+        d = \mathrm{mean}(\mathrm{CC@K}, \mathrm{ILD@K})
+
+    The metrics that enter ``a`` and ``d`` are set by ``f1_accuracy_metrics`` and
+    ``f1_diversity_metrics`` (any top-K metric computed from ``rec.topk``, ``rec.items`` or
+    the category table, e.g. ``[NDCG]`` and ``[CC]`` for PAtt's Table 3). The components are
+    computed here, unrounded, whether or not they are in ``metrics``.
+    """
+
+    metric_type = EvaluatorType.RANKING
+    metric_need = ["rec.items", "rec.topk", ITEM_CATEGORIES]
+    smaller = False
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.topk = config["topk"]
+        if isinstance(self.topk, int):
+            self.topk = [self.topk]
+        self.accuracy = [
+            self._component(config, name)
+            for name in _f1_components(
+                config, "f1_accuracy_metrics", DEFAULT_F1_ACCURACY
+            )
+        ]
+        self.diversity = [
+            self._component(config, name)
+            for name in _f1_components(
+                config, "f1_diversity_metrics", DEFAULT_F1_DIVERSITY
+            )
+        ]
+
+    @classmethod
+    def _component(cls, config, name):
+        from recbole.evaluator.register import metric_information, metrics_dict
+
+        key = name.lower()
+        if key == "f1" or key not in metrics_dict:
+            raise MetricConfigError(
+                f"F1 component {name!r} is not a usable metric; use top-K metrics such "
+                "as Recall, NDCG, Hit, MRR, Precision (accuracy) or CC, ILD (diversity)"
+            )
+        missing = set(metric_information[key]) - set(cls.metric_need)
+        if missing or metrics_dict[key].metric_type != EvaluatorType.RANKING:
+            raise MetricConfigError(
+                f"F1 component {name!r} needs {sorted(missing)}, which F1 does not "
+                f"collect; F1 components must be top-K metrics computed from "
+                f"{cls.metric_need}"
+            )
+        metric = metrics_dict[key](config)
+        metric.decimal_place = 15  # F1 uses unrounded component values
+        return key, metric
+
+    @staticmethod
+    def _component_values(component, dataobject, topk):
+        key, metric = component
+        if isinstance(metric, CategoryMetric):
+            return metric.values(dataobject)
+        result = metric.calculate_metric(dataobject)
+        return {k: float(result[f"{key}@{k}"]) for k in topk}
+
+    def calculate_metric(self, dataobject):
+        acc = [self._component_values(c, dataobject, self.topk) for c in self.accuracy]
+        div = [self._component_values(c, dataobject, self.topk) for c in self.diversity]
+        result = {}
+        for k in self.topk:
+            value = f1_score([v[k] for v in acc], [v[k] for v in div])
+            result[f"f1@{k}"] = round(value, self.decimal_place)
+        return result
+
+
+#: the metrics registered in RecBole by :func:`recbole_attn.evaluator.register_metrics`
+METRICS = (CC, ILD, F1)
+
+
+def needs_item_categories(metric_names):
+    """The names (as given) of the metrics in ``metric_names`` that need item categories."""
+    from recbole.evaluator.register import metric_information
+
+    return [
+        m
+        for m in metric_names or []
+        if ITEM_CATEGORIES in metric_information.get(str(m).lower(), ())
+    ]
