@@ -9,8 +9,8 @@ Shared training infrastructure of our sequential models (DESIGN §4, §8):
 * batch trimming: every batch is cut to its longest sequence (RecBole right-pads to
   ``MAX_ITEM_LIST_LENGTH``; with causal attention and absolute positions counted from the
   first item this is exact);
-* one uniform negative per position, drawn in one tensor operation and re-drawn where it
-  hits an item of the user's training sequence.
+* one uniform negative per position, drawn in one tensor operation among the items the user
+  has not interacted with in the training sequence.
 
 A subclass implements :meth:`encode` (per-position outputs), :meth:`position_loss`,
 :meth:`score_items` and :meth:`score_all_items`; ``calculate_loss``, ``predict`` and
@@ -35,8 +35,8 @@ class AttnSequentialRecommender(SequentialRecommender):
     r"""Base class of recbole_attn's sequential recommenders.
 
     Config keys read here: ``training_mode`` (``all_position`` | ``last_position``),
-    ``neg_resample_rounds`` (how many times a negative that hits the user's sequence is
-    re-drawn; 0 keeps plain uniform sampling).
+    ``neg_exclude_seen`` (negatives avoid the items of the user's training sequence, as in
+    the official code of STOSA and PAtt; False = plain uniform sampling).
     """
 
     input_type = InputType.POINTWISE
@@ -46,8 +46,8 @@ class AttnSequentialRecommender(SequentialRecommender):
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
         self.training_mode = check_training_mode(config)
-        rounds = config["neg_resample_rounds"]
-        self.neg_resample_rounds = 10 if rounds is None else int(rounds)
+        exclude = config["neg_exclude_seen"]
+        self.neg_exclude_seen = True if exclude is None else bool(exclude)
 
     # ------------------------------------------------------------------ to implement
     def encode(self, item_seq, item_seq_len):
@@ -99,23 +99,26 @@ class AttnSequentialRecommender(SequentialRecommender):
         return targets, mask
 
     def sample_negatives(self, item_seq, targets):
-        """One uniform negative item per position ``[B, L]``, in ``[1, n_items)``.
+        """One negative item per position ``[B, L]``, uniform over ``[1, n_items)``.
 
-        A draw that equals an item of the user's training sequence (inputs and targets)
-        is re-drawn up to ``neg_resample_rounds`` times, vectorized over the batch.
+        With ``neg_exclude_seen`` (default) the draw is uniform over the items that are NOT
+        in the user's training sequence (inputs and targets), exactly, in one multinomial
+        draw per batch (a ``[B, n_items]`` weight matrix); a user who has seen every item
+        falls back to all items.
         """
-        high = self.n_items
-        neg = torch.randint(1, high, targets.shape, device=targets.device)
-        if self.neg_resample_rounds <= 0 or high <= 2:
-            return neg
-        seen = torch.cat([item_seq, targets], dim=1)  # [B, 2L]
-        for _ in range(self.neg_resample_rounds):
-            hit = (neg.unsqueeze(-1) == seen.unsqueeze(1)).any(-1)
-            if not bool(hit.any()):
-                break
-            redraw = torch.randint(1, high, targets.shape, device=targets.device)
-            neg = torch.where(hit, redraw, neg)
-        return neg
+        batch, length = targets.shape
+        if not self.neg_exclude_seen:
+            return torch.randint(
+                1, self.n_items, (batch, length), device=targets.device
+            )
+        weights = torch.ones(batch, self.n_items, device=targets.device)
+        weights.scatter_(1, item_seq, 0.0)
+        weights.scatter_(1, targets, 0.0)
+        weights[:, 0] = 0.0
+        exhausted = weights.sum(1) == 0
+        if bool(exhausted.any()):
+            weights[exhausted, 1:] = 1.0
+        return torch.multinomial(weights, length, replacement=True)
 
     def calculate_loss(self, interaction):
         item_seq_len = interaction[self.ITEM_SEQ_LEN]

@@ -1,0 +1,219 @@
+"""Pipeline, training modes, checkpoints, resume, reproducibility and CLI (issue 2)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from recbole_attn.compat import CheckpointError, load_checkpoint, save_checkpoint
+from recbole_attn.data.dataset import last_sample_per_user
+from recbole_attn.quick_start import (
+    UnknownModelError,
+    build,
+    get_model_class,
+    load_data_and_model,
+    run,
+)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _raw_sequences(data_path, name="tiny"):
+    seqs = {}
+    with open(os.path.join(data_path, name, f"{name}.inter")) as f:
+        next(f)
+        for line in f:
+            u, i, t = line.rstrip("\n").split("\t")
+            seqs.setdefault(u, []).append((float(t), i))
+    return {u: [i for _, i in sorted(v)] for u, v in seqs.items()}
+
+
+def test_all_position_train_split_is_one_longest_prefix_per_user(tiny_config):
+    config, net, _, (train, valid, test) = build(
+        "SASRecAP", "tiny", config_dict=tiny_config
+    )
+    ds = train._dataset
+    raw = _raw_sequences(tiny_config["data_path"])
+    inter = ds.inter_feat
+    assert len(inter) == len(raw), "one training sample per user"
+    max_len = config["MAX_ITEM_LIST_LENGTH"]
+    for row in range(len(inter)):
+        user = ds.id2token(ds.uid_field, inter[ds.uid_field][row].item())
+        items = raw[user]
+        length = inter[ds.item_list_length_field][row].item()
+        seq = ds.id2token(ds.iid_field, inter[net.ITEM_SEQ][row][:length].numpy())
+        target = ds.id2token(ds.iid_field, inter[ds.iid_field][row].item())
+        # train prefix: everything but the validation and test items, cut to max_len
+        assert list(seq) == items[:-3][-max_len:]
+        assert target == items[-3]
+
+
+def test_prefix_mode_keeps_recbole_split(tiny_config):
+    config_dict = {**tiny_config, "training_mode": "last_position"}
+    _, _, _, (train, _, _) = build("SASRecAP", "tiny", config_dict=config_dict)
+    raw = _raw_sequences(tiny_config["data_path"])
+    assert len(train._dataset.inter_feat) == sum(len(s) - 3 for s in raw.values())
+
+
+def test_last_sample_per_user():
+    inter = {"u": torch.tensor([1, 1, 2, 1, 3, 3])}
+    assert last_sample_per_user(inter, "u").tolist() == [3, 2, 5]
+
+
+def test_training_targets_both_modes(tiny_config):
+    _, net, _, _ = build("SASRecAP", "tiny", config_dict=tiny_config)
+    seq = torch.tensor([[5, 6, 7, 0], [8, 9, 0, 0]])
+    lengths = torch.tensor([3, 2])
+    pos = torch.tensor([11, 12])
+    targets, mask = net.training_targets(seq, lengths, pos)
+    assert targets.tolist() == [[6, 7, 11, 0], [9, 12, 0, 0]]
+    assert mask.tolist() == [[True, True, True, False], [True, True, False, False]]
+    net.training_mode = "last_position"
+    targets, mask = net.training_targets(seq, lengths, pos)
+    assert targets[mask].tolist() == [11, 12]
+    assert mask.sum().item() == 2 and mask[0, 2] and mask[1, 1]
+
+
+def test_negatives_avoid_the_users_items(tiny_config):
+    _, net, _, _ = build("STOSA", "tiny", config_dict=tiny_config)
+    torch.manual_seed(0)
+    seq = torch.arange(1, net.n_items - 2).repeat(64, 1)  # nearly every item is seen
+    targets = seq.clone()
+    neg = net.sample_negatives(seq, targets)
+    allowed = {net.n_items - 2, net.n_items - 1}
+    assert set(neg.unique().tolist()) == allowed
+    # uniform over the two unseen items
+    share = (neg == net.n_items - 1).float().mean().item()
+    assert 0.4 < share < 0.6
+    net.neg_exclude_seen = False
+    plain = net.sample_negatives(seq, targets)
+    assert not set(plain.unique().tolist()) <= allowed and plain.min() >= 1
+    # a user who has seen everything still gets valid negatives
+    net.neg_exclude_seen = True
+    everything = torch.arange(1, net.n_items).repeat(2, 1)
+    neg = net.sample_negatives(everything, everything)
+    assert neg.min() >= 1 and neg.max() < net.n_items
+
+
+def test_sasrec_ap_is_causal(tiny_config):
+    _, net, _, _ = build("SASRecAP", "tiny", config_dict=tiny_config)
+    net.eval()
+    seq = torch.tensor([[3, 5, 7, 9, 11, 0]])
+    lengths = torch.tensor([5])
+    with torch.no_grad():
+        out = net.encode(seq, lengths)
+        changed = seq.clone()
+        changed[0, 3:5] = torch.tensor([20, 21])
+        out2 = net.encode(changed, lengths)
+    torch.testing.assert_close(out2[0, :3], out[0, :3])
+    assert not torch.allclose(out2[0, 3:5], out[0, 3:5])
+
+
+def _finite(result):
+    return all(0.0 <= v <= 1.0 for v in result.values())
+
+
+def test_end_to_end_checkpoint_reload_and_reproducibility(tiny_config):
+    result = run("STOSA", "tiny", config_dict=tiny_config)
+    assert _finite(result["test_result"]) and _finite(result["best_valid_result"])
+    path = result["saved_model_file"]
+    # the checkpoint holds plain data only
+    state = torch.load(path, weights_only=True)
+    assert state["model"] == "STOSA" and state["dataset"] == "tiny"
+    # reload weights-only and evaluate again: identical test metrics
+    config, net, trainer, (_, _, test_data) = load_data_and_model(path)
+    again = trainer.evaluate(test_data, load_best_model=True, model_file=path)
+    assert dict(again) == dict(result["test_result"])
+    # same seed -> same metrics
+    repeat = run("STOSA", "tiny", config_dict=tiny_config)
+    assert dict(repeat["test_result"]) == dict(result["test_result"])
+
+
+def test_resume_gives_the_uninterrupted_result(tiny_config):
+    full = run("SASRecAP", "tiny", config_dict={**tiny_config, "epochs": 3})
+    first = run("SASRecAP", "tiny", config_dict={**tiny_config, "epochs": 1})
+    last = first["saved_model_file"][: -len(".pth")] + "-last.pth"
+    assert torch.load(last, weights_only=True)["epoch"] == 0
+    resumed = run(
+        "SASRecAP",
+        "tiny",
+        config_dict={**tiny_config, "epochs": 3},
+        resume_checkpoint=last,
+    )
+    assert dict(resumed["best_valid_result"]) == dict(full["best_valid_result"])
+    assert dict(resumed["test_result"]) == dict(full["test_result"])
+
+
+def test_recbole_style_checkpoint_is_refused(tmp_path):
+    from argparse import Namespace as NotPlain  # any pickled object, like a Config
+
+    path = tmp_path / "recbole.pth"
+    torch.save({"config": NotPlain(), "state_dict": {}}, path)
+    with pytest.raises(CheckpointError, match="weights_only"):
+        load_checkpoint(path)
+    with pytest.raises(TypeError):
+        save_checkpoint({"state_dict": {}, "config": NotPlain()}, tmp_path / "x.pth")
+    assert not (tmp_path / "x.pth").exists()
+
+
+def test_model_resolution():
+    from recbole.model.sequential_recommender import SASRec
+
+    from recbole_attn.model import STOSA
+
+    assert get_model_class("STOSA") is STOSA
+    assert get_model_class("SASRec") is SASRec
+    with pytest.raises(UnknownModelError, match="STOSA"):
+        get_model_class("NoSuchModel")
+
+
+def _cli(args, cwd):
+    env = {**os.environ, "PYTHONPATH": REPO}
+    return subprocess.run(
+        [sys.executable, os.path.join(REPO, "run_recbole_attn.py"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_cli_unknown_model(tmp_path):
+    proc = _cli(["--model=NoSuchModel", "--dataset=ml-100k"], tmp_path)
+    assert proc.returncode == 2
+    assert "unknown model 'NoSuchModel'" in proc.stderr
+    assert "STOSA" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_missing_dataset(tmp_path):
+    proc = _cli(["--model=STOSA", "--dataset=Office", "--data_path=nowhere"], tmp_path)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "Office.inter" in proc.stderr
+    assert os.path.join("nowhere", "Office") in proc.stderr
+    assert "dataset_scripts/seqfile.py" in proc.stderr
+
+
+def test_cli_bad_override_syntax(tmp_path):
+    proc = _cli(["--model=STOSA", "--epochs", "2"], tmp_path)
+    assert proc.returncode == 2 and "--key=value" in proc.stderr
+
+
+def test_cli_trains(tiny_data_path, tmp_path):
+    proc = _cli(
+        [
+            "--model=SASRecAP",
+            "--dataset=tiny",
+            f"--data_path={tiny_data_path}",
+            "--epochs=1",
+            "--hidden_size=16",
+            "--inner_size=32",
+            "--MAX_ITEM_LIST_LENGTH=12",
+        ],
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "test: {'recall@5'" in proc.stdout

@@ -1,0 +1,200 @@
+"""STOSA: Wasserstein distances, causality, ranking, loss (DESIGN §5, issue 2)."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from recbole_attn.model.layers import (
+    elu_plus_one,
+    pairwise_wasserstein2_squared,
+    wasserstein2_squared,
+)
+from recbole_attn.quick_start import build
+
+
+def w2_squared_direct(mu1, s1, mu2, s2):
+    """Paper eq. 5 for diagonal covariances, written out per dimension."""
+    total = 0.0
+    for a, b, c, d in zip(mu1, s1, mu2, s2):
+        # trace(S1 + S2 - 2 (S1^1/2 S2 S1^1/2)^1/2) for 1x1 blocks
+        total += (a - c) ** 2 + b + d - 2.0 * math.sqrt(math.sqrt(b) * d * math.sqrt(b))
+    return total
+
+
+def test_pairwise_w2_matches_direct_formula():
+    gen = torch.Generator().manual_seed(0)
+    mu1 = torch.randn(2, 5, 7, generator=gen, dtype=torch.float64)
+    mu2 = torch.randn(2, 4, 7, generator=gen, dtype=torch.float64)
+    s1 = torch.rand(2, 5, 7, generator=gen, dtype=torch.float64) * 3 + 0.01
+    s2 = torch.rand(2, 4, 7, generator=gen, dtype=torch.float64) * 3 + 0.01
+    got = pairwise_wasserstein2_squared(mu1, s1, mu2, s2)
+    assert got.shape == (2, 5, 4)
+    for b, i, j in itertools.product(range(2), range(5), range(4)):
+        want = w2_squared_direct(
+            mu1[b, i].tolist(), s1[b, i].tolist(), mu2[b, j].tolist(), s2[b, j].tolist()
+        )
+        assert got[b, i, j].item() == pytest.approx(want, rel=1e-10, abs=1e-10)
+        elementwise = wasserstein2_squared(mu1[b, i], s1[b, i], mu2[b, j], s2[b, j])
+        assert elementwise.item() == pytest.approx(want, rel=1e-10, abs=1e-10)
+    # against a plain item table [M, d] (the full-ranking form)
+    table = pairwise_wasserstein2_squared(mu1[0], s1[0], mu2[0], s2[0])
+    torch.testing.assert_close(table, got[0])
+
+
+@pytest.fixture
+def stosa(tiny_config):
+    config, net, trainer, data = build(
+        "STOSA", "tiny", config_dict={**tiny_config, "hidden_dropout_prob": 0.0}
+    )
+    net.eval()
+    return net, data
+
+
+def _seq(net, rows):
+    length = net.max_seq_length
+    seq = torch.zeros(len(rows), length, dtype=torch.long)
+    for r, items in enumerate(rows):
+        seq[r, : len(items)] = torch.tensor(items)
+    return seq, torch.tensor([len(r) for r in rows])
+
+
+def test_causal_and_padding_invariant(stosa):
+    net, _ = stosa
+    seq, lengths = _seq(net, [[3, 5, 7, 9, 11, 2], [4, 6, 8]])
+    with torch.no_grad():
+        mean, cov = net.encode(seq, lengths)
+        changed = seq.clone()
+        changed[0, 3:6] = torch.tensor([20, 21, 22])  # items after t = 2
+        mean2, cov2 = net.encode(changed, lengths)
+        torch.testing.assert_close(mean2[0, :3], mean[0, :3])
+        torch.testing.assert_close(cov2[0, :3], cov[0, :3])
+        assert not torch.allclose(mean2[0, 3:6], mean[0, 3:6])
+        # padding content: the padding row of both item tables is irrelevant
+        net.mean_item_embedding.weight[0] = 5.0
+        net.cov_item_embedding.weight[0] = -3.0
+        mean3, cov3 = net.encode(seq, lengths)
+        torch.testing.assert_close(mean3[1, :3], mean[1, :3])
+        torch.testing.assert_close(cov3[1, :3], cov[1, :3])
+        torch.testing.assert_close(mean3[0, :6], mean[0, :6])
+    assert (cov > 0).all(), "output covariances must be positive (ELU + 1)"
+
+
+def test_trimming_is_exact(stosa):
+    net, _ = stosa
+    seq, lengths = _seq(net, [[3, 5, 7], [4, 6]])
+    with torch.no_grad():
+        full = net.encode(seq, lengths)  # all MAX_ITEM_LIST_LENGTH positions
+        trimmed = net.encode(net.trim(seq, lengths), lengths)
+        for a, b in zip(full, trimmed):
+            torch.testing.assert_close(a[:, :3], b)
+        inter = {net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths}
+        untrimmed_scores = net.score_all_items(
+            tuple(net.gather_indexes(o, lengths - 1) for o in full)
+        )
+        torch.testing.assert_close(net.full_sort_predict(inter), untrimmed_scores)
+
+
+def test_full_sort_agrees_with_predict(stosa):
+    net, _ = stosa
+    seq, lengths = _seq(net, [[3, 5, 7], [4, 6], [1, 2, 3, 4]])
+    inter = {net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths}
+    with torch.no_grad():
+        full = net.full_sort_predict(inter)
+        assert full.shape == (3, net.n_items)
+        for item in [1, 5, 17, net.n_items - 1]:
+            inter[net.ITEM_ID] = torch.full((3,), item)
+            torch.testing.assert_close(
+                net.predict(inter), full[:, item], rtol=1e-4, atol=1e-4
+            )
+
+
+def test_ranks_by_ascending_distance(stosa):
+    net, _ = stosa
+    d = net.hidden_size
+    with torch.no_grad():
+        mean = torch.zeros(1, d)
+        cov = torch.ones(1, d)
+        # item 4 is the sequence's own Gaussian: cov row with ELU(x) + 1 = 1 -> x = 0
+        net.mean_item_embedding.weight[4] = 0.0
+        net.cov_item_embedding.weight[4] = 0.0
+        # items 5 and 6 are further away, 6 more than 5
+        net.mean_item_embedding.weight[5] = 0.5
+        net.cov_item_embedding.weight[5] = 0.0
+        net.mean_item_embedding.weight[6] = 1.0
+        net.cov_item_embedding.weight[6] = 2.0
+        scores = net.score_all_items((mean, cov))[0]
+        # item 0 is padding (RecBole's trainer sets its score to -inf)
+        order = torch.argsort(scores[1:], descending=True) + 1
+        assert order[0].item() == 4
+        assert scores[4].item() == pytest.approx(0.0, abs=1e-5)
+        assert (order == 5).nonzero().item() < (order == 6).nonzero().item()
+        # the whole ranking is ascending distance
+        items_cov = elu_plus_one(net.cov_item_embedding.weight)
+        dist = torch.tensor(
+            [
+                w2_squared_direct(
+                    mean[0].tolist(),
+                    cov[0].tolist(),
+                    net.mean_item_embedding.weight[j].tolist(),
+                    items_cov[j].tolist(),
+                )
+                for j in range(net.n_items)
+            ]
+        )
+        torch.testing.assert_close(scores, -dist.float(), rtol=1e-4, atol=1e-4)
+
+
+def test_loss_is_bpr_plus_pvn_hinge(stosa):
+    net, _ = stosa
+    d = net.hidden_size
+    with torch.no_grad():
+        net.mean_item_embedding.weight[1] = 1.0  # positive
+        net.cov_item_embedding.weight[1] = 0.0  # -> cov 1
+        net.mean_item_embedding.weight[2] = 0.0  # negative
+        net.cov_item_embedding.weight[2] = 0.0
+    mean = torch.zeros(2, d, requires_grad=True)
+    cov = torch.full((2, d), 4.0, requires_grad=True)
+    pos, neg = torch.tensor([1, 1]), torch.tensor([2, 2])
+    bpr, pvn = net.position_loss((mean, cov), pos, neg)
+    # by hand: d(s, pos) = d*1 + d*(2-1)^2 = 2d; d(s, neg) = 0 + d = d; d(pos, neg) = d
+    d_pos, d_neg, d_pn = 2.0 * d, 1.0 * d, 1.0 * d
+    want_bpr = -math.log(1.0 / (1.0 + math.exp(-(d_neg - d_pos))))
+    want_pvn = net.pvn_weight * max(0.0, d_pos - d_pn)
+    assert bpr.item() == pytest.approx(want_bpr, rel=1e-5)
+    assert pvn.item() == pytest.approx(want_pvn, rel=1e-5)
+    (bpr + pvn).backward()
+    assert torch.isfinite(mean.grad).all() and torch.isfinite(cov.grad).all()
+    assert mean.grad.abs().sum() > 0
+
+
+def test_training_loss_gradients_finite(stosa):
+    net, (train_data, _, _) = stosa
+    net.train()
+    batch = next(iter(train_data))
+    losses = net.calculate_loss(batch)
+    assert len(losses) == 2 and all(torch.isfinite(l) for l in losses)
+    sum(losses).backward()
+    grads = [p.grad for p in net.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+
+
+def test_legacy_mean_bug_flag(tiny_config):
+    """The official code's encoder returns the input mean embedding unchanged."""
+    config, net, _, _ = build(
+        "STOSA",
+        "tiny",
+        config_dict={**tiny_config, "stosa_legacy_mean_bug": True, "n_layers": 2},
+    )
+    net.eval()
+    seq, lengths = _seq(net, [[3, 5, 7]])
+    with torch.no_grad():
+        mean, cov = net.encode(seq, lengths)
+        positions = torch.arange(seq.size(1))
+        embedded = net.mean_layer_norm(
+            net.mean_item_embedding(seq) + net.mean_position_embedding(positions)
+        )
+    torch.testing.assert_close(mean, embedded)
+    assert np.isfinite(cov.numpy()).all()
