@@ -11,6 +11,7 @@ item id, category token ids zero-padded (how RecBole stores a ``token_seq`` feat
 :class:`~recbole_attn.trainer.AttnTrainer` uses it for every model, ours or RecBole's.
 """
 
+import copy
 import os
 
 import numpy as np
@@ -166,6 +167,21 @@ class CategoryCollector(Collector):
         super().data_collect(train_data)
         if self.register.need(ITEM_CATEGORIES):
             self.collect_item_categories(_dataset_of(train_data))
+
+    def get_data_struct(self):
+        """RecBole's ``get_data_struct``, which calls ``.cpu()`` on every collected value and
+        so crashes in 1.2.1 on the non-tensor values its own ``data_collect`` stores
+        (``data.num_items`` is an int, ``data.count_items`` a Counter: ItemCoverage,
+        AveragePopularity, ...). Non-tensor values are set aside, then copied back."""
+        data = self.data_struct._data_dict
+        others = {k: v for k, v in data.items() if not isinstance(v, torch.Tensor)}
+        for key in others:
+            del self.data_struct[key]
+        returned = super().get_data_struct()
+        for key, value in others.items():
+            self.data_struct.set(key, value)
+            returned.set(key, copy.deepcopy(value))
+        return returned
 
     def collect_item_categories(self, dataset):
         field = check_category_field(self.config, dataset)
