@@ -1,6 +1,7 @@
 """recbole_attn models. Every model is a RecBole ``SequentialRecommender``."""
 
 from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
+from recbole_attn.model.patt import DPAtt, PAtt
 from recbole_attn.model.sasrec_ap import SASRecAP
 from recbole_attn.model.stosa import STOSA
 
@@ -8,6 +9,8 @@ from recbole_attn.model.stosa import STOSA
 MODELS = {
     "STOSA": STOSA,
     "SASRecAP": SASRecAP,
+    "PAtt": PAtt,
+    "DPAtt": DPAtt,
 }
 
 __all__ = ["AttnSequentialRecommender", "MODELS", *MODELS]

@@ -2,9 +2,17 @@
 
 * :mod:`.masks` -- causal / padding attention masks and masked softmax;
 * :mod:`.wasserstein` -- 2-Wasserstein distances between diagonal Gaussians, Wasserstein
-  self-attention and the stochastic Transformer block of STOSA.
+  self-attention and the stochastic Transformer block of STOSA;
+* :mod:`.dpp` -- closed-form k-DPP pair marginals (k = 2, 3), causal per-prefix forms and
+  the probabilistic attention of PAtt / DPAtt.
 """
 
+from recbole_attn.model.layers.dpp import (
+    DPPAttention,
+    DPPTransformerLayer,
+    causal_dpp_pair_probabilities,
+    dpp_pair_probabilities,
+)
 from recbole_attn.model.layers.masks import causal_padding_mask, masked_softmax
 from recbole_attn.model.layers.wasserstein import (
     StochasticEncoder,
@@ -16,6 +24,10 @@ from recbole_attn.model.layers.wasserstein import (
 )
 
 __all__ = [
+    "DPPAttention",
+    "DPPTransformerLayer",
+    "causal_dpp_pair_probabilities",
+    "dpp_pair_probabilities",
     "causal_padding_mask",
     "masked_softmax",
     "StochasticEncoder",

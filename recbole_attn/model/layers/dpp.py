@@ -1,0 +1,563 @@
+r"""k-DPP quantities and the probabilistic (DPP) attention of PAtt / DPAtt.
+
+Reference:
+    Yuli Liu, Christian Walder, Lexing Xie and Yiqun Liu. "Probabilistic Attention for
+    Sequential Recommendation." in KDD 2024.
+
+Everything here is closed form (REFERENCE_NOTES §6, §6b): no ``linalg.det``, no
+eigendecomposition, no Python loop over pairs or positions. With ``d = diag(L)``:
+
+* all 2x2 principal minors: :math:`M2_{rt} = d_r d_t - L_{rt} L_{tr}` (0 on the diagonal);
+* all triple sums :math:`S_{rt} = \sum_{x \ne r,t} \det L_{\{r,t,x\}}`: one batched matmul;
+* :math:`e_2 = \sum_{r<t} M2_{rt}`, :math:`e_3 = \frac13 \sum_{r<t} S_{rt}`;
+* k-DPP pair marginals :math:`P^2(r,t) = M2_{rt}/e_2`, :math:`P^3(r,t) = S_{rt}/e_3`
+  (the probability that a k-subset drawn from the k-DPP contains both r and t).
+
+The causal forms give, for query t, the same marginals under the k-DPP whose ground set is
+the valid prefix :math:`\{x \le t\}`: no normalizer sees a future item.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+SUPPORTED_K = (2, 3)
+
+
+def check_k(k, length=None):
+    """Raise a ValueError unless ``k`` is 2 or 3 and ``length`` (if given) is >= k."""
+    if k not in SUPPORTED_K:
+        raise ValueError(
+            f"dpp_k must be 2 (PAtt^2, pairs) or 3 (PAtt^3, triples), got {k!r}; "
+            "set dpp_k: 2 or dpp_k: 3 (e.g. --dpp_k=3)"
+        )
+    if length is not None and length < k:
+        raise ValueError(
+            f"a {k}-DPP needs a ground set of at least {k} items but the maximum sequence "
+            f"length is {length}; raise MAX_ITEM_LIST_LENGTH to >= {k} or lower dpp_k"
+        )
+
+
+def _tiny(dtype):
+    # an absolute normalizer floor far above denormals: 0/0 rows become exact zeros and
+    # the gradient of num/Z stays finite
+    return torch.finfo(dtype).tiny ** 0.5
+
+
+def _normalizer_floor(trace, k):
+    r"""A floor for :math:`e_k`: ``100 eps * trace^k``. The closed forms lose about
+    ``eps * trace^k`` to cancellation, so a kernel of numerical rank < k (every k-minor is
+    rounding noise) gives probabilities near 0 (uniform attention) instead of noise / noise.
+    """
+    eps = torch.finfo(trace.dtype).eps
+    return 100.0 * eps * trace.clamp_min(0.0) ** k + _tiny(trace.dtype)
+
+
+def masked_kernel(kernel, mask):
+    """``kernel`` with the rows and columns of invalid positions set to 0 (exact: a zero
+    row contributes nothing to any minor)."""
+    m = mask.to(kernel.dtype)
+    return kernel * m.unsqueeze(-1) * m.unsqueeze(-2)
+
+
+def pair_minors(kernel):
+    r"""All 2x2 principal minors :math:`d_r d_t - L_{rt} L_{tr}` ``[..., T, T]``."""
+    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
+    minors = d.unsqueeze(-1) * d.unsqueeze(-2) - kernel * kernel.transpose(-1, -2)
+    eye = torch.eye(kernel.size(-1), dtype=torch.bool, device=kernel.device)
+    return minors.masked_fill(eye, 0.0)
+
+
+def triple_minor_sums(kernel):
+    r""":math:`S_{rt} = \sum_{x \notin \{r,t\}} \det L_{\{r,t,x\}}` ``[..., T, T]`` for any
+    square (also non-symmetric) kernel: one matmul, zero diagonal."""
+    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
+    tau = d.sum(-1)[..., None, None]
+    sq = kernel @ kernel
+    sq_d = torch.diagonal(sq, dim1=-2, dim2=-1)
+    lt = kernel.transpose(-1, -2)
+    sums = (
+        d.unsqueeze(-1) * d.unsqueeze(-2) * tau
+        + kernel * sq.transpose(-1, -2)
+        + lt * sq
+        - d.unsqueeze(-1) * sq_d.unsqueeze(-2)
+        - d.unsqueeze(-2) * sq_d.unsqueeze(-1)
+        - kernel * lt * tau
+    )
+    eye = torch.eye(kernel.size(-1), dtype=torch.bool, device=kernel.device)
+    return sums.masked_fill(eye, 0.0)
+
+
+def _strict_upper(n, device):
+    return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
+
+
+def elementary_symmetric(kernel, mask, k):
+    r""":math:`e_k` of the eigenvalues of the valid block of ``kernel`` ``[B, T, T]`` (the
+    k-DPP normalizer: the sum of all k x k principal minors over the valid positions).
+    """
+    check_k(k)
+    lm = masked_kernel(kernel, mask)
+    upper = _strict_upper(kernel.size(-1), kernel.device)
+    minors = pair_minors(lm) if k == 2 else triple_minor_sums(lm)
+    total = (minors * upper).sum((-1, -2))
+    return total if k == 2 else total / 3.0
+
+
+def dpp_pair_probabilities(kernel, mask, k):
+    r"""k-DPP pair marginals over the valid positions.
+
+    Args:
+        kernel (torch.Tensor): ``[B, T, T]`` DPP kernel (PSD for a proper k-DPP; the closed
+            forms hold for any square matrix).
+        mask (torch.Tensor): ``[B, T]`` bool, True for the positions in the ground set.
+        k (int): 2 or 3.
+
+    Returns:
+        torch.Tensor: ``[B, T, T]``; for r != t both valid, the probability that the k-subset
+        drawn from the k-DPP on the valid positions contains r and t (k = 2:
+        :math:`\det L_{rt}/e_2`; k = 3: :math:`\sum_x \det L_{rtx}/e_3`). Zero on the
+        diagonal, wherever r or t is invalid, and for rows with fewer than k valid items
+        (no k-subset exists).
+    """
+    check_k(k, kernel.size(-1))
+    mask = mask.bool()
+    lm = masked_kernel(kernel, mask)
+    minors = pair_minors(lm) if k == 2 else triple_minor_sums(lm)
+    upper = _strict_upper(kernel.size(-1), kernel.device)
+    norm = (minors * upper).sum((-1, -2))
+    if k == 3:
+        norm = norm / 3.0
+    trace = torch.diagonal(lm, dim1=-2, dim2=-1).sum(-1)
+    norm = torch.maximum(norm, _normalizer_floor(trace, k))
+    enough = mask.sum(-1) >= k  # a k-subset exists
+    valid = mask.unsqueeze(-1) & mask.unsqueeze(-2) & enough[..., None, None]
+    probs = minors / norm[..., None, None]
+    return torch.where(valid, probs, torch.zeros_like(probs)).masked_fill(
+        torch.eye(kernel.size(-1), dtype=torch.bool, device=kernel.device), 0.0
+    )
+
+
+def det3(a, b, c, f, g, h):
+    r"""Determinant of the symmetric 3x3 matrix with diagonal (a, b, c) and off-diagonal
+    entries f = (b,c), g = (a,c), h = (a,b): :math:`abc + 2fgh - af^2 - bg^2 - ch^2`."""
+    return a * b * c + 2.0 * f * g * h - a * f * f - b * g * g - c * h * h
+
+
+def causal_strict_lower(mask):
+    """``[B, T, T]`` bool: entry (t, r) is True iff r < t and both are valid."""
+    n = mask.size(-1)
+    lower = torch.ones(n, n, dtype=torch.bool, device=mask.device).tril(-1)
+    return lower & mask.unsqueeze(-1) & mask.unsqueeze(-2)
+
+
+def _triple_dets(kernel, x):
+    r"""3x3 principal minors :math:`\det L_{\{r,t,x\}}` ``[..., T(t), T(r), s]`` of a
+    symmetric ``kernel [..., T, T]`` for third items ``x [..., T(t), T(r), s]``."""
+    n, s = kernel.size(-1), x.size(-1)
+    lead = x.shape[:-3]
+    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
+    flat = x.reshape(*lead, n, n * s)  # row t
+    l_tx = torch.gather(kernel, -1, flat).reshape(x.shape)
+    by_r = x.transpose(-2, -3).reshape(*lead, n, n * s)  # row r
+    l_rx = torch.gather(kernel, -1, by_r).reshape(*lead, n, n, s).transpose(-2, -3)
+    d_x = torch.gather(d.unsqueeze(-2).expand(*d.shape[:-1], n, n), -1, flat)
+    d_x = d_x.reshape(x.shape)
+    d_t = d.unsqueeze(-1).unsqueeze(-1)
+    d_r = d.unsqueeze(-2).unsqueeze(-1)
+    return det3(d_r, d_t, d_x, l_tx, l_rx, kernel.unsqueeze(-1))
+
+
+def _dense_triple_dets(kernel):
+    """All 3x3 principal minors ``[..., T(t), T(r), T(x)]`` of a symmetric kernel."""
+    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
+    return det3(
+        d.unsqueeze(-2).unsqueeze(-1),  # r
+        d.unsqueeze(-1).unsqueeze(-1),  # t
+        d.unsqueeze(-2).unsqueeze(-2),  # x
+        kernel.unsqueeze(-2),  # (t, x)
+        kernel.unsqueeze(-3),  # (r, x)
+        kernel.unsqueeze(-1),  # (t, r)
+    )
+
+
+def sample_third_items(shape, samples, device, generator=None):
+    r"""Indices ``[*shape[:-2], T(t), T(r), s]`` uniform over :math:`\{0..t-1\} \setminus
+    \{r\}` (for right-padded sequences every position before a valid t is valid). Entries
+    without such an item (t < 2) are arbitrary and masked by the caller."""
+    n = shape[-1]
+    u = torch.rand(*shape[:-2], n, n, samples, device=device, generator=generator)
+    t = torch.arange(n, device=device).view(n, 1, 1)
+    r = torch.arange(n, device=device).view(1, n, 1)
+    avail = (t - 1).clamp_min(1)
+    j = (u * avail).long().clamp_max(avail - 1)
+    return j + (j >= r).long()
+
+
+def causal_pair_numerators(
+    kernel, mask, k, triple_samples=0, category=None, jitter=0.1, third_items=None
+):
+    r"""Unnormalized per-prefix pair weights ``W[..., t, r]`` (r < t, both valid) and the
+    per-prefix normalizers ``Z[..., t]`` for a symmetric PSD ``kernel`` ``[B, T, T]`` or
+    ``[B, H, T, T]``; ``mask [B, T]``.
+
+    For query t the ground set is the valid prefix :math:`\{x \le t\}`, and the
+    (unnormalized) weight of a k-subset Y is :math:`\det L_Y`, or
+    :math:`\det L_Y / \det C_Y` with a category kernel ``category`` (DPAtt, ``[B, T, T]``):
+
+    * k = 2: :math:`W_{tr}` = the weight of :math:`\{r,t\}`; :math:`Z_t` = the sum of all
+      pair weights inside the prefix (:math:`e_2` of the prefix without C).
+    * k = 3 exact: :math:`W_{tr} = \sum_{x<t,\,x\ne r} w(\{r,t,x\})`; :math:`Z_t =
+      \sum_{t'\le t} \frac12 \sum_{r<t'} W_{t'r}` (every triple in the prefix once).
+      Without C: a handful of matmuls (REFERENCE_NOTES §6b); with C: dense
+      ``[..., T, T, T]`` (O(T^3) memory).
+    * k = 3 sampled (``triple_samples = s > 0``): :math:`W_{tr} = \frac{t-1}{s}\sum_j
+      w(\{r,t,x_j\})`, :math:`x_j` uniform over :math:`\{0..t-1\} \setminus \{r\}`
+      (an unbiased estimate of the exact sum). :math:`Z_t` is exact without C (closed
+      form) and built from the sampled :math:`W` with C.
+
+    Minors of a PSD kernel are >= 0; rounding can make the closed forms slightly negative,
+    so every numerator is clamped at 0 (then :math:`W_{tr} \le Z_t` for k = 2 and
+    :math:`W_{tr} \le 2 Z_t` for k = 3: probabilities stay bounded).
+    """
+    heads = kernel.dim() == 4
+    lower = causal_strict_lower(mask)
+    kmask = mask
+    if heads:
+        lower, kmask = lower.unsqueeze(1), mask.unsqueeze(1)
+        if category is not None:
+            category = category.unsqueeze(1)
+    lm = masked_kernel(kernel, kmask)
+    zeros = torch.zeros((), dtype=lm.dtype, device=lm.device)
+    if k == 2:
+        num = pair_minors(lm)
+        if category is not None:
+            num = num / pair_minors(category).clamp_min(jitter * jitter)
+        num = torch.where(lower, num.clamp_min(0.0), zeros)
+        return num, num.sum(-1).cumsum(-1)
+
+    n = kernel.size(-1)
+    if triple_samples:
+        x = third_items
+        if x is None:
+            x = sample_third_items(lm.shape, triple_samples, lm.device)
+        dets = _triple_dets(lm, x).clamp_min(0.0)
+        if category is not None:
+            cat = category.expand(*lm.shape)
+            dets = dets / _triple_dets(cat, x).clamp_min(jitter**3)
+        count = (torch.arange(n, device=lm.device, dtype=lm.dtype) - 1.0).clamp_min(0)
+        num = dets.mean(-1) * count.unsqueeze(-1)
+        num = torch.where(lower, num, zeros)
+        if category is not None:
+            return num, (0.5 * num.sum(-1)).cumsum(-1)
+        _, norm = causal_pair_numerators(kernel, mask, 3)
+        return num, norm
+
+    if category is not None:
+        t = torch.arange(n, device=lm.device).view(n, 1, 1)
+        r = torch.arange(n, device=lm.device).view(1, n, 1)
+        xs = torch.arange(n, device=lm.device).view(1, 1, n)
+        allowed = (xs < t) & (xs != r)
+        dets = _dense_triple_dets(lm).clamp_min(0.0)
+        dets = dets / _dense_triple_dets(category).clamp_min(jitter**3)
+        num = torch.where(allowed, dets, zeros).sum(-1)
+        num = torch.where(lower, num, zeros)
+        return num, (0.5 * num.sum(-1)).cumsum(-1)
+
+    # k = 3 exact, closed form (REFERENCE_NOTES §6b)
+    d = torch.diagonal(lm, dim1=-2, dim2=-1)
+    incl = torch.ones(n, n, dtype=lm.dtype, device=lm.device).tril()  # U[t, x]=[x<=t]
+    tau = d.cumsum(-1).unsqueeze(-1)  # tau_t = sum_{x<=t} d_x
+    prefix_l = (lm * incl) @ lm  # [t, r] = sum_{x<=t} L_tx L_xr
+    sq_rows = (lm * lm) @ incl.transpose(0, 1)  # [r, t] = sum_{x<=t} L_rx^2
+    q_t = torch.diagonal(sq_rows, dim1=-2, dim2=-1).unsqueeze(-1)  # sum_{x<=t} L_tx^2
+    r_tr = sq_rows.transpose(-1, -2)  # [t, r]
+    d_t, d_r = d.unsqueeze(-1), d.unsqueeze(-2)
+    num = d_t * d_r * tau + 2.0 * lm * prefix_l - d_r * q_t - d_t * r_tr - lm * lm * tau
+    num = torch.where(lower, num.clamp_min(0.0), zeros)
+    return num, (0.5 * num.sum(-1)).cumsum(-1)
+
+
+def causal_dpp_pair_probabilities(kernel, mask, k, **kwargs):
+    r"""Per-prefix k-DPP pair marginals ``P[..., t, r]``: for r < t both valid, the
+    probability that the k-subset drawn from the k-DPP on the valid prefix
+    :math:`\{x \le t\}` contains r and t; zero elsewhere (also for prefixes with fewer than k
+    items). ``kernel`` is ``[B, T, T]`` or ``[B, H, T, T]``, ``mask`` ``[B, T]``."""
+    check_k(k)
+    mask = mask.bool()
+    num, norm = causal_pair_numerators(kernel, mask, k, **kwargs)
+    kmask = mask.unsqueeze(1) if kernel.dim() == 4 else mask
+    trace = torch.diagonal(masked_kernel(kernel, kmask), dim1=-2, dim2=-1).cumsum(-1)
+    norm = torch.maximum(norm, _normalizer_floor(trace, k))
+    enough = (kmask.cumsum(-1) >= k).unsqueeze(-1)  # the prefix holds a k-subset
+    probs = num / norm.unsqueeze(-1)
+    return torch.where(enough, probs, torch.zeros_like(probs))
+
+
+def dependency_attention(probs, mask, lam, row_normalize=True):
+    r"""The dependency attention of eq. 7: :math:`D_{tr} = \exp(-\lambda P(r,t))` for
+    valid r < t, :math:`D_{tt} = 1` for valid t, 0 elsewhere (causal); rows divided by
+    their sum when ``row_normalize`` (padding rows stay 0)."""
+    n = probs.size(-1)
+    eye = torch.eye(n, dtype=torch.bool, device=probs.device)
+    allowed = causal_strict_lower(mask)
+    valid = mask.unsqueeze(-1)
+    if probs.dim() == 4:
+        allowed, valid = allowed.unsqueeze(1), valid.unsqueeze(1)
+    weights = torch.exp(-lam * probs)
+    weights = torch.where(allowed, weights, torch.zeros_like(weights))
+    weights = weights + (eye & valid).to(weights.dtype)
+    if row_normalize:
+        weights = weights / weights.sum(-1, keepdim=True).clamp_min(1.0)
+    return weights
+
+
+class DPPAttention(nn.Module):
+    r"""Probabilistic attention (eq. 7-9, 12): Sampler :math:`S = M W^S` per head,
+    kernel :math:`L = S S^\top`, per-prefix k-DPP pair marginals, dependency weights
+    :math:`D = \exp(-\lambda P)` (causal, :math:`D_{tt}=1`), output :math:`D M` with the
+    input itself as value (each head attends to its slice of M).
+
+    With ``category_vectors`` (DPAtt), the unnormalized weight of a k-subset Y is
+    :math:`\det L_Y / \det C_Y` instead of :math:`\det L_Y`.
+    """
+
+    def __init__(
+        self,
+        n_heads,
+        hidden_size,
+        k=2,
+        lam=1.0,
+        triple_samples=0,
+        row_normalize=True,
+        attn_dropout_prob=0.0,
+        jitter=0.1,
+    ):
+        super().__init__()
+        check_k(k)
+        if hidden_size % n_heads:
+            raise ValueError(
+                f"hidden_size ({hidden_size}) must be a multiple of n_heads ({n_heads})"
+            )
+        if triple_samples and k != 3:
+            raise ValueError("dpp_triple_samples > 0 needs dpp_k: 3")
+        self.n_heads = n_heads
+        self.head_size = hidden_size // n_heads
+        self.k = k
+        self.lam = lam
+        self.triple_samples = int(triple_samples or 0)
+        self.row_normalize = row_normalize
+        self.jitter = jitter
+        self.sampler = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.attn_dropout = nn.Dropout(attn_dropout_prob)
+
+    def split(self, x):
+        b, n, _ = x.shape
+        return x.view(b, n, self.n_heads, self.head_size).transpose(1, 2)
+
+    def probabilities(self, hidden, mask, category=None):
+        """Per-head per-prefix pair marginals ``[B, H, T, T]`` (row t = query)."""
+        s = self.split(self.sampler(hidden))  # [B, H, T, dh]
+        kernel = s @ s.transpose(-1, -2)
+        samples = self.triple_samples if self.training else 0
+        return causal_dpp_pair_probabilities(
+            kernel,
+            mask,
+            self.k,
+            triple_samples=samples,
+            category=category,
+            jitter=self.jitter,
+        )
+
+    def forward(self, hidden, mask, category=None):
+        probs = self.probabilities(hidden, mask, category)
+        attn = dependency_attention(probs, mask, self.lam, self.row_normalize)
+        attn = self.attn_dropout(attn)
+        out = attn @ self.split(hidden)  # value = the input M
+        b, _, n, _ = out.shape
+        return out.transpose(1, 2).reshape(b, n, -1)
+
+
+class DPPTransformerLayer(nn.Module):
+    """PAtt block: DPP attention -> dense -> dropout -> LN(. + M), then RecBole's
+    point-wise FFN (dense, act, dense, dropout, LN(. + x))."""
+
+    def __init__(
+        self,
+        n_heads,
+        hidden_size,
+        inner_size,
+        hidden_dropout_prob,
+        attn_dropout_prob,
+        hidden_act,
+        layer_norm_eps,
+        **dpp_kwargs,
+    ):
+        super().__init__()
+        from recbole.model.layers import FeedForward
+
+        self.attention = DPPAttention(
+            n_heads, hidden_size, attn_dropout_prob=attn_dropout_prob, **dpp_kwargs
+        )
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.dropout = nn.Dropout(hidden_dropout_prob)
+        self.layer_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.feed_forward = FeedForward(
+            hidden_size, inner_size, hidden_dropout_prob, hidden_act, layer_norm_eps
+        )
+
+    def forward(self, hidden, mask, category=None):
+        attn = self.attention(hidden, mask, category)
+        hidden = self.layer_norm(self.dropout(self.dense(attn)) + hidden)
+        return self.feed_forward(hidden)
+
+
+# ---------------------------------------------------------------- category kernel (DPAtt)
+def category_kernel(vectors, jitter):
+    r""":math:`C = (1-\beta) \hat V \hat V^\top + \beta I` from item vectors ``[..., n, r]``
+    (rows normalized to unit length): :math:`C_{ii} = 1`, so
+    :math:`\beta^{|Y|} \le \det C_Y \le 1` (Hadamard) and log det cannot run away."""
+    v = F.normalize(vectors, dim=-1)
+    eye = torch.eye(v.size(-2), dtype=v.dtype, device=v.device)
+    return (1.0 - jitter) * (v @ v.transpose(-1, -2)) + jitter * eye
+
+
+def distinct_category_counts(item_sets, item_categories, n_categories):
+    """Number of distinct (non-padding) categories in each item set ``[..., m]``."""
+    cats = item_categories[item_sets]  # [..., m, c]
+    hot = torch.zeros(*item_sets.shape[:-1], n_categories, dtype=torch.bool)
+    hot = hot.to(cats.device)
+    flat = cats.reshape(*item_sets.shape[:-1], -1)
+    hot.scatter_(-1, flat, True)
+    hot[..., 0] = False  # padding token
+    return hot.sum(-1)
+
+
+def diversity_set_pairs(
+    histories, lengths, item_categories, set_size, draws, generator
+):
+    """(diverse, less diverse) item sets ``[P, m]`` from training histories: ``draws``
+    random m-subsets of every history with >= m items; the one with the most distinct
+    categories is A+, the one with the fewest is A-; pairs with equal counts are dropped.
+    """
+    n_cats = int(item_categories.max()) + 1 if item_categories.numel() else 1
+    keep = lengths >= set_size
+    histories, lengths = histories[keep], lengths[keep]
+    if histories.size(0) == 0:
+        empty = torch.zeros(0, set_size, dtype=torch.long)
+        return empty, empty
+    n, width = histories.shape
+    keys = torch.rand(n, draws, width, generator=generator)
+    pos = torch.arange(width).view(1, 1, width)
+    keys = keys.masked_fill(pos >= lengths.view(n, 1, 1), 2.0)
+    idx = keys.argsort(-1)[..., :set_size]  # [n, draws, m] random valid positions
+    sets = torch.gather(histories.unsqueeze(1).expand(n, draws, width), -1, idx)
+    counts = distinct_category_counts(sets, item_categories, n_cats)  # [n, draws]
+    hi, lo = counts.argmax(-1), counts.argmin(-1)
+    rows = torch.arange(n)
+    good = counts[rows, hi] > counts[rows, lo]
+    return sets[rows, hi][good], sets[rows, lo][good]
+
+
+def learn_category_kernel(
+    item_categories,
+    histories,
+    lengths,
+    rank=32,
+    set_size=4,
+    draws=8,
+    steps=200,
+    lr=0.05,
+    jitter=0.1,
+    seed=0,
+):
+    r"""Learn the item vectors of the category kernel C with eq. 10,
+    :math:`\max \sum_{(A^+,A^-)} \log\det C_{A^+} - \log\det C_{A^-}`, on (diverse,
+    less diverse) set pairs drawn from training histories (:func:`diversity_set_pairs`,
+    new draws every step).
+
+    Args:
+        item_categories (torch.LongTensor): ``[n_items, max_cats]`` category tokens (0 =
+            none).
+        histories (torch.LongTensor): ``[N, T]`` right-padded training item sequences.
+        lengths (torch.LongTensor): ``[N]``.
+
+    Returns:
+        torch.Tensor: ``[n_items, rank]`` unit-norm item vectors (C via
+        :func:`category_kernel`).
+    """
+    generator = torch.Generator().manual_seed(int(seed))
+    n_items = item_categories.size(0)
+    vectors = torch.randn(n_items, rank, generator=generator)
+    vectors = nn.Parameter(vectors)
+    opt = torch.optim.Adam([vectors], lr=lr)
+    histories, lengths = histories.cpu(), lengths.cpu()
+    item_categories = item_categories.cpu()
+    # RecBole 1.2.1 (sine.py) switches anomaly detection on globally at import: off here
+    with torch.autograd.set_detect_anomaly(False), torch.enable_grad():
+        _fit_category_vectors(
+            vectors,
+            opt,
+            histories,
+            lengths,
+            item_categories,
+            set_size,
+            draws,
+            steps,
+            jitter,
+            generator,
+        )
+    return F.normalize(vectors.detach(), dim=-1)
+
+
+def _fit_category_vectors(
+    vectors,
+    opt,
+    histories,
+    lengths,
+    item_categories,
+    set_size,
+    draws,
+    steps,
+    jitter,
+    generator,
+):
+    for _ in range(int(steps)):
+        pos, neg = diversity_set_pairs(
+            histories, lengths, item_categories, set_size, draws, generator
+        )
+        if pos.size(0) == 0:
+            break
+        c_pos = category_kernel(vectors[pos], jitter)
+        c_neg = category_kernel(vectors[neg], jitter)
+        objective = torch.logdet(c_pos) - torch.logdet(c_neg)
+        loss = -objective.mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def sequence_category_kernel(vectors, item_seq, jitter):
+    """The category kernel restricted to the items of ``item_seq [B, T]``: ``[B, T, T]``."""
+    return category_kernel(vectors[item_seq], jitter)
+
+
+__all__ = [
+    "SUPPORTED_K",
+    "check_k",
+    "pair_minors",
+    "triple_minor_sums",
+    "elementary_symmetric",
+    "dpp_pair_probabilities",
+    "causal_dpp_pair_probabilities",
+    "causal_pair_numerators",
+    "dependency_attention",
+    "DPPAttention",
+    "DPPTransformerLayer",
+    "category_kernel",
+    "learn_category_kernel",
+    "diversity_set_pairs",
+    "distinct_category_counts",
+    "sequence_category_kernel",
+    "sample_third_items",
+]

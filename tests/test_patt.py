@@ -1,0 +1,364 @@
+"""PAtt / DPAtt: closed-form k-DPP quantities vs brute force, causality, padding,
+gradients, numerics, the learned category kernel and end-to-end runs (issue 5)."""
+
+import itertools
+import logging
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from recbole_attn.model.layers import dpp_pair_probabilities
+from recbole_attn.model.layers.dpp import (
+    category_kernel,
+    causal_dpp_pair_probabilities,
+    causal_pair_numerators,
+    check_k,
+    dependency_attention,
+    distinct_category_counts,
+    elementary_symmetric,
+    learn_category_kernel,
+)
+
+
+@pytest.fixture(autouse=True)
+def no_anomaly_detection():
+    """RecBole 1.2.1 turns autograd anomaly detection on when its model package is
+    imported (sine.py); it makes every backward pass several times slower."""
+    with torch.autograd.set_detect_anomaly(False):
+        yield
+
+
+# ------------------------------------------------------------------ brute force
+def brute_pair_probs(kernel, valid, k, category=None):
+    """P[r, t] = sum over k-subsets Y of the valid items containing r, t of w(Y) / sum w,
+    w(Y) = det L_Y (/ det C_Y); also returns the normalizer."""
+    n = kernel.size(0)
+    idx = [i for i in range(n) if valid[i]]
+    probs = torch.zeros(n, n, dtype=kernel.dtype)
+    norm = torch.zeros((), dtype=kernel.dtype)
+    for subset in itertools.combinations(idx, k):
+        y = list(subset)
+        w = torch.linalg.det(kernel[y][:, y])
+        if category is not None:
+            w = w / torch.linalg.det(category[y][:, y])
+        norm = norm + w
+        for r, t in itertools.permutations(subset, 2):
+            probs[r, t] += w
+    if len(idx) >= k:
+        probs = probs / norm
+    return probs, norm
+
+
+def random_kernels(batch, length, rank, seed, dtype=torch.float64):
+    gen = torch.Generator().manual_seed(seed)
+    s = torch.randn(batch, length, rank, generator=gen, dtype=dtype)
+    return s @ s.transpose(-1, -2)
+
+
+PAD_MASKS = [
+    [1, 1, 1, 1, 1, 1, 1],
+    [1, 1, 1, 1, 1, 0, 0],  # right padding
+    [0, 1, 1, 0, 1, 1, 1],  # arbitrary holes
+]
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_pair_probabilities_match_brute_force(k):
+    kernel = random_kernels(3, 7, 5, seed=k)
+    mask = torch.tensor(PAD_MASKS, dtype=torch.bool)
+    # padding content must be irrelevant: garbage in padded rows / columns
+    kernel = kernel + 50.0 * (~mask).double().unsqueeze(-1)
+    kernel = (kernel + kernel.transpose(-1, -2)) / 2
+    probs = dpp_pair_probabilities(kernel, mask, k)
+    e_k = elementary_symmetric(kernel, mask, k)
+    for b in range(3):
+        ref, norm = brute_pair_probs(kernel[b], mask[b], k)
+        torch.testing.assert_close(probs[b], ref, rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(e_k[b], norm, rtol=1e-9, atol=1e-12)
+        # a k-subset holds k(k-1) ordered pairs
+        total = probs[b].sum()
+        torch.testing.assert_close(total, torch.tensor(k * (k - 1.0)).double())
+    assert probs.diagonal(dim1=-2, dim2=-1).abs().max() == 0
+    assert (
+        probs[~mask].abs().max() == 0 and probs.transpose(1, 2)[~mask].abs().max() == 0
+    )
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("with_category", [False, True])
+def test_causal_prefix_forms_match_brute_force(k, with_category):
+    kernel = random_kernels(2, 6, 4, seed=10 + k)
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]], dtype=torch.bool)
+    category = None
+    if with_category:
+        gen = torch.Generator().manual_seed(3)
+        vec = torch.randn(2, 6, 3, generator=gen, dtype=torch.float64)
+        category = category_kernel(vec, 0.1)
+    probs = causal_dpp_pair_probabilities(kernel, mask, k, category=category)
+    for b in range(2):
+        for t in range(6):
+            if not mask[b, t]:
+                assert probs[b, t].abs().max() == 0
+                continue
+            prefix = mask[b].clone()
+            prefix[t + 1 :] = False
+            cat = None if category is None else category[b]
+            ref, _ = brute_pair_probs(kernel[b], prefix, k, cat)
+            torch.testing.assert_close(
+                probs[b, t, :t], ref[t, :t], rtol=1e-9, atol=1e-12
+            )
+            assert probs[b, t, t:].abs().max() == 0  # causal, zero diagonal
+
+
+@pytest.mark.parametrize("with_category", [False, True])
+def test_sampled_triples_are_unbiased(with_category):
+    torch.manual_seed(0)
+    kernel = random_kernels(2, 6, 4, seed=7)
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]], dtype=torch.bool)
+    category = None
+    if with_category:
+        category = category_kernel(torch.randn(2, 6, 3, dtype=torch.float64), 0.1)
+    exact, _ = causal_pair_numerators(kernel, mask, 3, category=category)
+    reps = 2000  # independent draws, as one batch
+    big = kernel.repeat(reps, 1, 1)
+    cat = None if category is None else category.repeat(reps, 1, 1)
+    draws, _ = causal_pair_numerators(
+        big, mask.repeat(reps, 1), 3, triple_samples=4, category=cat
+    )
+    mean = draws.view(reps, *exact.shape).mean(0)
+    assert ((mean - exact).abs().max() / exact.abs().max()) < 0.03
+    # exact normalizer without C
+    _, norm = causal_pair_numerators(kernel, mask, 3, triple_samples=4)
+    _, norm_exact = causal_pair_numerators(kernel, mask, 3)
+    torch.testing.assert_close(norm, norm_exact)
+
+
+def test_bad_k_and_short_sequences_raise():
+    kernel = random_kernels(1, 4, 3, seed=0)
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    for k in (1, 4, "2"):
+        with pytest.raises(ValueError, match="dpp_k must be 2"):
+            dpp_pair_probabilities(kernel, mask, k)
+    with pytest.raises(ValueError, match="at least 3 items"):
+        dpp_pair_probabilities(kernel[:, :2, :2], mask[:, :2], 3)
+    with pytest.raises(ValueError, match="MAX_ITEM_LIST_LENGTH"):
+        check_k(3, 2)
+
+
+# ------------------------------------------------------------------ numerics, gradients
+def attention_fn(k, mask, lam=8.0, category=None):
+    def fn(sampler):
+        kernel = sampler @ sampler.transpose(-1, -2)
+        probs = causal_dpp_pair_probabilities(kernel, mask, k, category=category)
+        return dependency_attention(probs, mask, lam)
+
+    return fn
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("with_category", [False, True])
+def test_gradcheck_attention(k, with_category):
+    gen = torch.Generator().manual_seed(1)
+    sampler = torch.randn(2, 5, 3, generator=gen, dtype=torch.float64)
+    sampler.requires_grad_(True)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
+    category = None
+    if with_category:
+        vec = torch.randn(2, 5, 3, generator=gen, dtype=torch.float64)
+        category = category_kernel(vec, 0.1)
+    assert torch.autograd.gradcheck(
+        attention_fn(k, mask, category=category), (sampler,)
+    )
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_float32_degenerate_inputs_stay_finite(k):
+    """Rank-1, zero, underflowing and large kernels, repeated items, lengths 0 / 1 / 2:
+    finite outputs and gradients, bounded probabilities, D rows are proper weights.
+    (float32 overflows for kernel entries beyond ~1e12 with k = 3; the Sampler reads
+    LayerNorm'ed inputs, which keeps them O(1).)"""
+    torch.manual_seed(0)
+    length, dim = 6, 4
+    base = torch.randn(1, 1, dim)
+    samplers = torch.cat(
+        [
+            torch.randn(1, length, dim),
+            base.expand(1, length, dim) * 1.0,  # repeated item: rank 1
+            torch.zeros(1, length, dim),  # zero kernel
+            torch.randn(1, length, dim) * 1e-12,  # underflowing kernel
+            torch.randn(1, length, dim) * 1e4,  # large kernel (entries ~1e8)
+            torch.randn(1, length, dim),
+            torch.randn(1, length, dim),
+            torch.randn(1, length, dim),
+        ]
+    ).requires_grad_(True)
+    lengths = torch.tensor([6, 6, 6, 6, 6, 0, 1, 2])
+    mask = torch.arange(length).unsqueeze(0) < lengths.unsqueeze(1)
+    for samples in ([0, 4] if k == 3 else [0]):
+        kernel = samplers @ samplers.transpose(-1, -2)
+        probs = causal_dpp_pair_probabilities(kernel, mask, k, triple_samples=samples)
+        attn = dependency_attention(probs, mask, lam=100.0)
+        assert torch.isfinite(probs).all() and torch.isfinite(attn).all()
+        assert probs.min() >= 0 and probs.max() <= 2.0 + 1e-5
+        rows = attn.sum(-1)
+        torch.testing.assert_close(rows[mask], torch.ones_like(rows[mask]))
+        assert attn[~mask].abs().max() == 0
+        (grad,) = torch.autograd.grad((attn * torch.randn_like(attn)).sum(), samplers)
+        assert torch.isfinite(grad).all()
+    # prefixes with fewer than k items have no k-subset: their probabilities are exact 0
+    assert probs[:, : k - 1].abs().max() == 0
+
+
+def test_float32_matches_float64_on_learned_scale_kernels():
+    """The closed forms in float32 (what the model runs) vs float64 on SASRec-scale
+    kernels (S = LN(x) W with W ~ N(0, 0.02)): small relative error."""
+    torch.manual_seed(0)
+    x = torch.nn.functional.layer_norm(torch.randn(16, 30, 64), (64,))
+    w = torch.randn(64, 64) * 0.02
+    kernel64 = (x @ w).double() @ (x @ w).double().transpose(-1, -2)
+    mask = torch.ones(16, 30, dtype=torch.bool)
+    for k in (2, 3):
+        p64 = causal_dpp_pair_probabilities(kernel64, mask, k)
+        p32 = causal_dpp_pair_probabilities(kernel64.float(), mask, k).double()
+        rel = (p32 - p64).abs().max() / p64.abs().max()
+        assert rel < 1e-4, (k, rel)
+
+
+# ------------------------------------------------------------------ category kernel
+def test_learned_category_kernel_tracks_category_scope():
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(0)
+    n_items, n_cats = 60, 8
+    item_cat = torch.tensor(
+        np.concatenate([[0], rng.integers(1, n_cats + 1, size=n_items)])
+    ).unsqueeze(-1)
+    histories = torch.stack(
+        [
+            torch.tensor(rng.choice(np.arange(1, n_items + 1), 15, replace=False))
+            for _ in range(80)
+        ]
+    )
+    lengths = torch.full((80,), 15)
+
+    def correlation(vectors):
+        sets = torch.stack(
+            [
+                torch.tensor(rng.choice(np.arange(1, n_items + 1), 4, replace=False))
+                for _ in range(400)
+            ]
+        )
+        dets = torch.linalg.det(category_kernel(vectors[sets], 0.1))
+        counts = distinct_category_counts(sets, item_cat, n_cats + 1)
+        return spearmanr(counts.numpy(), dets.numpy()).statistic
+
+    untrained = learn_category_kernel(
+        item_cat, histories, lengths, rank=8, steps=0, seed=1
+    )
+    learned = learn_category_kernel(
+        item_cat, histories, lengths, rank=8, steps=60, seed=1
+    )
+    before, after = correlation(untrained), correlation(learned)
+    assert after > 0.4 and after > before + 0.2, (before, after)
+
+
+# ------------------------------------------------------------------ the model
+CAT_COLS = {
+    "inter": ["user_id", "item_id", "timestamp"],
+    "item": ["item_id", "categories"],
+}
+FAST_DPATT = {"dpp_cat_steps": 30, "dpp_cat_rank": 8}
+
+
+def build_model(config_dict, model="PAtt", dataset="tiny"):
+    from recbole_attn.quick_start import build
+
+    config, net, trainer, data = build(model, dataset, config_dict=config_dict)
+    logging.getLogger().handlers.clear()
+    return net, data
+
+
+@pytest.mark.parametrize(
+    "model,extra",
+    [
+        ("PAtt", {"dpp_k": 3}),
+        ("DPAtt", {"dpp_k": 3, **FAST_DPATT}),
+        ("DPAtt", {"dpp_k": 2, **FAST_DPATT}),
+    ],
+)
+def test_model_is_causal_and_padding_invariant(tiny_config, model, extra):
+    net, _ = build_model(tiny_config | {"load_col": CAT_COLS, **extra}, model)
+    net.eval()
+    torch.manual_seed(0)
+    n = net.max_seq_length
+    seq = torch.randint(1, net.n_items, (3, n))
+    lengths = torch.tensor([n, 7, 3])
+    seq = seq * (torch.arange(n).unsqueeze(0) < lengths.unsqueeze(1))
+    with torch.no_grad():
+        out = net.encode(seq, lengths)
+        # causality: change every item after position t
+        t = 4
+        changed = seq.clone()
+        changed[0, t + 1 :] = torch.randint(1, net.n_items, (n - t - 1,))
+        out2 = net.encode(changed, lengths)
+        torch.testing.assert_close(out2[0, : t + 1], out[0, : t + 1])
+        assert not torch.allclose(out2[0, t + 1 :], out[0, t + 1 :])
+        # padding: the pad row's content and the batch length do not matter
+        net.item_embedding.weight[0] = 10.0
+        out3 = net.encode(seq, lengths)
+        alone = net.encode(seq[2:3, :3], lengths[2:3])
+    valid = torch.arange(n).unsqueeze(0) < lengths.unsqueeze(1)
+    torch.testing.assert_close(out3[valid], out[valid])
+    torch.testing.assert_close(alone[0], out[2, :3])
+
+
+def test_training_reduces_loss(tiny_config):
+    net, (train_data, _, _) = build_model(tiny_config | {"dpp_k": 3}, "PAtt")
+    batch = next(iter(train_data))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    torch.manual_seed(0)
+    net.train()
+    losses = []
+    for _ in range(30):
+        loss = net.calculate_loss(batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert all(math.isfinite(v) for v in losses)
+    assert np.mean(losses[-5:]) < np.mean(losses[:5])
+
+
+@pytest.mark.parametrize(
+    "model,extra",
+    [
+        ("PAtt", {}),
+        ("PAtt", {"dpp_k": 3}),
+        ("PAtt", {"dpp_k": 3, "dpp_triple_samples": 4}),
+        ("DPAtt", FAST_DPATT),
+        ("DPAtt", {"dpp_k": 3, **FAST_DPATT}),
+    ],
+)
+def test_end_to_end(tiny_config, model, extra):
+    from recbole_attn.quick_start import run
+
+    result = run(
+        model, "tiny", config_dict=tiny_config | {"load_col": CAT_COLS, **extra}
+    )
+    logging.getLogger().handlers.clear()
+    values = list(result["test_result"].values())
+    assert values and all(math.isfinite(v) for v in values)
+    assert math.isfinite(result["best_valid_score"])
+
+
+def test_bad_configs_raise(tiny_config):
+    with pytest.raises(ValueError, match="no item feature 'categories'"):
+        build_model(tiny_config | FAST_DPATT, "DPAtt", dataset="tiny_nocat")
+    with pytest.raises(ValueError, match="dpp_k must be 2"):
+        build_model(tiny_config | {"dpp_k": 4}, "PAtt")
+    with pytest.raises(ValueError, match="MAX_ITEM_LIST_LENGTH"):
+        build_model(tiny_config | {"dpp_k": 3, "MAX_ITEM_LIST_LENGTH": 2}, "PAtt")
+    with pytest.raises(ValueError, match="dpp_triple_samples"):
+        build_model(tiny_config | {"dpp_triple_samples": 4}, "PAtt")
