@@ -23,7 +23,12 @@ from recbole_attn.evaluator import (
     f1_score,
     register_metrics,
 )
-from recbole_attn.quick_start import RecboleAttnError, build, run
+from recbole_attn.quick_start import (
+    RecboleAttnError,
+    build,
+    load_data_and_model,
+    run,
+)
 
 # --------------------------------------------------------------------------- hand-built data
 # item -> categories; token 4 is deliberately unused (|C| counts categories that occur:
@@ -294,8 +299,12 @@ def test_end_to_end(tiny_config, monkeypatch, model, valid_metric):
 
 def test_f1_needs_no_other_metric_in_the_list(tiny_config):
     config = categorized(tiny_config, metrics=["F1"], topk=[5], valid_metric="F1@5")
-    result = run("SASRec", "tiny", config_dict=config, saved=False)
+    result = run("SASRec", "tiny", config_dict=config)
     assert set(result["test_result"]) == {"f1@5"}
+    # evaluating a loaded checkpoint (no fit: the table is collected from eval data)
+    _, _, trainer, (_, _, test_data) = load_data_and_model(result["saved_model_file"])
+    again = trainer.evaluate(test_data, load_best_model=False)
+    assert dict(again) == dict(result["test_result"])
 
 
 def assert_nothing_trained(config):
