@@ -5,7 +5,11 @@ that a plain ``metrics: [Recall, NDCG, CC, ILD, F1]`` works in any RecBole confi
 afterwards.
 """
 
-from recbole_attn.evaluator import register_metrics, validate_dataset
+from recbole_attn.compat import undo_recbole_anomaly_detection
+
+undo_recbole_anomaly_detection()
+
+from recbole_attn.evaluator import register_metrics, validate_dataset  # noqa: E402
 
 __version__ = "0.1.0"
 

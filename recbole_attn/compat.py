@@ -12,6 +12,12 @@ our own pipeline calls explicitly.
   (that would execute arbitrary code from a file); instead our checkpoints contain only
   tensors, numbers, strings, lists and dicts (:func:`to_plain`), and we load them with
   :func:`load_checkpoint`, which always passes ``weights_only=True``.
+* Anomaly detection. RecBole 1.2.1's ``recbole/model/sequential_recommender/sine.py`` calls
+  ``torch.autograd.set_detect_anomaly(True)`` at import time, and ``recbole.model`` imports
+  it, so every RecBole training run (SASRec included) does autograd's debugging checks on
+  every backward node. Measured here on Office (STOSA, batch 256) that made backward several
+  times slower. :func:`undo_recbole_anomaly_detection` switches it off again once, right
+  after RecBole's models are imported; it is a debugging mode that changes no result.
 """
 
 import os
@@ -21,7 +27,27 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-__all__ = ["to_plain", "save_checkpoint", "load_checkpoint", "CheckpointError"]
+__all__ = [
+    "to_plain",
+    "save_checkpoint",
+    "load_checkpoint",
+    "CheckpointError",
+    "undo_recbole_anomaly_detection",
+]
+
+
+def undo_recbole_anomaly_detection():
+    """Import RecBole's models and switch off the anomaly detection their import enables.
+
+    Returns True when it was on (RecBole 1.2.1), False otherwise. A user who wants anomaly
+    detection can switch it on again after importing recbole_attn.
+    """
+    import recbole.model.sequential_recommender  # noqa: F401  (imports sine.py)
+
+    if torch.is_anomaly_enabled():
+        torch.autograd.set_detect_anomaly(False)
+        return True
+    return False
 
 
 class CheckpointError(ValueError):

@@ -217,3 +217,18 @@ def test_cli_trains(tiny_data_path, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "test: {'recall@5'" in proc.stdout
+
+
+def test_recbole_anomaly_detection_is_switched_off():
+    """RecBole 1.2.1's sine.py enables autograd anomaly detection on import (slow)."""
+    import recbole_attn  # noqa: F401
+    from recbole_attn.compat import undo_recbole_anomaly_detection
+
+    assert not torch.is_anomaly_enabled()
+    torch.autograd.set_detect_anomaly(True)  # what `import recbole.model` did
+    try:
+        assert undo_recbole_anomaly_detection() is True
+        assert not torch.is_anomaly_enabled()
+        assert undo_recbole_anomaly_detection() is False
+    finally:
+        torch.autograd.set_detect_anomaly(False)

@@ -36,7 +36,7 @@ class AttnSequentialRecommender(SequentialRecommender):
 
     Config keys read here: ``training_mode`` (``all_position`` | ``last_position``),
     ``neg_exclude_seen`` (negatives avoid the items of the user's training sequence, as in
-    the official code of STOSA and PAtt; False = plain uniform sampling).
+    the official code of STOSA and PAtt; False = plain uniform sampling), ``trim_batch``.
     """
 
     input_type = InputType.POINTWISE
@@ -46,6 +46,7 @@ class AttnSequentialRecommender(SequentialRecommender):
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
         self.training_mode = check_training_mode(config)
+        self.trim_batch = config["trim_batch"] is not False
         exclude = config["neg_exclude_seen"]
         self.neg_exclude_seen = True if exclude is None else bool(exclude)
 
@@ -69,9 +70,11 @@ class AttnSequentialRecommender(SequentialRecommender):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ shared
-    @staticmethod
-    def trim(item_seq, item_seq_len):
-        """Cut a right-padded batch to its longest sequence."""
+    def trim(self, item_seq, item_seq_len):
+        """Cut a right-padded batch to its longest sequence (unless ``trim_batch: False``,
+        which exists to measure what trimming saves; results are identical)."""
+        if not self.trim_batch:
+            return item_seq
         max_len = int(item_seq_len.max()) if item_seq_len.numel() else 1
         return item_seq[:, : max(max_len, 1)]
 

@@ -1,0 +1,145 @@
+"""Seconds per epoch (training and full-ranking validation) of several model / training-mode
+variants, as ratios against RecBole's SASRec in its own (prefix) mode, measured in one run.
+
+    python benchmarks/epoch_time.py --dataset=Office --data_path=dataset [--repeats=2]
+
+Variants are timed interleaved (one epoch of each, then again), so that load on the machine
+affects all of them alike; the table reports the median over repeats. Writes
+``benchmarks/results/epoch_time_<dataset>.md`` and ``.csv``.
+
+Office: convert it first with
+``python dataset_scripts/seqfile.py --sequences ../shared/datasets/raw/office/Office_Products.txt --name Office --output_dir dataset``.
+"""
+
+import argparse
+import csv
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from recbole_attn.quick_start import build  # noqa: E402
+
+#: (label, model, overrides); the shared sizes come from --hidden_size etc.
+VARIANTS = [
+    ("SASRec (RecBole, prefix, CE)", "SASRec", {"training_mode": "last_position"}),
+    ("SASRecAP (all-position, CE)", "SASRecAP", {}),
+    ("SASRecAP (all-position, BPR)", "SASRecAP", {"loss_type": "BPR"}),
+    ("STOSA (all-position)", "STOSA", {}),
+    ("STOSA (all-position, no trimming)", "STOSA", {"trim_batch": False}),
+    ("STOSA (prefix)", "STOSA", {"training_mode": "last_position"}),
+]
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", default="Office")
+    p.add_argument("--data_path", default="dataset")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--hidden_size", type=int, default=64)
+    p.add_argument("--n_layers", type=int, default=1)
+    p.add_argument("--n_heads", type=int, default=4)
+    p.add_argument("--max_len", type=int, default=100)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument(
+        "--skip", default="", help="comma-separated variant labels or model names to skip"
+    )
+    p.add_argument("--out", default=os.path.join(HERE, "results"))
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
+    shared = {
+        "data_path": os.path.abspath(args.data_path),
+        "hidden_size": args.hidden_size,
+        "inner_size": 4 * args.hidden_size,
+        "n_layers": args.n_layers,
+        "n_heads": args.n_heads,
+        "MAX_ITEM_LIST_LENGTH": args.max_len,
+        "train_batch_size": args.batch,
+        "state": "ERROR",
+        "hidden_dropout_prob": 0.3,
+        "attn_dropout_prob": 0.0,
+    }
+    skip = set(filter(None, args.skip.split(",")))
+    workdir = tempfile.mkdtemp(prefix="bench-")
+    os.chdir(workdir)  # RecBole writes log/ and saved/ into the working directory
+    runs = []
+    for label, model, overrides in VARIANTS:
+        if label in skip or model in skip:
+            continue
+        config, net, trainer, (train, valid, _) = build(
+            model, args.dataset, config_dict={**shared, **overrides}
+        )
+        logging.getLogger().setLevel(logging.ERROR)
+        trainer.eval_collector.data_collect(train)
+        runs.append((label, trainer, train, valid, len(train.dataset)))
+    times = {label: {"train": [], "valid": []} for label, *_ in runs}
+    for rep in range(args.repeats):
+        for label, trainer, train, valid, _ in runs:
+            start = time.perf_counter()
+            trainer._train_epoch(train, rep)
+            mid = time.perf_counter()
+            trainer._valid_epoch(valid)
+            end = time.perf_counter()
+            times[label]["train"].append(mid - start)
+            times[label]["valid"].append(end - mid)
+            print(f"{label}: train {mid - start:.1f}s, valid {end - mid:.1f}s", flush=True)
+    baseline = runs[0][0]
+    base_total = statistics.median(
+        t + v for t, v in zip(times[baseline]["train"], times[baseline]["valid"])
+    )
+    rows = []
+    for label, _, _, _, samples in runs:
+        train_s = statistics.median(times[label]["train"])
+        valid_s = statistics.median(times[label]["valid"])
+        total = statistics.median(
+            t + v for t, v in zip(times[label]["train"], times[label]["valid"])
+        )
+        rows.append(
+            {
+                "variant": label,
+                "train samples": samples,
+                "train s": round(train_s, 2),
+                "valid s": round(valid_s, 2),
+                "epoch s": round(total, 2),
+                f"ratio vs {baseline}": round(total / base_total, 3),
+            }
+        )
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, f"epoch_time_{args.dataset}")
+    with open(stem + ".csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    header = list(rows[0])
+    lines = [
+        f"# Epoch time on {args.dataset}",
+        "",
+        f"d={args.hidden_size}, T={args.max_len}, {args.n_layers} layer(s), "
+        f"{args.n_heads} heads, batch {args.batch}, {torch.get_num_threads()} torch "
+        f"threads, median of {args.repeats} interleaved repeats.",
+        "",
+        "Command: `python benchmarks/epoch_time.py "
+        + " ".join(sys.argv[1:])
+        + "`",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    lines += ["| " + " | ".join(str(r[h]) for h in header) + " |" for r in rows]
+    with open(stem + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
