@@ -69,20 +69,37 @@ def _blocks(n_users, k, n_categories):
         yield slice(start, min(n_users, start + step))
 
 
+def compact_category_table(item_categories):
+    """Renumber the category ids of the table to ``1..C`` (0 = padding), ``C`` = number of
+    distinct categories that occur; returns ``(table, C)``."""
+    table = torch.as_tensor(item_categories, dtype=torch.long).cpu()
+    if table.dim() == 1:
+        table = table.unsqueeze(1)
+    present = torch.unique(table[table > 0])
+    compact = torch.searchsorted(present, table) + 1
+    return torch.where(table > 0, compact, torch.zeros_like(table)), present.numel()
+
+
 def coverage_per_user(rec_items, item_categories):
     """CC@k of every user for k = 1..K: a float64 array ``[n_users, K]``."""
-    hot = category_multi_hot(item_categories)
+    table, n_categories = compact_category_table(item_categories)
     rec_items = torch.as_tensor(rec_items, dtype=torch.long).cpu()
     n_users, k = rec_items.shape
-    n_categories = hot.shape[1]
-    out = np.zeros((n_users, k))
-    if n_categories == 0:
-        return out
-    for rows in _blocks(n_users, k, n_categories):
-        top = hot[rec_items[rows]].to(torch.uint8)  # [u, K, C]
-        seen = torch.cummax(top, dim=1).values  # categories among the first k items
-        out[rows] = seen.sum(dim=2).double().numpy() / n_categories
-    return out
+    if n_categories == 0 or n_users == 0:
+        return np.zeros((n_users, k))
+    top = table[rec_items]  # [U, K, L] category ids of the recommended items
+    position = torch.arange(k).view(1, k, 1).expand_as(top)
+    user = torch.arange(n_users).view(n_users, 1, 1)
+    # rank at which each (user, category) first appears; K = never
+    first = torch.full((n_users * (n_categories + 1),), k, dtype=torch.long)
+    first.scatter_reduce_(
+        0, (user * (n_categories + 1) + top).reshape(-1), position.reshape(-1), "amin"
+    )
+    first = first.view(n_users, n_categories + 1)[:, 1:]  # drop padding
+    new = torch.zeros(n_users, k + 1, dtype=torch.float64)
+    new.scatter_add_(1, first, torch.ones(first.shape, dtype=torch.float64))
+    # categories that have appeared within the first k items, for every k
+    return new[:, :k].cumsum(dim=1).numpy() / n_categories
 
 
 def ild_per_user(rec_items, item_categories, distance="cosine"):
@@ -100,9 +117,10 @@ def ild_per_user(rec_items, item_categories, distance="cosine"):
         return out
     upper = torch.ones(k, k, dtype=torch.bool).triu(diagonal=1)  # pairs i < j
     for rows in _blocks(n_users, k, hot.shape[1]):
-        top = hot[rec_items[rows]].double()  # [u, K, C]
-        inter = top @ top.transpose(1, 2)  # |c_i ∩ c_j|
-        size = top.sum(dim=2)  # |c_i|
+        # float32 is exact here: the entries are category counts
+        top = hot[rec_items[rows]].float()  # [u, K, C]
+        inter = (top @ top.transpose(1, 2)).double()  # |c_i ∩ c_j|
+        size = top.sum(dim=2).double()  # |c_i|
         s_i, s_j = size.unsqueeze(2), size.unsqueeze(1)
         valid = (s_i > 0) & (s_j > 0) & upper
         if distance == "cosine":
@@ -113,8 +131,8 @@ def ild_per_user(rec_items, item_categories, distance="cosine"):
         dist = torch.where(valid, 1.0 - sim, torch.zeros_like(sim))
         # pairs within the first k items: columns j < k of the upper triangle
         total = dist.sum(dim=1).cumsum(dim=1)
-        count = valid.sum(dim=1).cumsum(dim=1).double()
-        value = total / count.clamp_min(1.0)
+        count = valid.sum(dim=1).cumsum(dim=1)
+        value = total / count.clamp_min(1).double()
         value[count == 0] = float("nan")
         out[rows] = value.numpy()
     return out
