@@ -65,7 +65,9 @@ def get_model_class(model):
         return MODELS[model]
     try:
         return get_model(model)
-    except (ValueError, AttributeError):
+    # RecBole raises ValueError for an unknown name, after trying to import its optional
+    # exlib models (ImportError without lightgbm/xgboost)
+    except (ValueError, AttributeError, ImportError):
         ours, theirs = available_models()
         raise UnknownModelError(
             f"unknown model {model!r}. recbole_attn models: {', '.join(ours)}. "

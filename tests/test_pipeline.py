@@ -169,51 +169,67 @@ def test_model_resolution():
         get_model_class("NoSuchModel")
 
 
-def _cli(args, cwd):
-    env = {**os.environ, "PYTHONPATH": REPO}
-    return subprocess.run(
-        [sys.executable, os.path.join(REPO, "run_recbole_attn.py"), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+def _cli_main(args, capsys):
+    """The CLI's main() in-process (the error paths need no subprocess)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "run_recbole_attn", os.path.join(REPO, "run_recbole_attn.py")
     )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        code = module.main(args)
+    except SystemExit as exc:  # argparse
+        code = exc.code
+    return code, capsys.readouterr().err
 
 
-def test_cli_unknown_model(tmp_path):
-    proc = _cli(["--model=NoSuchModel", "--dataset=ml-100k"], tmp_path)
-    assert proc.returncode == 2
-    assert "unknown model 'NoSuchModel'" in proc.stderr
-    assert "STOSA" in proc.stderr and "Traceback" not in proc.stderr
+def test_cli_unknown_model(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, err = _cli_main(["--model=NoSuchModel", "--dataset=ml-100k"], capsys)
+    assert code == 2
+    assert "unknown model 'NoSuchModel'" in err and "STOSA" in err
 
 
-def test_cli_missing_dataset(tmp_path):
-    proc = _cli(["--model=STOSA", "--dataset=Office", "--data_path=nowhere"], tmp_path)
-    assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr
-    assert "Office.inter" in proc.stderr
-    assert os.path.join("nowhere", "Office") in proc.stderr
-    assert "dataset_scripts/seqfile.py" in proc.stderr
+def test_cli_missing_dataset(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(
+        "sys.argv", ["run_recbole_attn.py", "--model=STOSA", "--data_path=nowhere"]
+    )
+    code, err = _cli_main(["--model=STOSA", "--dataset=Office"], capsys)
+    assert code == 2
+    assert "Office.inter" in err
+    assert os.path.join("nowhere", "Office") in err
+    assert "dataset_scripts/seqfile.py" in err
+    assert not os.path.exists(tmp_path / "saved"), "nothing trained"
 
 
-def test_cli_bad_override_syntax(tmp_path):
-    proc = _cli(["--model=STOSA", "--epochs", "2"], tmp_path)
-    assert proc.returncode == 2 and "--key=value" in proc.stderr
+def test_cli_bad_override_syntax(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, err = _cli_main(["--model=STOSA", "--epochs", "2"], capsys)
+    assert code == 2 and "--key=value" in err
 
 
 def test_cli_trains(tiny_data_path, tmp_path):
-    proc = _cli(
-        [
-            "--model=SASRecAP",
-            "--dataset=tiny",
-            f"--data_path={tiny_data_path}",
-            "--epochs=1",
-            "--hidden_size=16",
-            "--inner_size=32",
-            "--MAX_ITEM_LIST_LENGTH=12",
-        ],
-        tmp_path,
+    """The real command, in a subprocess: trains, prints the test result, exit code 0."""
+    env = {**os.environ, "PYTHONPATH": REPO}
+    args = [
+        "--model=SASRecAP",
+        "--dataset=tiny",
+        f"--data_path={tiny_data_path}",
+        "--epochs=1",
+        "--hidden_size=16",
+        "--inner_size=32",
+        "--MAX_ITEM_LIST_LENGTH=12",
+    ]
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "run_recbole_attn.py"), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "test: {'recall@5'" in proc.stdout
