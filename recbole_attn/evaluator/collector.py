@@ -94,7 +94,12 @@ def check_category_field(config, dataset, metrics=None):
     metrics = (
         metrics if metrics is not None else needs_item_categories(config["metrics"])
     )
-    who = f"metrics {', '.join(metrics)} need" if metrics else "the collector needs"
+    if not metrics:
+        who = "the collector needs"
+    elif len(metrics) == 1:
+        who = f"metric {metrics[0]} needs"
+    else:
+        who = f"metrics {', '.join(metrics)} need"
     field2type = dataset.field2type
     if field not in field2type:
         item_fields = [
