@@ -3,12 +3,18 @@
     python run_recbole_attn.py --model=STOSA --dataset=ml-100k [--config_files=a.yaml,b.yaml]
                                [--key=value ...]
 
+Hyperparameter search on Ray Tune (validation-based selection, one test evaluation):
+
+    python run_recbole_attn.py --model=STOSA --dataset=ml-100k --params_file=hyper.test
+                               [--num_samples=8] [--scheduler=asha] [--key=value ...]
+
 Every ``--key=value`` is a RecBole config override (e.g. ``--epochs=2``,
 ``--train_batch_size=512``, ``--eval_mask_history=True``), read by RecBole's Config from the
 command line as in RecBole's own ``run_recbole.py``.
 """
 
 import argparse
+import os
 import sys
 
 
@@ -20,6 +26,15 @@ def parse_args(argv):
     parser.add_argument("--dataset", "-d", default="ml-100k", help="dataset name")
     parser.add_argument(
         "--config_files", default=None, help="comma-separated yaml files, applied last"
+    )
+    parser.add_argument(
+        "--params_file",
+        default=None,
+        help="RecBole hyper-parameter file: tune on Ray Tune instead of one run",
+    )
+    parser.add_argument("--num_samples", type=int, default=4, help="tuning trials")
+    parser.add_argument(
+        "--scheduler", default="fifo", choices=["fifo", "asha"], help="Tune scheduler"
     )
     args, overrides = parser.parse_known_args(argv)
     bad = [a for a in overrides if not (a.startswith("--") and "=" in a)]
@@ -37,12 +52,50 @@ def main(argv=None):
 
     files = args.config_files.split(",") if args.config_files else None
     try:
+        if args.params_file:
+            return _tune(args, files)
         result = run(args.model, args.dataset, config_file_list=files)
     except RecboleAttnError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"best valid: {dict(result['best_valid_result'] or {})}")
     print(f"test: {dict(result['test_result'] or {})}")
+    return 0
+
+
+def _tune(args, files):
+    from recbole_attn.tuning import tune_model
+
+    if not os.path.isfile(args.params_file):
+        print(f"error: params file not found: {args.params_file}", file=sys.stderr)
+        return 2
+    # the trials run in other processes, whose command line RecBole's Config would read:
+    # pass the overrides explicitly (RecBole converts their string values as usual)
+    ours = (
+        "model",
+        "dataset",
+        "config_files",
+        "params_file",
+        "num_samples",
+        "scheduler",
+    )
+    overrides = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--"))
+    for key in ours:
+        overrides.pop(key, None)
+    result = tune_model(
+        args.model,
+        args.dataset,
+        args.params_file,
+        config_file_list=files,
+        config_dict=overrides,
+        num_samples=args.num_samples,
+        scheduler=args.scheduler,
+    )
+    for t in result["trials"]:
+        print(f"trial {t['params']}: best valid {t['best_valid_score']:.4f}")
+    print(f"best params: {result['best_params']}")
+    print(f"best valid: {result['best_valid_result']}")
+    print(f"test: {result['test_result']}")
     return 0
 
 

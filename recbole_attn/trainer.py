@@ -42,6 +42,7 @@ class AttnTrainer(Trainer):
         self.resume_file = self.saved_model_file[: -len(".pth")] + "-last.pth"
         self._train_generator = None
         self._pending_generator_state = None
+        self.last_valid_result = None
 
     # ------------------------------------------------------------------ checkpoints
     def _state(self, epoch):
@@ -138,6 +139,12 @@ class AttnTrainer(Trainer):
         )
 
     # ------------------------------------------------------------------ evaluation
+    def _valid_epoch(self, valid_data, show_progress=False):
+        valid_score, valid_result = super()._valid_epoch(valid_data, show_progress)
+        # RecBole's callback only receives the score; tuning reports every metric
+        self.last_valid_result = valid_result
+        return valid_score, valid_result
+
     def _full_sort_batch_eval(self, batched_data):
         interaction, scores, positive_u, positive_i = super()._full_sort_batch_eval(
             batched_data
