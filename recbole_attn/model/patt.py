@@ -20,6 +20,7 @@ from torch import nn
 from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
 from recbole_attn.model.layers.dpp import (
     DPPTransformerLayer,
+    causal_masks,
     check_k,
     learn_category_kernel,
     sequence_category_kernel,
@@ -148,9 +149,10 @@ class PAtt(AttnSequentialRecommender):
         hidden = self.item_embedding(item_seq) + self.position_embedding(position_ids)
         hidden = self.dropout(self.LayerNorm(hidden))
         mask = item_seq > 0
+        masks = causal_masks(mask, self.dpp_k, heads=True, dtype=hidden.dtype)
         category = self.sequence_category(item_seq)
         for layer in self.layers:
-            hidden = layer(hidden, mask, category)
+            hidden = layer(hidden, mask, category, masks)
         return hidden
 
     def position_loss(self, output, pos_items, neg_items):

@@ -17,6 +17,8 @@ The causal forms give, for query t, the same marginals under the k-DPP whose gro
 the valid prefix :math:`\{x \le t\}`: no normalizer sees a future item.
 """
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -194,8 +196,40 @@ def sample_third_items(shape, samples, device, generator=None):
     return j + (j >= r).long()
 
 
+class CausalMasks(NamedTuple):
+    """Masks of the causal per-prefix k-DPP, built once per batch (float, for fused ops).
+
+    ``keys [B, (1,) T, T]``: 1 at (t, r) iff r < t and both are valid; ``pairs``: the same
+    where the prefix of t also holds at least k valid items (numerators); ``diag``: 1 at
+    (t, t) for valid t."""
+
+    keys: torch.Tensor
+    pairs: torch.Tensor
+    diag: torch.Tensor
+
+
+def causal_masks(mask, k, heads=False, dtype=torch.float32):
+    """:class:`CausalMasks` of ``mask [B, T]`` (``heads``: with a head axis)."""
+    mask = mask.bool()
+    keys = causal_strict_lower(mask)
+    pairs = (keys & (mask.cumsum(-1) >= k).unsqueeze(-1)).to(dtype)
+    keys = keys.to(dtype)
+    diag = torch.diag_embed(mask.to(dtype))
+    if heads:
+        keys, pairs, diag = keys.unsqueeze(1), pairs.unsqueeze(1), diag.unsqueeze(1)
+    return CausalMasks(keys, pairs, diag)
+
+
 def causal_pair_numerators(
-    kernel, mask, k, triple_samples=0, category=None, jitter=0.1, third_items=None
+    kernel,
+    mask,
+    k,
+    triple_samples=0,
+    category=None,
+    jitter=0.1,
+    third_items=None,
+    masks=None,
+    premasked=False,
 ):
     r"""Unnormalized per-prefix pair weights ``W[..., t, r]`` (r < t, both valid) and the
     per-prefix normalizers ``Z[..., t]`` for a symmetric PSD ``kernel`` ``[B, T, T]`` or
@@ -216,24 +250,30 @@ def causal_pair_numerators(
       (an unbiased estimate of the exact sum). :math:`Z_t` is exact without C (closed
       form) and built from the sampled :math:`W` with C.
 
+    Rows whose prefix holds fewer than k valid items get W = 0 (no k-subset exists).
     Minors of a PSD kernel are >= 0; rounding can make the closed forms slightly negative,
     so every numerator is clamped at 0 (then :math:`W_{tr} \le Z_t` for k = 2 and
-    :math:`W_{tr} \le 2 Z_t` for k = 3: probabilities stay bounded).
+    :math:`W_{tr} \le 2 Z_t` for k = 3: probabilities stay bounded). ``premasked``: the
+    rows and columns of invalid positions of ``kernel`` are already 0.
     """
     heads = kernel.dim() == 4
-    lower = causal_strict_lower(mask)
-    kmask = mask
-    if heads:
-        lower, kmask = lower.unsqueeze(1), mask.unsqueeze(1)
-        if category is not None:
-            category = category.unsqueeze(1)
-    lm = masked_kernel(kernel, kmask)
-    zeros = torch.zeros((), dtype=lm.dtype, device=lm.device)
+    if masks is None:
+        masks = causal_masks(mask, k, heads, kernel.dtype)
+    pairs = masks.pairs
+    if heads and category is not None:
+        category = category.unsqueeze(1)
+    lm = (
+        kernel
+        if premasked
+        else masked_kernel(kernel, mask.unsqueeze(1) if heads else mask)
+    )
+    d = torch.diagonal(lm, dim1=-2, dim2=-1)
+    d_t, d_r = d.unsqueeze(-1), d.unsqueeze(-2)
     if k == 2:
-        num = pair_minors(lm)
+        num = torch.addcmul(d_t * d_r, lm, lm, value=-1.0)
         if category is not None:
             num = num / pair_minors(category).clamp_min(jitter * jitter)
-        num = torch.where(lower, num.clamp_min(0.0), zeros)
+        num = num.clamp_min(0.0) * pairs
         return num, num.sum(-1).cumsum(-1)
 
     n = kernel.size(-1)
@@ -246,36 +286,38 @@ def causal_pair_numerators(
             cat = category.expand(*lm.shape)
             dets = dets / _triple_dets(cat, x).clamp_min(jitter**3)
         count = (torch.arange(n, device=lm.device, dtype=lm.dtype) - 1.0).clamp_min(0)
-        num = dets.mean(-1) * count.unsqueeze(-1)
-        num = torch.where(lower, num, zeros)
+        num = dets.mean(-1) * (count.unsqueeze(-1) * pairs)
         if category is not None:
             return num, (0.5 * num.sum(-1)).cumsum(-1)
-        _, norm = causal_pair_numerators(kernel, mask, 3)
+        _, norm = causal_pair_numerators(lm, mask, 3, masks=masks, premasked=True)
         return num, norm
 
     if category is not None:
         t = torch.arange(n, device=lm.device).view(n, 1, 1)
         r = torch.arange(n, device=lm.device).view(1, n, 1)
         xs = torch.arange(n, device=lm.device).view(1, 1, n)
-        allowed = (xs < t) & (xs != r)
+        allowed = ((xs < t) & (xs != r)).to(lm.dtype)
         dets = _dense_triple_dets(lm).clamp_min(0.0)
         dets = dets / _dense_triple_dets(category).clamp_min(jitter**3)
-        num = torch.where(allowed, dets, zeros).sum(-1)
-        num = torch.where(lower, num, zeros)
+        num = (dets * allowed).sum(-1) * pairs
         return num, (0.5 * num.sum(-1)).cumsum(-1)
 
     # k = 3 exact, closed form (REFERENCE_NOTES §6b)
-    d = torch.diagonal(lm, dim1=-2, dim2=-1)
     incl = torch.ones(n, n, dtype=lm.dtype, device=lm.device).tril()  # U[t, x]=[x<=t]
     tau = d.cumsum(-1).unsqueeze(-1)  # tau_t = sum_{x<=t} d_x
+    sq = lm * lm
     prefix_l = (lm * incl) @ lm  # [t, r] = sum_{x<=t} L_tx L_xr
-    sq_rows = (lm * lm) @ incl.transpose(0, 1)  # [r, t] = sum_{x<=t} L_rx^2
+    sq_rows = sq @ incl.transpose(0, 1)  # [r, t] = sum_{x<=t} L_rx^2
     q_t = torch.diagonal(sq_rows, dim1=-2, dim2=-1).unsqueeze(-1)  # sum_{x<=t} L_tx^2
     r_tr = sq_rows.transpose(-1, -2)  # [t, r]
-    d_t, d_r = d.unsqueeze(-1), d.unsqueeze(-2)
-    num = d_t * d_r * tau + 2.0 * lm * prefix_l - d_r * q_t - d_t * r_tr - lm * lm * tau
-    num = torch.where(lower, num.clamp_min(0.0), zeros)
+    num = (d_t * d_r - sq) * tau + 2.0 * lm * prefix_l - d_r * q_t - d_t * r_tr
+    num = num.clamp_min(0.0) * pairs
     return num, (0.5 * num.sum(-1)).cumsum(-1)
+
+
+def _floored(norm, kernel, k):
+    trace = torch.diagonal(kernel, dim1=-2, dim2=-1).cumsum(-1)
+    return torch.maximum(norm, _normalizer_floor(trace, k))
 
 
 def causal_dpp_pair_probabilities(kernel, mask, k, **kwargs):
@@ -287,26 +329,15 @@ def causal_dpp_pair_probabilities(kernel, mask, k, **kwargs):
     mask = mask.bool()
     num, norm = causal_pair_numerators(kernel, mask, k, **kwargs)
     kmask = mask.unsqueeze(1) if kernel.dim() == 4 else mask
-    trace = torch.diagonal(masked_kernel(kernel, kmask), dim1=-2, dim2=-1).cumsum(-1)
-    norm = torch.maximum(norm, _normalizer_floor(trace, k))
-    enough = (kmask.cumsum(-1) >= k).unsqueeze(-1)  # the prefix holds a k-subset
-    probs = num / norm.unsqueeze(-1)
-    return torch.where(enough, probs, torch.zeros_like(probs))
+    return num / _floored(norm, masked_kernel(kernel, kmask), k).unsqueeze(-1)
 
 
 def dependency_attention(probs, mask, lam, row_normalize=True):
     r"""The dependency attention of eq. 7: :math:`D_{tr} = \exp(-\lambda P(r,t))` for
     valid r < t, :math:`D_{tt} = 1` for valid t, 0 elsewhere (causal); rows divided by
     their sum when ``row_normalize`` (padding rows stay 0)."""
-    n = probs.size(-1)
-    eye = torch.eye(n, dtype=torch.bool, device=probs.device)
-    allowed = causal_strict_lower(mask)
-    valid = mask.unsqueeze(-1)
-    if probs.dim() == 4:
-        allowed, valid = allowed.unsqueeze(1), valid.unsqueeze(1)
-    weights = torch.exp(-lam * probs)
-    weights = torch.where(allowed, weights, torch.zeros_like(weights))
-    weights = weights + (eye & valid).to(weights.dtype)
+    masks = causal_masks(mask, 0, probs.dim() == 4, probs.dtype)
+    weights = torch.addcmul(masks.diag, torch.exp(-lam * probs), masks.keys)
     if row_normalize:
         weights = weights / weights.sum(-1, keepdim=True).clamp_min(1.0)
     return weights
@@ -318,7 +349,7 @@ class DPPAttention(nn.Module):
     :math:`D = \exp(-\lambda P)` (causal, :math:`D_{tt}=1`), output :math:`D M` with the
     input itself as value (each head attends to its slice of M).
 
-    With ``category_vectors`` (DPAtt), the unnormalized weight of a k-subset Y is
+    With a sequence category kernel (DPAtt), the unnormalized weight of a k-subset Y is
     :math:`\det L_Y / \det C_Y` instead of :math:`\det L_Y`.
     """
 
@@ -355,23 +386,44 @@ class DPPAttention(nn.Module):
         b, n, _ = x.shape
         return x.view(b, n, self.n_heads, self.head_size).transpose(1, 2)
 
+    def kernel(self, hidden, mask):
+        """``L = S S^T`` per head ``[B, H, T, T]``, rows/columns of padding exactly 0."""
+        s = self.split(self.sampler(hidden)) * mask[:, None, :, None].to(hidden.dtype)
+        return s @ s.transpose(-1, -2)
+
     def probabilities(self, hidden, mask, category=None):
         """Per-head per-prefix pair marginals ``[B, H, T, T]`` (row t = query)."""
-        s = self.split(self.sampler(hidden))  # [B, H, T, dh]
-        kernel = s @ s.transpose(-1, -2)
         samples = self.triple_samples if self.training else 0
         return causal_dpp_pair_probabilities(
-            kernel,
+            self.kernel(hidden, mask),
             mask,
             self.k,
             triple_samples=samples,
             category=category,
             jitter=self.jitter,
+            premasked=True,
         )
 
-    def forward(self, hidden, mask, category=None):
-        probs = self.probabilities(hidden, mask, category)
-        attn = dependency_attention(probs, mask, self.lam, self.row_normalize)
+    def forward(self, hidden, mask, category=None, masks=None):
+        if masks is None:
+            masks = causal_masks(mask, self.k, True, hidden.dtype)
+        kernel = self.kernel(hidden, mask)
+        num, norm = causal_pair_numerators(
+            kernel,
+            mask,
+            self.k,
+            triple_samples=self.triple_samples if self.training else 0,
+            category=category,
+            jitter=self.jitter,
+            masks=masks,
+            premasked=True,
+        )
+        coef = -self.lam / _floored(norm, kernel, self.k)  # D = exp(-lambda W / Z)
+        attn = torch.addcmul(
+            masks.diag, torch.exp(num * coef.unsqueeze(-1)), masks.keys
+        )
+        if self.row_normalize:
+            attn = attn / attn.sum(-1, keepdim=True).clamp_min(1.0)
         attn = self.attn_dropout(attn)
         out = attn @ self.split(hidden)  # value = the input M
         b, _, n, _ = out.shape
@@ -406,8 +458,8 @@ class DPPTransformerLayer(nn.Module):
             hidden_size, inner_size, hidden_dropout_prob, hidden_act, layer_norm_eps
         )
 
-    def forward(self, hidden, mask, category=None):
-        attn = self.attention(hidden, mask, category)
+    def forward(self, hidden, mask, category=None, masks=None):
+        attn = self.attention(hidden, mask, category, masks)
         hidden = self.layer_norm(self.dropout(self.dense(attn)) + hidden)
         return self.feed_forward(hidden)
 
@@ -551,6 +603,8 @@ __all__ = [
     "dpp_pair_probabilities",
     "causal_dpp_pair_probabilities",
     "causal_pair_numerators",
+    "causal_masks",
+    "CausalMasks",
     "dependency_attention",
     "DPPAttention",
     "DPPTransformerLayer",
