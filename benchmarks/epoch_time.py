@@ -49,7 +49,9 @@ def parse_args():
     p.add_argument("--max_len", type=int, default=100)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument(
-        "--skip", default="", help="comma-separated variant labels or model names to skip"
+        "--skip",
+        default="",
+        help="comma-separated variant labels or model names to skip",
     )
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     return p.parse_args()
@@ -92,7 +94,9 @@ def main():
             end = time.perf_counter()
             times[label]["train"].append(mid - start)
             times[label]["valid"].append(end - mid)
-            print(f"{label}: train {mid - start:.1f}s, valid {end - mid:.1f}s", flush=True)
+            print(
+                f"{label}: train {mid - start:.1f}s, valid {end - mid:.1f}s", flush=True
+            )
     baseline = runs[0][0]
     base_total = statistics.median(
         t + v for t, v in zip(times[baseline]["train"], times[baseline]["valid"])
@@ -128,9 +132,7 @@ def main():
         f"{args.n_heads} heads, batch {args.batch}, {torch.get_num_threads()} torch "
         f"threads, median of {args.repeats} interleaved repeats.",
         "",
-        "Command: `python benchmarks/epoch_time.py "
-        + " ".join(sys.argv[1:])
-        + "`",
+        "Command: `python benchmarks/epoch_time.py " + " ".join(sys.argv[1:]) + "`",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
