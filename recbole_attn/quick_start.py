@@ -137,6 +137,24 @@ def check_dataset_exists(config):
         )
 
 
+def check_valid_metric(config):
+    """``valid_metric`` must be one of the computed metrics, at one of the ``topk`` cutoffs
+    (RecBole only finds out after the first epoch, with a KeyError)."""
+    valid = config["valid_metric"]
+    name, _, cutoff = valid.partition("@")
+    metrics = [m.lower() for m in config["metrics"]]
+    if name.lower() not in metrics:
+        raise MetricConfigError(
+            f"valid_metric {valid!r} is not computed: metrics are {config['metrics']}. "
+            f"Add {name} to metrics or choose another --valid_metric."
+        )
+    if cutoff and (not cutoff.isdigit() or int(cutoff) not in config["topk"]):
+        raise MetricConfigError(
+            f"valid_metric {valid!r} needs the cutoff {cutoff} in topk {config['topk']}. "
+            f"Add it to topk or choose another --valid_metric."
+        )
+
+
 def create_dataset(config):
     """Our sequential dataset (training modes) for sequential models; RecBole's otherwise."""
     from recbole.data import create_dataset as recbole_create_dataset
@@ -151,6 +169,7 @@ def create_dataset(config):
 def build(model, dataset, config_file_list=None, config_dict=None):
     """Config, dataset, dataloaders, model and trainer, as ``run`` uses them."""
     config = make_config(model, dataset, config_file_list, config_dict)
+    check_valid_metric(config)
     init_seed(config["seed"], config["reproducibility"])
     init_logger(config)
     logger = getLogger()

@@ -248,3 +248,20 @@ def test_recbole_anomaly_detection_is_switched_off():
         assert undo_recbole_anomaly_detection() is False
     finally:
         torch.autograd.set_detect_anomaly(False)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"valid_metric": "MRR@20", "metrics": ["Recall", "NDCG"]}, "not computed"),
+        ({"valid_metric": "NDCG@20", "topk": [5, 10]}, "cutoff 20"),
+    ],
+)
+def test_valid_metric_checked_before_training(
+    tiny_config, tmp_path, overrides, message
+):
+    from recbole_attn.errors import MetricConfigError
+
+    with pytest.raises(MetricConfigError, match=message):
+        run("STOSA", "tiny", config_dict={**tiny_config, **overrides})
+    assert not os.path.exists(tmp_path / "saved")
