@@ -27,14 +27,23 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from recbole_attn.quick_start import build  # noqa: E402
 
-#: (label, model, overrides); the shared sizes come from --hidden_size etc.
+#: (label, model, overrides); the shared sizes come from --hidden_size etc. The
+#: "anomaly detection on" variants time what plain RecBole 1.2.1 does: its sine.py switches
+#: autograd anomaly detection on at import (recbole_attn switches it off; docs/environment.md).
+ANOMALY = "autograd_anomaly_detection"
 VARIANTS = [
     ("SASRec (RecBole, prefix, CE)", "SASRec", {"training_mode": "last_position"}),
+    (
+        "SASRec (RecBole, prefix, CE), anomaly detection on",
+        "SASRec",
+        {"training_mode": "last_position", ANOMALY: True},
+    ),
     ("SASRecAP (all-position, CE)", "SASRecAP", {}),
     ("SASRecAP (all-position, BPR)", "SASRecAP", {"loss_type": "BPR"}),
     ("STOSA (all-position)", "STOSA", {}),
     ("STOSA (all-position, no trimming)", "STOSA", {"trim_batch": False}),
     ("STOSA (prefix)", "STOSA", {"training_mode": "last_position"}),
+    ("STOSA (all-position), anomaly detection on", "STOSA", {ANOMALY: True}),
 ]
 
 
@@ -78,17 +87,20 @@ def main():
     for label, model, overrides in VARIANTS:
         if label in skip or model in skip:
             continue
+        overrides = dict(overrides)
+        anomaly = overrides.pop(ANOMALY, False)
         config, net, trainer, (train, valid, _) = build(
             model, args.dataset, config_dict={**shared, **overrides}
         )
         logging.getLogger().setLevel(logging.ERROR)
         trainer.eval_collector.data_collect(train)
-        runs.append((label, trainer, train, valid, len(train.dataset)))
+        runs.append((label, trainer, train, valid, len(train.dataset), anomaly))
     times = {label: {"train": [], "valid": []} for label, *_ in runs}
     for rep in range(args.repeats):
-        for label, trainer, train, valid, _ in runs:
+        for label, trainer, train, valid, _, anomaly in runs:
             start = time.perf_counter()
-            trainer._train_epoch(train, rep)
+            with torch.autograd.set_detect_anomaly(anomaly):
+                trainer._train_epoch(train, rep)
             mid = time.perf_counter()
             trainer._valid_epoch(valid)
             end = time.perf_counter()
@@ -102,7 +114,7 @@ def main():
         t + v for t, v in zip(times[baseline]["train"], times[baseline]["valid"])
     )
     rows = []
-    for label, _, _, _, samples in runs:
+    for label, _, _, _, samples, _ in runs:
         train_s = statistics.median(times[label]["train"])
         valid_s = statistics.median(times[label]["valid"])
         total = statistics.median(

@@ -69,8 +69,7 @@ def main():
     rows = []
     for label, model, extra in runs:
         start = time.perf_counter()
-        with torch.autograd.set_detect_anomaly(False):
-            result = run(model, "ml-100k", config_dict={**shared, **extra}, saved=True)
+        result = run(model, "ml-100k", config_dict={**shared, **extra}, saved=True)
         logging.getLogger().handlers.clear()
         test = result["test_result"]
         rows.append(

@@ -63,7 +63,6 @@ def child(spec):
     os.chdir(spec["workdir"])
     sys.argv = sys.argv[:1]
     torch.set_num_threads(spec["threads"])
-    torch.autograd.set_detect_anomaly(False)  # RecBole's sine.py switches it on
     config, net, trainer, (train, _, _) = build(
         spec["model"], "synth", config_dict=spec["config"]
     )

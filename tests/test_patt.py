@@ -22,14 +22,6 @@ from recbole_attn.model.layers.dpp import (
 )
 
 
-@pytest.fixture(autouse=True)
-def no_anomaly_detection():
-    """RecBole 1.2.1 turns autograd anomaly detection on when its model package is
-    imported (sine.py); it makes every backward pass several times slower."""
-    with torch.autograd.set_detect_anomaly(False):
-        yield
-
-
 # ------------------------------------------------------------------ brute force
 def brute_pair_probs(kernel, valid, k, category=None):
     """P[r, t] = sum over k-subsets Y of the valid items containing r, t of w(Y) / sum w,

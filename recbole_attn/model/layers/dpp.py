@@ -545,8 +545,7 @@ def learn_category_kernel(
     opt = torch.optim.Adam([vectors], lr=lr)
     histories, lengths = histories.cpu(), lengths.cpu()
     item_categories = item_categories.cpu()
-    # RecBole 1.2.1 (sine.py) switches anomaly detection on globally at import: off here
-    with torch.autograd.set_detect_anomaly(False), torch.enable_grad():
+    with torch.enable_grad():
         _fit_category_vectors(
             vectors,
             opt,
