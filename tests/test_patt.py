@@ -11,7 +11,10 @@ import torch
 
 from recbole_attn.model.layers import dpp_pair_probabilities
 from recbole_attn.model.layers.dpp import (
+    DPPAttention,
     category_kernel,
+    causal_product_numerators,
+    check_diversity_form,
     causal_dpp_pair_probabilities,
     causal_pair_numerators,
     check_k,
@@ -278,6 +281,7 @@ def build_model(config_dict, model="PAtt", dataset="tiny"):
         ("PAtt", {"dpp_k": 3}),
         ("DPAtt", {"dpp_k": 3, **FAST_DPATT}),
         ("DPAtt", {"dpp_k": 2, **FAST_DPATT}),
+        ("DPAtt", {"dpp_k": 3, "dpp_diversity_form": "product", **FAST_DPATT}),
     ],
 )
 def test_model_is_causal_and_padding_invariant(tiny_config, model, extra):
@@ -331,6 +335,7 @@ def test_training_reduces_loss(tiny_config):
         ("PAtt", {"dpp_k": 3, "dpp_triple_samples": 4}),
         ("DPAtt", FAST_DPATT),
         ("DPAtt", {"dpp_k": 3, **FAST_DPATT}),
+        ("DPAtt", {"dpp_diversity_form": "product", **FAST_DPATT}),
     ],
 )
 def test_end_to_end(tiny_config, model, extra):
@@ -354,3 +359,151 @@ def test_bad_configs_raise(tiny_config):
         build_model(tiny_config | {"dpp_k": 3, "MAX_ITEM_LIST_LENGTH": 2}, "PAtt")
     with pytest.raises(ValueError, match="dpp_triple_samples"):
         build_model(tiny_config | {"dpp_triple_samples": 4}, "PAtt")
+
+
+# ------------------------------------------------------------------ DPAtt product form
+def brute_product_probs(kernel, category, prefix, t, k):
+    """Row t of the product form by brute force: T = L_Y inv(C_Y) on the prefix Y (explicit
+    inverse), pair quantity q(a, b) = det T_{ab} (k = 2) or sum_x det T_{abx} (k = 3),
+    P(r, t) = max(q(r, t), 0) / (sum_{a<b} max(q(a, b), 0) [/ 3]). Also returns the
+    number of negative pair quantities."""
+    y = [i for i in range(kernel.size(0)) if prefix[i]]
+    prod = kernel[y][:, y] @ torch.linalg.inv(category[y][:, y])
+    pos = {item: i for i, item in enumerate(y)}
+
+    def det(items):
+        ii = [pos[i] for i in items]
+        return float(torch.linalg.det(prod[ii][:, ii]))
+
+    quantity = {}
+    for a, b in itertools.combinations(y, 2):
+        others = [x for x in y if x not in (a, b)]
+        quantity[a, b] = det((a, b)) if k == 2 else sum(det((a, b, x)) for x in others)
+    norm = sum(max(v, 0.0) for v in quantity.values()) / (3.0 if k == 3 else 1.0)
+    row = torch.zeros(kernel.size(0), dtype=torch.float64)
+    for r in y:
+        if r < t:
+            row[r] = max(quantity[r, t], 0.0) / norm
+    return row, sum(v < 0 for v in quantity.values())
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_product_form_matches_brute_force(k):
+    """L_{<=t} C_{<=t}^-1 per prefix (one batched solve) vs an explicit inverse per prefix
+    and itertools over subsets, float64, with padding holes; negative minors occur and are
+    clamped; extra heads and future positions change nothing they should not."""
+    kernel = random_kernels(2, 6, 4, seed=20 + k)
+    gen = torch.Generator().manual_seed(5)
+    category = category_kernel(
+        torch.randn(2, 6, 3, generator=gen, dtype=torch.float64), 0.1
+    )
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 0, 1, 1, 1, 0]], dtype=torch.bool)
+    probs = causal_dpp_pair_probabilities(
+        kernel, mask, k, diversity_form="product", category=category
+    )
+    negatives = 0
+    for b in range(2):
+        for t in range(6):
+            prefix = mask[b].clone()
+            prefix[t + 1 :] = False
+            if not mask[b, t] or prefix.sum() < k:
+                assert probs[b, t].abs().max() == 0
+                continue
+            ref, neg = brute_product_probs(kernel[b], category[b], prefix, t, k)
+            negatives += neg
+            torch.testing.assert_close(probs[b, t], ref, rtol=1e-9, atol=1e-12)
+    assert negatives > 0  # the clamp is exercised
+    # not the restriction of the full L C^-1: no future item reaches row t
+    future = kernel.clone()
+    future[:, 4:, :] += 3.0
+    future[:, :, 4:] += 3.0
+    cat_future = category_kernel(torch.randn(2, 6, 3, dtype=torch.float64), 0.1)
+    cat_future[:, :4, :4] = category[:, :4, :4]
+    moved = causal_dpp_pair_probabilities(
+        future, mask, k, diversity_form="product", category=cat_future
+    )
+    torch.testing.assert_close(moved[:, :4], probs[:, :4], rtol=1e-9, atol=1e-12)
+    # C = I: T = L, every minor >= 0, the exact k-DPP of L (PAtt)
+    eye = torch.eye(6, dtype=torch.float64).expand(2, 6, 6)
+    torch.testing.assert_close(
+        causal_dpp_pair_probabilities(
+            kernel, mask, k, diversity_form="product", category=eye
+        ),
+        causal_dpp_pair_probabilities(kernel, mask, k),
+        rtol=1e-9,
+        atol=1e-12,
+    )
+    # a head axis: each head on its own
+    heads = torch.stack([kernel, kernel.flip(-1).flip(-2)], 1)
+    per_head, _ = causal_product_numerators(heads, category, mask, k)
+    for h in range(2):
+        alone, _ = causal_product_numerators(heads[:, h], category, mask, k)
+        torch.testing.assert_close(per_head[:, h], alone, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_product_form_gradcheck(k):
+    gen = torch.Generator().manual_seed(2)
+    sampler = torch.randn(2, 5, 3, generator=gen, dtype=torch.float64)
+    sampler.requires_grad_(True)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
+    category = category_kernel(
+        torch.randn(2, 5, 3, generator=gen, dtype=torch.float64), 0.1
+    )
+
+    def fn(s):
+        probs = causal_dpp_pair_probabilities(
+            s @ s.transpose(-1, -2),
+            mask,
+            k,
+            diversity_form="product",
+            category=category,
+        )
+        return dependency_attention(probs, mask, 8.0)
+
+    assert torch.autograd.gradcheck(fn, (sampler,))
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_product_form_float32_near_singular_category_stays_finite(k):
+    """float32, C nearly singular (beta = 1e-6, repeated and collinear items: cond ~1e7,
+    T's minors are rounding noise), plus zero / rank-1 / large L and short sequences:
+    finite attention and gradients, bounded probabilities, proper rows."""
+    torch.manual_seed(0)
+    b, h, n, dim = 6, 2, 6, 8
+    vec = torch.randn(b, n, 3)
+    vec[:, 3:] = vec[:, :3]  # repeated items
+    vec[1] = vec[1, :1]  # one category for the whole sequence
+    category = category_kernel(vec, 1e-6)
+    hidden = torch.randn(b, n, dim)
+    hidden[2] = 0.0  # zero kernel
+    hidden[3] = hidden[3, :1]  # rank 1
+    hidden[4] *= 1e3  # large kernel
+    hidden.requires_grad_(True)
+    lengths = torch.tensor([6, 6, 6, 6, 6, 2])
+    mask = torch.arange(n).unsqueeze(0) < lengths.unsqueeze(1)
+    layer = DPPAttention(h, dim, k=k, lam=100.0, diversity_form="product")
+    out = layer(hidden, mask, category)
+    probs = layer.probabilities(hidden, mask, category)
+    assert torch.isfinite(out).all() and torch.isfinite(probs).all()
+    assert probs.min() >= 0 and probs.max() <= (1.0 if k == 2 else 3.0) + 1e-5
+    (grad,) = torch.autograd.grad((out * torch.randn_like(out)).sum(), hidden)
+    assert torch.isfinite(grad).all()
+    rows = dependency_attention(probs, mask, 100.0).sum(-1)[:, 0]
+    torch.testing.assert_close(rows[mask], torch.ones_like(rows[mask]))
+
+
+def test_bad_diversity_form_raises(tiny_config):
+    for form in ("Product", "sum", None):
+        with pytest.raises(ValueError, match="dpp_diversity_form must be"):
+            check_diversity_form(form)
+    with pytest.raises(ValueError, match="dpp_diversity_form must be"):
+        DPPAttention(1, 4, diversity_form="products")
+    with pytest.raises(ValueError, match="dpp_diversity_form must be"):
+        build_model(tiny_config | {"dpp_diversity_form": "prod"}, "DPAtt")
+    with pytest.raises(ValueError, match="dpp_triple_samples: 0"):
+        build_model(
+            tiny_config
+            | {"dpp_diversity_form": "product", "dpp_k": 3, "dpp_triple_samples": 4},
+            "DPAtt",
+        )

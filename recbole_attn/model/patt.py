@@ -21,6 +21,7 @@ from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
 from recbole_attn.model.layers.dpp import (
     DPPTransformerLayer,
     causal_masks,
+    check_diversity_form,
     check_k,
     learn_category_kernel,
     sequence_category_kernel,
@@ -87,6 +88,7 @@ class PAtt(AttnSequentialRecommender):
         self.dpp_triple_samples = int(config["dpp_triple_samples"] or 0)
         self.dpp_row_normalize = bool(config["dpp_row_normalize"])
         self.dpp_jitter = float(config["dpp_cat_jitter"] or 0.1)
+        self.dpp_diversity_form = self.diversity_form(config)
 
         check_k(self.dpp_k, self.max_seq_length)
         if self.loss_type not in LOSS_TYPES:
@@ -123,12 +125,17 @@ class PAtt(AttnSequentialRecommender):
                 triple_samples=self.dpp_triple_samples,
                 row_normalize=self.dpp_row_normalize,
                 jitter=self.dpp_jitter,
+                diversity_form=self.dpp_diversity_form,
             )
             for _ in range(self.n_layers)
         )
 
         # parameters initialization
         self.apply(self._init_weights)
+
+    def diversity_form(self, config):
+        """PAtt has no category kernel: the option does not apply."""
+        return "ratio"
 
     def _init_weights(self, module):
         """Initialize the weights (as RecBole's SASRec)"""
@@ -197,9 +204,15 @@ class DPAtt(PAtt):
 
         * The paper's composite kernel :math:`T = L C_S^{-1}` (eq. 11) is not symmetric and
           its principal minors are in general not :math:`\det L_Y/\det C_Y` (they can be
-          negative); we use :math:`\det L_Y / \det C_Y`, the measure the appendix proves
-          the diversity property for. The product form is not implemented: with a causal
-          per-prefix ground set it needs one inverse of :math:`C_{\le t}` per prefix.
+          negative); by default (``dpp_diversity_form: ratio``) we use
+          :math:`\det L_Y / \det C_Y`, the measure the appendix proves the diversity
+          property for. ``dpp_diversity_form: product`` uses the paper's kernel on the
+          ground set of query t, :math:`T^{(t)} = L_{\le t} C_{\le t}^{-1}` (inverse of
+          the prefix block, not a restriction of :math:`L C^{-1}`: no future item), with
+          pair quantities clamped at 0 and normalized by the sum of the clamped ones
+          (proper, bounded probabilities; exact where no minor is negative). Cost: one
+          LU solve per prefix (O(B T^4)) and O(B H T^3) memory, so meant for T <= 50;
+          not combinable with ``dpp_triple_samples``.
         * C's item vectors are learned from set pairs chosen by their category counts;
           the official pipeline learns a logistic-DPP kernel offline and does not use it
           in attention.
@@ -235,6 +248,16 @@ class DPAtt(PAtt):
             seed=config["seed"] or 0,
         )
         self.register_buffer("category_vectors", vectors)
+
+    def diversity_form(self, config):
+        form = config["dpp_diversity_form"] or "ratio"
+        check_diversity_form(form)
+        if form == "product" and int(config["dpp_triple_samples"] or 0):
+            raise ValueError(
+                "dpp_diversity_form: product computes the exact k = 3 sum; set "
+                "dpp_triple_samples: 0 (sampling is for the ratio form)"
+            )
+        return form
 
     @staticmethod
     def item_categories(dataset, field):

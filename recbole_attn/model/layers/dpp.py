@@ -15,6 +15,12 @@ eigendecomposition, no Python loop over pairs or positions. With ``d = diag(L)``
 
 The causal forms give, for query t, the same marginals under the k-DPP whose ground set is
 the valid prefix :math:`\{x \le t\}`: no normalizer sees a future item.
+
+DPAtt's diversity-aware weight of a k-subset Y has two forms (``diversity_form``):
+``"ratio"`` (default), :math:`\det L_Y / \det C_Y`, and ``"product"``, the principal
+minors of the paper's composite kernel :math:`T = L_{\le t} C_{\le t}^{-1}` on each prefix
+(:func:`causal_product_numerators`; it needs one batched LU solve per prefix, the only
+non-closed-form step in this module).
 """
 
 from typing import NamedTuple
@@ -24,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 SUPPORTED_K = (2, 3)
+DIVERSITY_FORMS = ("ratio", "product")
 
 
 def check_k(k, length=None):
@@ -37,6 +44,15 @@ def check_k(k, length=None):
         raise ValueError(
             f"a {k}-DPP needs a ground set of at least {k} items but the maximum sequence "
             f"length is {length}; raise MAX_ITEM_LIST_LENGTH to >= {k} or lower dpp_k"
+        )
+
+
+def check_diversity_form(form):
+    """Raise a ValueError unless ``form`` is one of :data:`DIVERSITY_FORMS`."""
+    if form not in DIVERSITY_FORMS:
+        raise ValueError(
+            f"dpp_diversity_form must be 'ratio' (subset weight det(L_Y)/det(C_Y)) or "
+            f"'product' (minors of the paper's T = L C^-1 per prefix), got {form!r}"
         )
 
 
@@ -315,18 +331,112 @@ def causal_pair_numerators(
     return num, (0.5 * num.sum(-1)).cumsum(-1)
 
 
+def prefix_product_kernels(kernel, category, mask):
+    r"""The paper's composite kernel (eq. 11) on every causal prefix:
+    :math:`T^{(t)} = L_{Y_t} C_{Y_t}^{-1}` with :math:`Y_t` the valid positions x <= t,
+    embedded in ``[..., T(t), T, T]`` (zero outside :math:`Y_t \times Y_t`).
+
+    Exact, with one batched LU solve of ``B*T`` masked T x T systems: :math:`C` restricted
+    to :math:`Y_t` with the identity on the other positions is block diagonal, so
+    :math:`(L \circ 1_{Y_t Y_t}) \tilde C_t^{-1}` is :math:`L_{Y_t} C_{Y_t}^{-1}` on the
+    block and 0 elsewhere. Note :math:`T^{(t)} \ne (L C^{-1})_{Y_t}`: the inverse is taken
+    on the prefix (the paper's T on the ground set Y), so no future item leaks in.
+
+    Args:
+        kernel (torch.Tensor): L, ``[B, T, T]`` or ``[B, H, T, T]``.
+        category (torch.Tensor): C, ``[B, T, T]``, positive definite on every prefix.
+        mask (torch.Tensor): ``[B, T]`` bool, valid positions.
+
+    Returns:
+        torch.Tensor: ``[B, T(t), T, T]`` or ``[B, H, T(t), T, T]``.
+    """
+    heads = kernel.dim() == 4
+    n = kernel.size(-1)
+    dtype = kernel.dtype
+    incl = torch.ones(n, n, dtype=torch.bool, device=kernel.device).tril()  # [t, x]
+    member = (mask.bool().unsqueeze(-2) & incl).to(dtype)  # [B, t, x]: x in Y_t
+    block = member.unsqueeze(-1) * member.unsqueeze(-2)  # [B, t, x, y]
+    eye = torch.eye(n, dtype=dtype, device=kernel.device)
+    outside = eye * (1.0 - member).unsqueeze(-1)  # identity on positions not in Y_t
+    systems = category.to(dtype).unsqueeze(-3) * block + outside  # block diagonal
+    lu, pivots = torch.linalg.lu_factor(systems)  # one factorization per prefix
+    if heads:
+        lu, pivots, block = lu.unsqueeze(1), pivots.unsqueeze(1), block.unsqueeze(1)
+    rhs = kernel.unsqueeze(-3) * block  # L_{Y_t}, zero outside
+    return torch.linalg.lu_solve(lu, pivots, rhs, left=False)  # X C~ = L_{Y_t}
+
+
+def causal_product_numerators(kernel, category, mask, k, masks=None):
+    r"""Per-prefix pair weights ``W[..., t, r]`` and floored normalizers ``Z[..., t]`` of
+    the product form of DPAtt: for query t the k-DPP kernel is the paper's
+    :math:`T^{(t)} = L_{Y_t} C_{Y_t}^{-1}` (:func:`prefix_product_kernels`).
+
+    * k = 2: :math:`W_{tr} = \max(0, T_{tt} T_{rr} - T_{tr} T_{rt})` (the 2x2 principal
+      minor of :math:`T^{(t)}`);
+    * k = 3: :math:`W_{tr} = \max(0, S^{(t)}_{tr})`, :math:`S_{tr}` = the sum of the 3x3
+      principal minors of :math:`T^{(t)}` over every third item of the prefix
+      (:func:`triple_minor_sums`, valid for non-symmetric kernels);
+    * :math:`Z_t = \sum_{a<b \in Y_t} \max(0, M_{ab})` with M the pair minors (k = 2) or
+      triple sums (k = 3) of :math:`T^{(t)}`, divided by 3 for k = 3; floored at
+      ``100 eps ||T^(t)||_F^k`` (the rounding scale of the minors).
+
+    **Negative minors.** :math:`T^{(t)}` is similar to the PSD matrix
+    :math:`R^{-1} L_{Y_t} R^{-\top}` (:math:`C_{Y_t} = R R^\top`), so :math:`e_k(T^{(t)})
+    \ge 0`, but its principal minors are not :math:`\det L_Y / \det C_Y` and can be
+    negative. We clamp every pair quantity at 0 and normalize by the sum of the clamped
+    quantities over the prefix, so P is a proper distribution over pairs (k = 2:
+    :math:`0 \le P \le 1`, :math:`\sum_{r<s} P = 1`; k = 3: :math:`0 \le P \le 3`) and
+    never divides by a near-zero signed sum. For k = 3 the clamp acts on the sum over third
+    items, not on each triple. Where no minor is negative (e.g. :math:`C = I`) this is the
+    exact k-DPP of :math:`T^{(t)}`.
+
+    Cost: one LU of a T x T system per prefix (``B*T`` of them, O(B T^4)), and the full
+    :math:`T^{(t)}` per prefix and head, O(B H T^3) memory and, for k = 3, one batched
+    matmul of O(B H T^4) time; the ratio form is O(B H T^2) for k = 2.
+    """
+    check_k(k)
+    heads = kernel.dim() == 4
+    if masks is None:
+        masks = causal_masks(mask, k, heads, kernel.dtype)
+    prod = prefix_product_kernels(kernel, category, mask)  # [..., t, a, b]
+    n = kernel.size(-1)
+    if k == 2:
+        minors = pair_minors(prod)
+    else:
+        minors = triple_minor_sums(prod)
+    minors = minors.clamp_min(0.0)
+    upper = _strict_upper(n, kernel.device)
+    norm = (minors * upper).sum((-1, -2))  # outside Y_t the minors are 0
+    if k == 3:
+        norm = norm / 3.0
+    # floor 100 eps ||T||_F^k, as (||T||_F^2)^(k/2): no sqrt, whose derivative at 0
+    # (zero kernel, padding rows) is infinite
+    eps = torch.finfo(kernel.dtype).eps
+    floor = 100.0 * eps * prod.square().sum((-1, -2)) ** (0.5 * k)
+    norm = torch.maximum(norm, floor + _tiny(kernel.dtype))
+    # row t of the query: minors of T^(t) at (t, r)
+    own = torch.diagonal(minors, dim1=-3, dim2=-2).transpose(-1, -2)  # [..., t, r]
+    return own * masks.pairs, norm
+
+
 def _floored(norm, kernel, k):
     trace = torch.diagonal(kernel, dim1=-2, dim2=-1).cumsum(-1)
     return torch.maximum(norm, _normalizer_floor(trace, k))
 
 
-def causal_dpp_pair_probabilities(kernel, mask, k, **kwargs):
+def causal_dpp_pair_probabilities(kernel, mask, k, diversity_form="ratio", **kwargs):
     r"""Per-prefix k-DPP pair marginals ``P[..., t, r]``: for r < t both valid, the
     probability that the k-subset drawn from the k-DPP on the valid prefix
     :math:`\{x \le t\}` contains r and t; zero elsewhere (also for prefixes with fewer than k
-    items). ``kernel`` is ``[B, T, T]`` or ``[B, H, T, T]``, ``mask`` ``[B, T]``."""
+    items). ``kernel`` is ``[B, T, T]`` or ``[B, H, T, T]``, ``mask`` ``[B, T]``.
+    ``diversity_form="product"`` (needs ``category``): the k-DPP of
+    :math:`L_{\le t} C_{\le t}^{-1}` (:func:`causal_product_numerators`)."""
     check_k(k)
+    check_diversity_form(diversity_form)
     mask = mask.bool()
+    if diversity_form == "product" and kwargs.get("category") is not None:
+        num, norm = causal_product_numerators(kernel, kwargs["category"], mask, k)
+        return num / norm.unsqueeze(-1)
     num, norm = causal_pair_numerators(kernel, mask, k, **kwargs)
     kmask = mask.unsqueeze(1) if kernel.dim() == 4 else mask
     return num / _floored(norm, masked_kernel(kernel, kmask), k).unsqueeze(-1)
@@ -350,7 +460,9 @@ class DPPAttention(nn.Module):
     input itself as value (each head attends to its slice of M).
 
     With a sequence category kernel (DPAtt), the unnormalized weight of a k-subset Y is
-    :math:`\det L_Y / \det C_Y` instead of :math:`\det L_Y`.
+    :math:`\det L_Y / \det C_Y` instead of :math:`\det L_Y` (``diversity_form="ratio"``),
+    or the k-DPP kernel of query t is :math:`L_{\le t} C_{\le t}^{-1}`
+    (``"product"``, :func:`causal_product_numerators`).
     """
 
     def __init__(
@@ -363,15 +475,23 @@ class DPPAttention(nn.Module):
         row_normalize=True,
         attn_dropout_prob=0.0,
         jitter=0.1,
+        diversity_form="ratio",
     ):
         super().__init__()
         check_k(k)
+        check_diversity_form(diversity_form)
         if hidden_size % n_heads:
             raise ValueError(
                 f"hidden_size ({hidden_size}) must be a multiple of n_heads ({n_heads})"
             )
         if triple_samples and k != 3:
             raise ValueError("dpp_triple_samples > 0 needs dpp_k: 3")
+        if triple_samples and diversity_form == "product":
+            raise ValueError(
+                "dpp_triple_samples > 0 needs dpp_diversity_form: ratio (the product "
+                "form builds every prefix kernel anyway; its k = 3 sum is exact)"
+            )
+        self.diversity_form = diversity_form
         self.n_heads = n_heads
         self.head_size = hidden_size // n_heads
         self.k = k
@@ -402,12 +522,18 @@ class DPPAttention(nn.Module):
             category=category,
             jitter=self.jitter,
             premasked=True,
+            diversity_form=self.diversity_form,
         )
 
     def forward(self, hidden, mask, category=None, masks=None):
         if masks is None:
             masks = causal_masks(mask, self.k, True, hidden.dtype)
         kernel = self.kernel(hidden, mask)
+        if category is not None and self.diversity_form == "product":
+            num, norm = causal_product_numerators(
+                kernel, category, mask, self.k, masks=masks
+            )
+            return self.attend(hidden, masks, num, -self.lam / norm)
         num, norm = causal_pair_numerators(
             kernel,
             mask,
@@ -419,6 +545,11 @@ class DPPAttention(nn.Module):
             premasked=True,
         )
         coef = -self.lam / _floored(norm, kernel, self.k)  # D = exp(-lambda W / Z)
+        return self.attend(hidden, masks, num, coef)
+
+    def attend(self, hidden, masks, num, coef):
+        """``D = exp(W * coef)`` on the causal keys, 1 on the diagonal, (row-normalized,
+        dropout), times the per-head input."""
         attn = torch.addcmul(
             masks.diag, torch.exp(num * coef.unsqueeze(-1)), masks.keys
         )
@@ -595,7 +726,11 @@ def sequence_category_kernel(vectors, item_seq, jitter):
 
 __all__ = [
     "SUPPORTED_K",
+    "DIVERSITY_FORMS",
     "check_k",
+    "check_diversity_form",
+    "prefix_product_kernels",
+    "causal_product_numerators",
     "pair_minors",
     "triple_minor_sums",
     "elementary_symmetric",
