@@ -97,6 +97,24 @@ def test_trimming_is_exact(stosa):
         torch.testing.assert_close(net.full_sort_predict(inter), untrimmed_scores)
 
 
+@pytest.mark.parametrize("legacy", [False, True])
+def test_last_position_shortcut_is_exact(tiny_config, legacy):
+    """Prediction computes only the last position in the last layer: same result."""
+    _, net, _, _ = build(
+        "STOSA",
+        "tiny",
+        config_dict={**tiny_config, "n_layers": 2, "stosa_legacy_mean_bug": legacy},
+    )
+    net.eval()
+    seq, lengths = _seq(net, [[3, 5, 7, 9], [4, 6], [1, 2, 3, 4, 5, 6, 7]])
+    with torch.no_grad():
+        full = net.encode(seq, lengths)
+        gathered = [net.gather_indexes(o, lengths - 1) for o in full]
+        shortcut = net.encode_last(seq, lengths)
+    for a, b in zip(shortcut, gathered):
+        torch.testing.assert_close(a, b)
+
+
 def test_full_sort_agrees_with_predict(stosa):
     net, _ = stosa
     seq, lengths = _seq(net, [[3, 5, 7], [4, 6], [1, 2, 3, 4]])

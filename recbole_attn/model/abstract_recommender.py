@@ -136,11 +136,16 @@ class AttnSequentialRecommender(SequentialRecommender):
             neg_items = self.sample_negatives(item_seq, targets)[mask]
         return self.position_loss(output, targets[mask], neg_items)
 
+    def encode_last(self, item_seq, item_seq_len):
+        """Outputs ``[B, ...]`` at the last valid position of every sequence. Override it
+        when the model can compute the last position more cheaply than all of them."""
+        output = self.encode(item_seq, item_seq_len)
+        return map_output(lambda o: self.gather_indexes(o, item_seq_len - 1), output)
+
     def last_output(self, interaction):
         item_seq_len = interaction[self.ITEM_SEQ_LEN]
         item_seq = self.trim(interaction[self.ITEM_SEQ], item_seq_len)
-        output = self.encode(item_seq, item_seq_len)
-        return map_output(lambda o: self.gather_indexes(o, item_seq_len - 1), output)
+        return self.encode_last(item_seq, item_seq_len)
 
     def predict(self, interaction):
         output = self.last_output(interaction)

@@ -125,8 +125,10 @@ class STOSA(AttnSequentialRecommender):
             self.cov_item_embedding(items)
         )
 
-    def encode(self, item_seq, item_seq_len):
-        """Sequence Gaussians ``(mean, cov)``, each ``[B, L, d]``, at every position."""
+    def encode(self, item_seq, item_seq_len, queries=None):
+        """Sequence Gaussians ``(mean, cov)``, each ``[B, L, d]``, at every position, or
+        ``[B, 1, d]`` at the positions ``queries [B]`` (computed only there in the last
+        layer)."""
         position_ids = torch.arange(item_seq.size(1), device=item_seq.device)
         mean = self.mean_item_embedding(item_seq) + self.mean_position_embedding(
             position_ids
@@ -136,7 +138,11 @@ class STOSA(AttnSequentialRecommender):
         )
         mean = self.dropout(self.mean_layer_norm(mean))
         cov = self.dropout(self.cov_layer_norm(cov))
-        return self.encoder(mean, cov, causal_padding_mask(item_seq))
+        return self.encoder(mean, cov, causal_padding_mask(item_seq), queries)
+
+    def encode_last(self, item_seq, item_seq_len):
+        mean, cov = self.encode(item_seq, item_seq_len, queries=item_seq_len - 1)
+        return mean.squeeze(1), cov.squeeze(1)
 
     def position_loss(self, output, pos_items, neg_items):
         mean, cov = output

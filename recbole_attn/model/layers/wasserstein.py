@@ -95,19 +95,21 @@ class WassersteinMultiHeadAttention(nn.Module):
         batch, _, length, _ = x.shape
         return x.transpose(1, 2).reshape(batch, length, self.n_heads * self.head_size)
 
-    def attention_probs(self, mean, cov, mask):
-        """Post-softmax, masked attention ``[B, h, L, L]`` (before dropout)."""
-        q_mean = self._heads(self.mean_proj["query"](mean))
+    def attention_probs(self, query_mean, query_cov, mean, cov, mask):
+        """Post-softmax, masked attention ``[B, h, Q, L]`` (before dropout) of the query
+        Gaussians ``[B, Q, d]`` over the sequence ``[B, L, d]``."""
+        q_mean = self._heads(self.mean_proj["query"](query_mean))
         k_mean = self._heads(self.mean_proj["key"](mean))
-        q_cov = self._heads(elu_plus_one(self.cov_proj["query"](cov)))
+        q_cov = self._heads(elu_plus_one(self.cov_proj["query"](query_cov)))
         k_cov = self._heads(elu_plus_one(self.cov_proj["key"](cov)))
         scores = (
             -pairwise_wasserstein2_squared(q_mean, q_cov, k_mean, k_cov) / self.scale
         )
         return masked_softmax(scores, mask)
 
-    def aggregate(self, probs, mean, cov):
-        """Wasserstein attentive aggregation of eq. 7 plus the output sublayer."""
+    def aggregate(self, probs, query_mean, query_cov, mean, cov):
+        """Wasserstein attentive aggregation of eq. 7 plus the output sublayer (residual
+        to the queries)."""
         probs = self.attn_dropout(probs)
         v_mean = self._heads(self.mean_proj["value"](mean))
         v_cov = self._heads(self.cov_proj["value"](cov))
@@ -115,10 +117,19 @@ class WassersteinMultiHeadAttention(nn.Module):
         z_cov = self._merge(torch.matmul(probs * probs, v_cov))
         z_mean = self.out_dropout(self.mean_proj["out"](z_mean))
         z_cov = self.out_dropout(self.cov_proj["out"](z_cov))
-        return self.mean_norm(mean + z_mean), self.cov_norm(cov + z_cov)
+        return self.mean_norm(query_mean + z_mean), self.cov_norm(query_cov + z_cov)
 
-    def forward(self, mean, cov, mask):
-        return self.aggregate(self.attention_probs(mean, cov, mask), mean, cov)
+    def forward(self, mean, cov, mask, queries=None):
+        """Outputs at every position ``[B, L, d]``, or, with ``queries`` (one position per
+        sequence, ``[B]``), only there ``[B, 1, d]`` (what prediction needs)."""
+        query_mean, query_cov = mean, cov
+        if queries is not None:
+            rows = torch.arange(mean.size(0), device=mean.device)
+            query_mean = mean[rows, queries].unsqueeze(1)
+            query_cov = cov[rows, queries].unsqueeze(1)
+            mask = mask[rows, :, queries].unsqueeze(2)  # [B, 1, 1, L]
+        probs = self.attention_probs(query_mean, query_cov, mean, cov, mask)
+        return self.aggregate(probs, query_mean, query_cov, mean, cov)
 
 
 class StochasticFeedForward(nn.Module):
@@ -166,8 +177,8 @@ class StochasticTransformerLayer(nn.Module):
             hidden_size, inner_size, hidden_dropout_prob, layer_norm_eps
         )
 
-    def forward(self, mean, cov, mask):
-        mean, cov = self.attention(mean, cov, mask)
+    def forward(self, mean, cov, mask, queries=None):
+        mean, cov = self.attention(mean, cov, mask, queries)
         return self.feed_forward(mean, cov)
 
 
@@ -204,10 +215,17 @@ class StochasticEncoder(nn.Module):
             for _ in range(n_layers)
         )
 
-    def forward(self, mean, cov, mask):
+    def forward(self, mean, cov, mask, queries=None):
+        """Outputs ``[B, L, d]`` at every position, or with ``queries`` ``[B]`` the last
+        layer computes only those positions: ``[B, 1, d]`` (exact, since lower layers
+        still see every position)."""
         input_mean = mean
-        for layer in self.layers:
-            mean, cov = layer(mean, cov, mask)
-            if self.legacy_mean_bug:
+        for index, layer in enumerate(self.layers):
+            layer_queries = queries if index == len(self.layers) - 1 else None
+            mean, cov = layer(mean, cov, mask, layer_queries)
+            if self.legacy_mean_bug:  # the official encoder drops the mean output
                 mean = input_mean
+                if layer_queries is not None:
+                    rows = torch.arange(mean.size(0), device=mean.device)
+                    mean = mean[rows, layer_queries].unsqueeze(1)
         return mean, cov
