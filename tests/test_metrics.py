@@ -211,6 +211,9 @@ def categorized(config, **extra):
     config["epochs"] = 1
     config["train_batch_size"] = 256  # a few steps: only the evaluation matters here
     config.update(extra)
+    if "metrics" in extra and "valid_metric" not in extra:
+        # the pipeline checks valid_metric against metrics and topk before training
+        config["valid_metric"] = f"{extra['metrics'][0]}@{config.get('topk', [10])[0]}"
     return config
 
 
