@@ -149,7 +149,8 @@ class AttnTrainer(Trainer):
         interaction, scores, positive_u, positive_i = super()._full_sort_batch_eval(
             batched_data
         )
-        if self.eval_mask_history:
+        # sequential models only: RecBole already masks the history of general models
+        if self.eval_mask_history and hasattr(self.model, "ITEM_SEQ"):
             # the target keeps its score even when it repeats an earlier item, so that a
             # repeat is still a reachable hit; every other item of the input is excluded
             target_scores = scores[positive_u, positive_i].clone()
