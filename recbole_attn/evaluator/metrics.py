@@ -150,6 +150,12 @@ def f1_score(a_values, d_values):
     return 0.0 if a + d == 0 else 2.0 * a * d / (a + d)
 
 
+def topk_list(config):
+    """``config['topk']`` as a list (RecBole accepts an int too)."""
+    topk = config["topk"]
+    return [topk] if isinstance(topk, int) else list(topk)
+
+
 class CategoryMetric(AbstractMetric):
     """Base of the category metrics: a top-K RANKING metric on ``rec.items`` and the item
     category table; bigger is better."""
@@ -160,9 +166,7 @@ class CategoryMetric(AbstractMetric):
 
     def __init__(self, config):
         super().__init__(config)
-        self.topk = config["topk"]
-        if isinstance(self.topk, int):
-            self.topk = [self.topk]
+        self.topk = topk_list(config)
 
     def used_info(self, dataobject):
         return dataobject.get("rec.items"), dataobject.get(ITEM_CATEGORIES)
@@ -256,9 +260,7 @@ class F1(AbstractMetric):
 
     def __init__(self, config):
         super().__init__(config)
-        self.topk = config["topk"]
-        if isinstance(self.topk, int):
-            self.topk = [self.topk]
+        self.topk = topk_list(config)
         self.accuracy = [
             self._component(config, name)
             for name in _f1_components(

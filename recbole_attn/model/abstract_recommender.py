@@ -18,6 +18,7 @@ A subclass implements :meth:`encode` (per-position outputs), :meth:`position_los
 """
 
 import torch
+from torch import nn
 from recbole.model.abstract_recommender import SequentialRecommender
 from recbole.utils import InputType
 
@@ -70,6 +71,17 @@ class AttnSequentialRecommender(SequentialRecommender):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ shared
+    def _init_weights(self, module):
+        """RecBole's SASRec initialization: N(0, initializer_range) for linear and
+        embedding weights, zero biases, unit LayerNorm."""
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.data.normal_(mean=0.0, std=self.initializer_range)
+        elif isinstance(module, nn.LayerNorm):
+            module.bias.data.zero_()
+            module.weight.data.fill_(1.0)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            module.bias.data.zero_()
+
     def trim(self, item_seq, item_seq_len):
         """Cut a right-padded batch to its longest sequence (unless ``trim_batch: False``,
         which exists to measure what trimming saves; results are identical)."""

@@ -137,16 +137,6 @@ class PAtt(AttnSequentialRecommender):
         """PAtt has no category kernel: the option does not apply."""
         return "ratio"
 
-    def _init_weights(self, module):
-        """Initialize the weights (as RecBole's SASRec)"""
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            module.weight.data.normal_(mean=0.0, std=self.initializer_range)
-        elif isinstance(module, nn.LayerNorm):
-            module.bias.data.zero_()
-            module.weight.data.fill_(1.0)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            module.bias.data.zero_()
-
     def sequence_category(self, item_seq):
         """The category kernel of the sequence items (DPAtt); None for PAtt."""
         return None
