@@ -2,9 +2,10 @@
 reference, few epochs; test Recall/NDCG @5/@20 at the best validation NDCG@20.
 
     python benchmarks/patt_lambda_sweep.py [--epochs=40] [--lambdas=1,16,64,256,1024] [--ks=2,3]
+        [--no_baselines] [--name=patt_lambda_sweep]
 
 Runs in a temporary directory (RecBole's log/ and saved/ go there). Writes
-``benchmarks/results/patt_lambda_sweep.md``.
+``benchmarks/results/<name>.md`` (an existing file of that name is replaced).
 """
 
 import argparse
@@ -32,6 +33,10 @@ def parse_args():
     p.add_argument("--ks", default="2,3")
     p.add_argument("--seed", type=int, default=2020)
     p.add_argument("--out", default=os.path.join(HERE, "results"))
+    p.add_argument("--name", default="patt_lambda_sweep", help="output file stem")
+    p.add_argument(
+        "--no_baselines", action="store_true", help="skip the two SASRecAP runs"
+    )
     return p.parse_args()
 
 
@@ -54,10 +59,12 @@ def main():
         "seed": args.seed,
         "state": "ERROR",
     }
-    runs = [
-        ("SASRecAP (CE)", "SASRecAP", {}),
-        ("SASRecAP (BPR)", "SASRecAP", {"loss_type": "BPR"}),
-    ]
+    runs = []
+    if not args.no_baselines:
+        runs += [
+            ("SASRecAP (CE)", "SASRecAP", {}),
+            ("SASRecAP (BPR)", "SASRecAP", {"loss_type": "BPR"}),
+        ]
     for k in map(int, args.ks.split(",")):
         for lam in map(float, args.lambdas.split(",")):
             runs.append(
@@ -88,16 +95,14 @@ def main():
         f"10), seed {args.seed}, one run each. PAtt: BCE with one negative per position; "
         f"rows of D normalized. Test metrics at the best validation epoch.",
         "",
-        "Command: `python benchmarks/patt_lambda_sweep.py "
-        + " ".join(sys.argv[1:])
-        + "`",
+        f"Command: `python benchmarks/patt_lambda_sweep.py {command}`",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "patt_lambda_sweep.md"), "w") as f:
+    with open(os.path.join(args.out, args.name + ".md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 

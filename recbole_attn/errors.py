@@ -12,6 +12,11 @@ class RecboleAttnError(Exception):
     """An error in the user's input, reported without a stack trace by the CLI."""
 
 
+class ConfigError(RecboleAttnError, ValueError):
+    """A configuration value is invalid or inconsistent (model hyper-parameters, training
+    mode, checkpoint); the message says which key and what to set."""
+
+
 class UnknownModelError(RecboleAttnError, ValueError):
     pass
 

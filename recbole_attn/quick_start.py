@@ -23,6 +23,7 @@ from recbole_attn.compat import load_checkpoint
 from recbole_attn.data.dataset import AttnSequentialDataset
 from recbole_attn.errors import (  # noqa: F401  (re-exported)
     CategoryFieldError,
+    ConfigError,
     DatasetNotFoundError,
     MetricConfigError,
     RecboleAttnError,

@@ -23,6 +23,7 @@ from recbole.trainer import Trainer
 
 from recbole_attn.compat import load_checkpoint, save_checkpoint
 from recbole_attn.evaluator.collector import CategoryCollector
+from recbole_attn.errors import ConfigError
 
 CHECKPOINT_FORMAT = "recbole_attn-checkpoint-1"
 
@@ -80,7 +81,7 @@ class AttnTrainer(Trainer):
     def _load(self, path):
         checkpoint = load_checkpoint(path, map_location=self.device)
         if checkpoint.get("model", "").lower() != self.config["model"].lower():
-            raise ValueError(
+            raise ConfigError(
                 f"checkpoint {path} was trained with model {checkpoint.get('model')!r}, "
                 f"not {self.config['model']!r}; pass --model={checkpoint.get('model')}"
             )

@@ -97,6 +97,31 @@ def test_negatives_avoid_the_users_items(tiny_config):
     assert neg.min() >= 1 and neg.max() < net.n_items
 
 
+def test_sasrec_ap_bce_loss_is_the_sasrec_papers(tiny_config):
+    config, net, _, (train, _, _) = build(
+        "SASRecAP", "tiny", config_dict={**tiny_config, "loss_type": "BCE"}
+    )
+    assert config["loss_type"] == "BCE" and net.loss_type == "BCE"
+    assert net.needs_negatives
+    net.eval()  # no dropout: the loss is a function of the drawn negatives only
+    batch = next(iter(train))
+    torch.manual_seed(3)
+    loss = net.calculate_loss(batch)
+    # recompute with the same negatives, by hand
+    torch.manual_seed(3)
+    seq_len = batch[net.ITEM_SEQ_LEN]
+    seq = net.trim(batch[net.ITEM_SEQ], seq_len)
+    targets, mask = net.training_targets(seq, seq_len, batch[net.POS_ITEM_ID])
+    out = net.encode(seq, seq_len)[mask]
+    neg = net.sample_negatives(seq, targets)[mask]
+    emb = net.item_embedding.weight
+    pos_s, neg_s = (out * emb[targets[mask]]).sum(-1), (out * emb[neg]).sum(-1)
+    expected = -(torch.log(torch.sigmoid(pos_s)) + torch.log(1 - torch.sigmoid(neg_s)))
+    torch.testing.assert_close(loss, expected.mean())
+    with pytest.raises(ValueError, match="loss_type"):
+        build("SASRecAP", "tiny", config_dict={**tiny_config, "loss_type": "MSE"})
+
+
 def test_sasrec_ap_is_causal(tiny_config):
     _, net, _, _ = build("SASRecAP", "tiny", config_dict=tiny_config)
     net.eval()
@@ -203,6 +228,28 @@ def test_cli_missing_dataset(tmp_path, monkeypatch, capsys):
     assert os.path.join("nowhere", "Office") in err
     assert "dataset_scripts/seqfile.py" in err
     assert not os.path.exists(tmp_path / "saved"), "nothing trained"
+
+
+@pytest.mark.parametrize(
+    "model, override, message",
+    [
+        ("PAtt", "--dpp_k=4", "dpp_k must be 2"),
+        ("SASRecAP", "--loss_type=MSE", "loss_type"),
+        ("STOSA", "--loss_type=CE", "set loss_type: BPR"),
+        ("SASRecAP", "--training_mode=every_position", "training_mode must be"),
+    ],
+)
+def test_cli_bad_model_config_is_a_clear_error(
+    tiny_data_path, tmp_path, monkeypatch, capsys, model, override, message
+):
+    """Invalid hyper-parameters: exit 2 with the message, no stack trace."""
+    monkeypatch.chdir(tmp_path)
+    args = [f"--model={model}", "--dataset=tiny", f"--data_path={tiny_data_path}"]
+    args += [override, "--epochs=1"]
+    monkeypatch.setattr("sys.argv", ["run_recbole_attn.py"] + args)
+    code, err = _cli_main(args, capsys)
+    assert code == 2
+    assert message in err and "Traceback" not in err
 
 
 def test_cli_bad_override_syntax(tmp_path, monkeypatch, capsys):

@@ -17,13 +17,15 @@ RecBole's leave-one-out samples, unchanged.
 import torch
 from recbole.data.dataset import SequentialDataset
 
+from recbole_attn.errors import ConfigError
+
 TRAINING_MODES = ("all_position", "last_position")
 
 
 def check_training_mode(config):
     mode = config["training_mode"] or "last_position"
     if mode not in TRAINING_MODES:
-        raise ValueError(
+        raise ConfigError(
             f"training_mode must be one of {list(TRAINING_MODES)}, got {mode!r}"
         )
     return mode

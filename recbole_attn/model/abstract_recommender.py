@@ -18,11 +18,13 @@ A subclass implements :meth:`encode` (per-position outputs), :meth:`position_los
 """
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from recbole.model.abstract_recommender import SequentialRecommender
 from recbole.utils import InputType
 
 from recbole_attn.data.dataset import check_training_mode
+from recbole_attn.errors import ConfigError
 
 
 def map_output(fn, output):
@@ -81,6 +83,19 @@ class AttnSequentialRecommender(SequentialRecommender):
             module.weight.data.fill_(1.0)
         if isinstance(module, nn.Linear) and module.bias is not None:
             module.bias.data.zero_()
+
+    @staticmethod
+    def sampled_loss(pos_score, neg_score, loss_type):
+        """Loss of one positive and one sampled negative score per position: ``BCE``
+        (:math:`-\log\sigma(s^+) - \log(1-\sigma(s^-))`, the SASRec and PAtt papers') or
+        ``BPR`` (:math:`-\log\sigma(s^+ - s^-)`), averaged over positions."""
+        if loss_type == "BPR":
+            return F.softplus(neg_score - pos_score).mean()
+        if loss_type == "BCE":
+            return (F.softplus(-pos_score) + F.softplus(neg_score)).mean()
+        raise ConfigError(
+            f"sampled_loss: loss_type must be BCE or BPR, got {loss_type!r}"
+        )
 
     def trim(self, item_seq, item_seq_len):
         """Cut a right-padded batch to its longest sequence (unless ``trim_batch: False``,

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from recbole_attn.errors import ConfigError
 from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
 from recbole_attn.model.layers.dpp import (
     DPPTransformerLayer,
@@ -92,12 +93,12 @@ class PAtt(AttnSequentialRecommender):
 
         check_k(self.dpp_k, self.max_seq_length)
         if self.loss_type not in LOSS_TYPES:
-            raise ValueError(
+            raise ConfigError(
                 f"{type(self).__name__} supports loss_type {list(LOSS_TYPES)} "
                 f"(BCE = the paper's), got {self.loss_type!r}"
             )
         if self.dpp_triple_samples < 0 or (self.dpp_triple_samples and self.dpp_k != 3):
-            raise ValueError(
+            raise ConfigError(
                 "dpp_triple_samples must be 0 (exact) or a positive number of sampled "
                 f"third items with dpp_k: 3; got {self.dpp_triple_samples} with "
                 f"dpp_k: {self.dpp_k}"
@@ -158,10 +159,7 @@ class PAtt(AttnSequentialRecommender):
             return F.cross_entropy(logits, pos_items)
         pos_score = (output * self.item_embedding(pos_items)).sum(-1)
         neg_score = (output * self.item_embedding(neg_items)).sum(-1)
-        if self.loss_type == "BPR":
-            return F.softplus(neg_score - pos_score).mean()
-        # BCE: -log sigmoid(pos) - log(1 - sigmoid(neg))
-        return (F.softplus(-pos_score) + F.softplus(neg_score)).mean()
+        return self.sampled_loss(pos_score, neg_score, self.loss_type)
 
     def score_items(self, output, items):
         return (output * self.item_embedding(items)).sum(-1)
@@ -243,7 +241,7 @@ class DPAtt(PAtt):
         form = config["dpp_diversity_form"] or "ratio"
         check_diversity_form(form)
         if form == "product" and int(config["dpp_triple_samples"] or 0):
-            raise ValueError(
+            raise ConfigError(
                 "dpp_diversity_form: product computes the exact k = 3 sum; set "
                 "dpp_triple_samples: 0 (sampling is for the ratio form)"
             )
@@ -254,7 +252,7 @@ class DPAtt(PAtt):
         """``[n_items, max_cats]`` category tokens of every item (0 = none)."""
         item_feat = dataset.item_feat
         if item_feat is None or field not in item_feat.columns:
-            raise ValueError(
+            raise ConfigError(
                 f"DPAtt needs item categories but the dataset {dataset.dataset_name!r} has "
                 f"no item feature {field!r}. Provide a .item file with a token_seq "
                 f"category column, load it (load_col: {{item: [item_id, {field}]}}) and "
@@ -264,7 +262,7 @@ class DPAtt(PAtt):
         if cats.dim() == 1:
             cats = cats.unsqueeze(-1)
         if cats.size(0) != dataset.item_num:
-            raise ValueError(
+            raise ConfigError(
                 f"item feature {field!r} has {cats.size(0)} rows for "
                 f"{dataset.item_num} items"
             )

@@ -16,7 +16,32 @@ import torch
 import torch.nn.functional as F
 from recbole.model.sequential_recommender.sasrec import SASRec
 
+from recbole_attn.errors import ConfigError
 from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
+
+LOSS_TYPES = ("CE", "BPR", "BCE")
+
+
+class _ConfigOverride:
+    """Read-only view of a RecBole ``Config`` with some keys replaced (``config[key]`` and
+    ``key in config``); used so that RecBole's ``SASRec.__init__``, which accepts only
+    ``BPR`` and ``CE``, can build the layers of a BCE-trained model. The user's config
+    object is not modified."""
+
+    def __init__(self, config, **overrides):
+        self._config = config
+        self._overrides = overrides
+
+    def __getitem__(self, key):
+        if key in self._overrides:
+            return self._overrides[key]
+        return self._config[key]
+
+    def __contains__(self, key):
+        return key in self._overrides or key in self._config
+
+    def __getattr__(self, name):
+        return getattr(self._config, name)
 
 
 class SASRecAP(AttnSequentialRecommender, SASRec):
@@ -27,12 +52,22 @@ class SASRecAP(AttnSequentialRecommender, SASRec):
         (``training_mode: all_position`` by default). With ``loss_type: BPR`` the negative
         of each position is drawn uniformly inside the model (one per position), not by
         RecBole's sampler. With ``loss_type: CE`` the softmax over all items is computed
-        only at valid (non-padding) positions.
+        only at valid (non-padding) positions. ``loss_type: BCE`` (not in RecBole's
+        SASRec) is the SASRec paper's loss: binary cross-entropy of one positive and one
+        sampled negative per position, the loss PAtt is trained with.
     """
 
     def __init__(self, config, dataset):
+        loss_type = config["loss_type"]
+        if loss_type not in LOSS_TYPES:
+            raise ConfigError(
+                f"SASRecAP supports loss_type {list(LOSS_TYPES)}, got {loss_type!r}"
+            )
+        if loss_type == "BCE":  # RecBole's SASRec builds BPR or CE only
+            config = _ConfigOverride(config, loss_type="BPR")
         super(SASRecAP, self).__init__(config, dataset)
-        self.needs_negatives = self.loss_type == "BPR"
+        self.loss_type = loss_type
+        self.needs_negatives = loss_type in ("BPR", "BCE")
 
     def encode(self, item_seq, item_seq_len):
         position_ids = torch.arange(item_seq.size(1), device=item_seq.device)
@@ -47,10 +82,12 @@ class SASRecAP(AttnSequentialRecommender, SASRec):
         return trm_output[-1]
 
     def position_loss(self, output, pos_items, neg_items):
-        if self.loss_type == "BPR":
+        if self.loss_type in ("BPR", "BCE"):
             pos_score = (output * self.item_embedding(pos_items)).sum(-1)
             neg_score = (output * self.item_embedding(neg_items)).sum(-1)
-            return self.loss_fct(pos_score, neg_score)
+            if self.loss_type == "BPR":  # RecBole's BPRLoss, as in its SASRec
+                return self.loss_fct(pos_score, neg_score)
+            return self.sampled_loss(pos_score, neg_score, "BCE")
         logits = torch.matmul(output, self.item_embedding.weight.transpose(0, 1))
         return F.cross_entropy(logits, pos_items)
 

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from recbole_attn.errors import ConfigError
 from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
 from recbole_attn.model.layers import (
     StochasticEncoder,
@@ -72,7 +73,7 @@ class STOSA(AttnSequentialRecommender):
         self.legacy_mean_bug = bool(config["stosa_legacy_mean_bug"])
 
         if self.loss_type != "BPR":
-            raise ValueError(
+            raise ConfigError(
                 f"STOSA is trained with its BPR + pvn loss; set loss_type: BPR "
                 f"(got {self.loss_type!r})"
             )

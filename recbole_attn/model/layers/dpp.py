@@ -29,6 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from recbole_attn.errors import ConfigError
+
 SUPPORTED_K = (2, 3)
 DIVERSITY_FORMS = ("ratio", "product")
 
@@ -36,12 +38,12 @@ DIVERSITY_FORMS = ("ratio", "product")
 def check_k(k, length=None):
     """Raise a ValueError unless ``k`` is 2 or 3 and ``length`` (if given) is >= k."""
     if k not in SUPPORTED_K:
-        raise ValueError(
+        raise ConfigError(
             f"dpp_k must be 2 (PAtt^2, pairs) or 3 (PAtt^3, triples), got {k!r}; "
             "set dpp_k: 2 or dpp_k: 3 (e.g. --dpp_k=3)"
         )
     if length is not None and length < k:
-        raise ValueError(
+        raise ConfigError(
             f"a {k}-DPP needs a ground set of at least {k} items but the maximum sequence "
             f"length is {length}; raise MAX_ITEM_LIST_LENGTH to >= {k} or lower dpp_k"
         )
@@ -50,7 +52,7 @@ def check_k(k, length=None):
 def check_diversity_form(form):
     """Raise a ValueError unless ``form`` is one of :data:`DIVERSITY_FORMS`."""
     if form not in DIVERSITY_FORMS:
-        raise ValueError(
+        raise ConfigError(
             f"dpp_diversity_form must be 'ratio' (subset weight det(L_Y)/det(C_Y)) or "
             f"'product' (minors of the paper's T = L C^-1 per prefix), got {form!r}"
         )
@@ -481,13 +483,13 @@ class DPPAttention(nn.Module):
         check_k(k)
         check_diversity_form(diversity_form)
         if hidden_size % n_heads:
-            raise ValueError(
+            raise ConfigError(
                 f"hidden_size ({hidden_size}) must be a multiple of n_heads ({n_heads})"
             )
         if triple_samples and k != 3:
-            raise ValueError("dpp_triple_samples > 0 needs dpp_k: 3")
+            raise ConfigError("dpp_triple_samples > 0 needs dpp_k: 3")
         if triple_samples and diversity_form == "product":
-            raise ValueError(
+            raise ConfigError(
                 "dpp_triple_samples > 0 needs dpp_diversity_form: ratio (the product "
                 "form builds every prefix kernel anyway; its k = 3 sum is exact)"
             )

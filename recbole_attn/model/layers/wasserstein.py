@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from recbole_attn.errors import ConfigError
 from recbole_attn.model.layers.masks import masked_softmax
 
 #: covariances are clamped to this before the square root (keeps the gradient finite)
@@ -69,7 +70,7 @@ class WassersteinMultiHeadAttention(nn.Module):
     ):
         super().__init__()
         if hidden_size % n_heads != 0:
-            raise ValueError(
+            raise ConfigError(
                 f"hidden_size ({hidden_size}) must be a multiple of n_heads ({n_heads})"
             )
         self.n_heads = n_heads
