@@ -43,6 +43,15 @@ def parse_args(argv):
             f"unrecognized arguments {' '.join(bad)}: config overrides are written "
             "--key=value (e.g. --epochs=2)"
         )
+    seen = {}
+    for arg in argv:
+        if arg.startswith("--") and "=" in arg:
+            key, value = arg[2:].split("=", 1)
+            if seen.setdefault(key, value) != value:
+                parser.error(
+                    f"--{key} is given twice with different values ({seen[key]!r}, "
+                    f"{value!r}); keep one"
+                )
     return args
 
 

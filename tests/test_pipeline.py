@@ -237,6 +237,8 @@ def test_cli_missing_dataset(tmp_path, monkeypatch, capsys):
         ("SASRecAP", "--loss_type=MSE", "loss_type"),
         ("STOSA", "--loss_type=CE", "set loss_type: BPR"),
         ("SASRecAP", "--training_mode=every_position", "training_mode must be"),
+        ("PAtt", "--dpp_k=3 --MAX_ITEM_LIST_LENGTH=2", "raise MAX_ITEM_LIST_LENGTH"),
+        ("DPAtt", "--dataset=tiny_nocat", "DPAtt needs item categories"),
     ],
 )
 def test_cli_bad_model_config_is_a_clear_error(
@@ -244,8 +246,10 @@ def test_cli_bad_model_config_is_a_clear_error(
 ):
     """Invalid hyper-parameters: exit 2 with the message, no stack trace."""
     monkeypatch.chdir(tmp_path)
-    args = [f"--model={model}", "--dataset=tiny", f"--data_path={tiny_data_path}"]
-    args += [override, "--epochs=1"]
+    args = [f"--model={model}", f"--data_path={tiny_data_path}", "--epochs=1"]
+    args += override.split()
+    if not override.startswith("--dataset"):
+        args.append("--dataset=tiny")
     monkeypatch.setattr("sys.argv", ["run_recbole_attn.py"] + args)
     code, err = _cli_main(args, capsys)
     assert code == 2
@@ -256,6 +260,8 @@ def test_cli_bad_override_syntax(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     code, err = _cli_main(["--model=STOSA", "--epochs", "2"], capsys)
     assert code == 2 and "--key=value" in err
+    code, err = _cli_main(["--model=STOSA", "--epochs=2", "--epochs=3"], capsys)
+    assert code == 2 and "--epochs is given twice" in err
 
 
 def test_cli_trains(tiny_data_path, tmp_path):
