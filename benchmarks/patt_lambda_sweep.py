@@ -80,12 +80,13 @@ def main():
         logging.getLogger().handlers.clear()
         test = result["test_result"]
         rows.append(
-            [label]
+            [label, f"{result['best_valid_result']['ndcg@20']:.4f}"]
             + [f"{test[m]:.4f}" for m in METRICS]
             + [f"{time.perf_counter() - start:.0f}"]
         )
         print(rows[-1], flush=True)
-    header = ["variant"] + METRICS + ["seconds"]
+    header = ["variant", "valid ndcg@20"] + [f"test {m}" for m in METRICS]
+    header += ["seconds"]
     lines = [
         "# PAtt lambda sweep on ml-100k",
         "",
@@ -93,7 +94,8 @@ def main():
         f"d=64, 1 layer, 1 head, T=30, dropout 0.5, lr 1e-3, batch 256, all-position "
         f"training, at most {args.epochs} epochs (early stop on valid NDCG@20, patience "
         f"10), seed {args.seed}, one run each. PAtt: BCE with one negative per position; "
-        f"rows of D normalized. Test metrics at the best validation epoch.",
+        f"rows of D normalized. Test metrics at the best validation epoch; choose "
+        f"lambda by the validation column.",
         "",
         f"Command: `python benchmarks/patt_lambda_sweep.py {command}`",
         "",

@@ -154,7 +154,8 @@ def report(args, folder, name):
         f"{args.stopping_step} validations without improvement, seed {args.seed}, one run "
         f"each; all-position training for every model. Every model "
         f"keeps its own yaml defaults otherwise (last column). CC and ILD use the item "
-        f"categories; F1 = 2 NDCG CC / (NDCG + CC) at the same cutoff (docs/metrics.md).",
+        f"categories; F1 = 2ad/(a+d) with a = mean(Recall, NDCG), d = mean(CC, ILD) at the "
+        f"same cutoff (dataset-level means, docs/metrics.md).",
         "",
         f"Command: `python benchmarks/quality_table.py --dataset={args.dataset} "
         f"--data_path=<dir> --epochs={args.epochs} --eval_step={args.eval_step} "
