@@ -40,6 +40,7 @@ VARIANTS = {
     "DPAtt2": ("DPAtt", {"dpp_k": 2}),
     "DPAtt3": ("DPAtt", {"dpp_k": 3}),
 }
+DPP_MODELS = ("PAtt", "DPAtt")
 MEASURES = ["recall", "ndcg", "cc", "ild", "f1"]
 CUTOFFS = [5, 20]
 
@@ -60,6 +61,12 @@ def parse_args():
         "--stopping_step", type=int, default=10, help="validations without improvement"
     )
     p.add_argument("--threads", type=int, default=None, help="torch threads")
+    p.add_argument(
+        "--dpp_lambda",
+        type=float,
+        default=None,
+        help="lambda of the PAtt/DPAtt variants (default: their yaml)",
+    )
     p.add_argument("--max_len", type=int, default=30)
     p.add_argument("--seed", type=int, default=2020)
     p.add_argument("--variants", default=",".join(VARIANTS))
@@ -90,6 +97,8 @@ def shared_config(args):
 
 def run_variant(label, args, folder):
     model, extra = VARIANTS[label]
+    if args.dpp_lambda is not None and model in DPP_MODELS:
+        extra = {**extra, "dpp_lambda": args.dpp_lambda}
     config_dict = {**shared_config(args), **extra}
     history = []
     start = time.perf_counter()
@@ -121,7 +130,7 @@ def run_variant(label, args, folder):
                 "loss_type",
                 "dpp_lambda",
             )
-            if config[k] is not None
+            if config[k] is not None and (k != "dpp_lambda" or model in DPP_MODELS)
         },
         "valid_curve": history,  # (0-based epoch, valid NDCG@20) of every validation
         "best_valid": {k: float(v) for k, v in best_valid.items()},
@@ -160,7 +169,9 @@ def report(args, folder, name):
         f"Command: `python benchmarks/quality_table.py --dataset={args.dataset} "
         f"--data_path=<dir> --epochs={args.epochs} --eval_step={args.eval_step} "
         f"--stopping_step={args.stopping_step} --max_len={args.max_len} "
-        f"--seed={args.seed}`",
+        f"--seed={args.seed}"
+        + (f" --dpp_lambda={args.dpp_lambda:g}" if args.dpp_lambda else "")
+        + "`",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
