@@ -26,6 +26,22 @@ from recbole.utils import InputType
 from recbole_attn.data.dataset import check_training_mode
 from recbole_attn.errors import ConfigError
 
+#: losses of :meth:`AttnSequentialRecommender.sampled_loss` (one sampled negative per
+#: position) and CE (softmax over all items), the loss types our models share
+SAMPLED_LOSS_TYPES = ("BCE", "BPR")
+LOSS_TYPES = SAMPLED_LOSS_TYPES + ("CE",)
+
+
+def check_loss_type(model_name, loss_type):
+    """Raise a :class:`ConfigError` unless ``loss_type`` is one of :data:`LOSS_TYPES`;
+    return whether it needs one sampled negative per position."""
+    if loss_type not in LOSS_TYPES:
+        raise ConfigError(
+            f"{model_name} supports loss_type {list(LOSS_TYPES)} (BCE = the SASRec and "
+            f"PAtt papers' loss), got {loss_type!r}"
+        )
+    return loss_type in SAMPLED_LOSS_TYPES
+
 
 def map_output(fn, output):
     """Apply ``fn`` to a tensor or to every tensor of a tuple of tensors."""

@@ -18,7 +18,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from recbole_attn.errors import ConfigError
-from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
+from recbole_attn.model.abstract_recommender import (
+    AttnSequentialRecommender,
+    check_loss_type,
+)
 from recbole_attn.model.layers.dpp import (
     DPPTransformerLayer,
     causal_masks,
@@ -27,8 +30,6 @@ from recbole_attn.model.layers.dpp import (
     learn_category_kernel,
     sequence_category_kernel,
 )
-
-LOSS_TYPES = ("BCE", "BPR", "CE")
 
 
 class PAtt(AttnSequentialRecommender):
@@ -92,18 +93,13 @@ class PAtt(AttnSequentialRecommender):
         self.dpp_diversity_form = self.diversity_form(config)
 
         check_k(self.dpp_k, self.max_seq_length)
-        if self.loss_type not in LOSS_TYPES:
-            raise ConfigError(
-                f"{type(self).__name__} supports loss_type {list(LOSS_TYPES)} "
-                f"(BCE = the paper's), got {self.loss_type!r}"
-            )
+        self.needs_negatives = check_loss_type(type(self).__name__, self.loss_type)
         if self.dpp_triple_samples < 0 or (self.dpp_triple_samples and self.dpp_k != 3):
             raise ConfigError(
                 "dpp_triple_samples must be 0 (exact) or a positive number of sampled "
                 f"third items with dpp_k: 3; got {self.dpp_triple_samples} with "
                 f"dpp_k: {self.dpp_k}"
             )
-        self.needs_negatives = self.loss_type in ("BCE", "BPR")
 
         # define layers and loss
         self.item_embedding = nn.Embedding(

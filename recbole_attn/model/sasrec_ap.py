@@ -16,10 +16,10 @@ import torch
 import torch.nn.functional as F
 from recbole.model.sequential_recommender.sasrec import SASRec
 
-from recbole_attn.errors import ConfigError
-from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
-
-LOSS_TYPES = ("CE", "BPR", "BCE")
+from recbole_attn.model.abstract_recommender import (
+    AttnSequentialRecommender,
+    check_loss_type,
+)
 
 
 class _ConfigOverride:
@@ -59,15 +59,12 @@ class SASRecAP(AttnSequentialRecommender, SASRec):
 
     def __init__(self, config, dataset):
         loss_type = config["loss_type"]
-        if loss_type not in LOSS_TYPES:
-            raise ConfigError(
-                f"SASRecAP supports loss_type {list(LOSS_TYPES)}, got {loss_type!r}"
-            )
+        needs_negatives = check_loss_type("SASRecAP", loss_type)
         if loss_type == "BCE":  # RecBole's SASRec builds BPR or CE only
             config = _ConfigOverride(config, loss_type="BPR")
         super(SASRecAP, self).__init__(config, dataset)
         self.loss_type = loss_type
-        self.needs_negatives = loss_type in ("BPR", "BCE")
+        self.needs_negatives = needs_negatives
 
     def encode(self, item_seq, item_seq_len):
         position_ids = torch.arange(item_seq.size(1), device=item_seq.device)
@@ -82,7 +79,7 @@ class SASRecAP(AttnSequentialRecommender, SASRec):
         return trm_output[-1]
 
     def position_loss(self, output, pos_items, neg_items):
-        if self.loss_type in ("BPR", "BCE"):
+        if self.needs_negatives:
             pos_score = (output * self.item_embedding(pos_items)).sum(-1)
             neg_score = (output * self.item_embedding(neg_items)).sum(-1)
             if self.loss_type == "BPR":  # RecBole's BPRLoss, as in its SASRec
