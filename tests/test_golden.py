@@ -1,0 +1,65 @@
+"""Golden outputs: every model gives the numbers it gave before the attention refactor.
+
+``tests/data/golden_v0.pt`` was recorded with the code of commit 0a26ecf (before the one
+shared attention module existed), in float64, for a fixture batch of the ``tiny`` dataset
+(lengths T, 9, 5, 3 and 1, one repeated item). Weights are not stored: every parameter and
+buffer is filled by :func:`golden_value` from its name in that code, so the test needs only
+the map from today's parameter names to the old ones (:func:`old_name`).
+"""
+
+import logging
+import os
+import zlib
+
+import pytest
+import torch
+
+from recbole_attn.quick_start import build
+
+GOLDEN = os.path.join(os.path.dirname(__file__), "data", "golden_v0.pt")
+
+
+def golden_value(name, shape):
+    """Deterministic weights from a parameter's (pre-refactor) name."""
+    g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+    value = 0.2 * torch.randn(shape, generator=g, dtype=torch.float64)
+    if "norm" in name.lower() and name.endswith("weight"):
+        value = value + 1.0
+    return value
+
+
+def old_name(model, name):
+    """The pre-refactor name of today's parameter ``name`` of ``model``."""
+    return name
+
+
+def _golden():
+    return torch.load(GOLDEN, weights_only=True)
+
+
+@pytest.mark.parametrize("variant", sorted(_golden()["variants"]))
+def test_outputs_unchanged(variant, tiny_data_path, tiny_config):
+    golden = _golden()
+    record = golden["variants"][variant]
+    config = {**golden["config"], **record["extra"]}
+    config.update(
+        data_path=tiny_data_path, checkpoint_dir=tiny_config["checkpoint_dir"]
+    )
+    _, net, _, _ = build(record["model"], "tiny", config_dict=config)
+    logging.getLogger().handlers.clear()
+    net = net.double().eval()
+    state = net.state_dict()
+    assert sorted(old_name(record["model"], k) for k in state) == sorted(
+        record["names"]
+    )
+    with torch.no_grad():
+        for key, tensor in state.items():
+            tensor.copy_(golden_value(old_name(record["model"], key), tensor.shape))
+        seq, lengths = record["item_seq"], record["item_seq_len"]
+        encoded = net.encode(seq, lengths)
+        encoded = encoded if isinstance(encoded, tuple) else (encoded,)
+        valid = torch.arange(seq.size(1)).unsqueeze(0) < lengths.unsqueeze(1)
+        for got, want in zip(encoded, record["encoded"], strict=True):
+            torch.testing.assert_close(got[valid], want, rtol=1e-9, atol=1e-10)
+        scores = net.full_sort_predict({net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths})
+    torch.testing.assert_close(scores, record["scores"], rtol=1e-9, atol=1e-10)
