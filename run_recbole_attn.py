@@ -9,8 +9,8 @@ Hyperparameter search on Ray Tune (validation-based selection, one test evaluati
                                [--num_samples=8] [--scheduler=asha] [--key=value ...]
 
 Every ``--key=value`` is a RecBole config override (e.g. ``--epochs=2``,
-``--train_batch_size=512``, ``--eval_mask_history=True``), read by RecBole's Config from the
-command line as in RecBole's own ``run_recbole.py``.
+``--train_batch_size=512``, ``--eval_mask_history=True``), applied after the yaml files;
+values are converted as on RecBole's own command line (``--topk=[5,10]``, ``--x=True``).
 """
 
 import argparse
@@ -36,34 +36,35 @@ def parse_args(argv):
     parser.add_argument(
         "--scheduler", default="fifo", choices=["fifo", "asha"], help="Tune scheduler"
     )
-    args, overrides = parser.parse_known_args(argv)
-    bad = [a for a in overrides if not (a.startswith("--") and "=" in a)]
+    args, rest = parser.parse_known_args(argv)
+    bad = [a for a in rest if not (a.startswith("--") and "=" in a)]
     if bad:
         parser.error(
             f"unrecognized arguments {' '.join(bad)}: config overrides are written "
             "--key=value (e.g. --epochs=2)"
         )
-    seen = {}
-    for arg in argv:
-        if arg.startswith("--") and "=" in arg:
-            key, value = arg[2:].split("=", 1)
-            if seen.setdefault(key, value) != value:
-                parser.error(
-                    f"--{key} is given twice with different values ({seen[key]!r}, "
-                    f"{value!r}); keep one"
-                )
-    return args
+    overrides = {}
+    for arg in rest:
+        key, value = arg[2:].split("=", 1)
+        if overrides.setdefault(key, value) != value:
+            parser.error(
+                f"--{key} is given twice with different values ({overrides[key]!r}, "
+                f"{value!r}); keep one"
+            )
+    return args, overrides
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    args, overrides = parse_args(sys.argv[1:] if argv is None else argv)
     from recbole_attn.quick_start import RecboleAttnError, run
 
     files = args.config_files.split(",") if args.config_files else None
     try:
         if args.params_file:
-            return _tune(args, files)
-        result = run(args.model, args.dataset, config_file_list=files)
+            return _tune(args, files, overrides)
+        result = run(
+            args.model, args.dataset, config_file_list=files, config_dict=overrides
+        )
     except RecboleAttnError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -72,25 +73,12 @@ def main(argv=None):
     return 0
 
 
-def _tune(args, files):
+def _tune(args, files, overrides):
     from recbole_attn.tuning import tune_model
 
     if not os.path.isfile(args.params_file):
         print(f"error: params file not found: {args.params_file}", file=sys.stderr)
         return 2
-    # the trials run in other processes, whose command line RecBole's Config would read:
-    # pass the overrides explicitly (RecBole converts their string values as usual)
-    ours = (
-        "model",
-        "dataset",
-        "config_files",
-        "params_file",
-        "num_samples",
-        "scheduler",
-    )
-    overrides = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--"))
-    for key in ours:
-        overrides.pop(key, None)
     result = tune_model(
         args.model,
         args.dataset,

@@ -72,7 +72,6 @@ def main():
             )
     command = " ".join(sys.argv[1:])
     os.chdir(tempfile.mkdtemp(prefix="patt-sweep-"))
-    sys.argv = sys.argv[:1]  # RecBole's Config parses --key=value from the command line
     rows = []
     for label, model, extra in runs:
         start = time.perf_counter()

@@ -61,7 +61,6 @@ def child(spec):
     from recbole_attn.quick_start import build
 
     os.chdir(spec["workdir"])
-    sys.argv = sys.argv[:1]
     torch.set_num_threads(spec["threads"])
     config, net, trainer, (train, _, _) = build(
         spec["model"], "synth", config_dict=spec["config"]

@@ -203,7 +203,6 @@ def main():
         raise SystemExit(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    sys.argv = sys.argv[:1]  # RecBole's Config parses --key=value from the command line
     cwd = os.getcwd()
     for label in labels if not args.report else []:
         if os.path.isfile(os.path.join(folder, slug(label) + ".json")):

@@ -20,7 +20,7 @@ from recbole.utils import get_model, init_logger, init_seed, set_color
 
 import recbole_attn
 from recbole_attn.compat import load_checkpoint
-from recbole_attn.data.dataset import AttnSequentialDataset
+from recbole_attn.data.dataset import AttnSequentialDataset, check_training_mode
 from recbole_attn.errors import (  # noqa: F401  (re-exported)
     CategoryFieldError,
     ConfigError,
@@ -77,11 +77,14 @@ def get_model_class(model):
         ) from None
 
 
-def config_files(model_name, dataset, config_file_list=None):
-    """overall.yaml, the model's yaml, the dataset's yaml (if we ship one), then the user's."""
+def config_files(model_class, dataset, config_file_list=None):
+    """overall.yaml, the model's yaml files (those of its base classes first, so that
+    DPAtt.yaml adds to PAtt.yaml), the dataset's yaml (if we ship one), then the user's.
+    """
     props = properties_dir()
     files = [os.path.join(props, "overall.yaml")]
-    for sub, name in (("model", model_name), ("dataset", dataset)):
+    names = [("model", cls.__name__) for cls in reversed(model_class.__mro__)]
+    for sub, name in names + [("dataset", dataset)]:
         path = os.path.join(props, sub, f"{name}.yaml")
         if os.path.isfile(path):
             files.append(path)
@@ -92,14 +95,24 @@ def config_files(model_name, dataset, config_file_list=None):
     return files
 
 
+class AttnConfig(Config):
+    """RecBole's ``Config`` without its implicit read of ``sys.argv``: command-line
+    overrides reach it as ``config_dict`` (``run_recbole_attn.py`` parses them), so that a
+    program importing recbole_attn is not configured by its own command line."""
+
+    def _load_cmd_line(self):
+        return dict()
+
+
 def make_config(model, dataset, config_file_list=None, config_dict=None):
     model_class = get_model_class(model)
-    files = config_files(model_class.__name__, dataset, config_file_list)
-    return Config(
+    files = config_files(model_class, dataset, config_file_list)
+    # RecBole converts string values ("64", "[5,10]", "True") as on its command line
+    return AttnConfig(
         model=model_class,
         dataset=dataset,
         config_file_list=files,
-        config_dict=config_dict,
+        config_dict=dict(config_dict or {}),
     )
 
 
@@ -156,13 +169,15 @@ def check_valid_metric(config):
         )
 
 
-def create_dataset(config):
-    """Our sequential dataset (training modes) for sequential models; RecBole's otherwise."""
+def create_dataset(config, model_class=None):
+    """Our sequential dataset (training modes) for sequential models; RecBole's otherwise.
+    With ``model_class``, checks that the model can train in ``training_mode``."""
     from recbole.data import create_dataset as recbole_create_dataset
     from recbole.utils import ModelType
 
     check_dataset_exists(config)
     if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:
+        check_training_mode(config, model_class)
         return AttnSequentialDataset(config)
     return recbole_create_dataset(config)
 
@@ -174,16 +189,15 @@ def build(model, dataset, config_file_list=None, config_dict=None):
     init_seed(config["seed"], config["reproducibility"])
     init_logger(config)
     logger = getLogger()
-    logger.info(sys.argv)
     logger.info(config)
 
-    data = create_dataset(config)
+    model_class = get_model_class(model)
+    data = create_dataset(config, model_class)
     logger.info(data)
     recbole_attn.validate_dataset(config, data)
     train_data, valid_data, test_data = data_preparation(config, data)
 
     init_seed(config["seed"], config["reproducibility"])
-    model_class = get_model_class(model)
     net = model_class(config, train_data._dataset).to(config["device"])
     logger.info(net)
     trainer = AttnTrainer(config, net)

@@ -63,7 +63,8 @@ def tiny_data_path(tmp_path_factory):
 def tiny_config(tiny_data_path, tmp_path, monkeypatch):
     """Config dict for a fast run on ``tiny``; RecBole's log/ and saved/ go to tmp_path."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("sys.argv", ["pytest"])  # RecBole's Config reads --key=value
+    # RecBole's own Config (some tests build one directly) reads --key=value from argv
+    monkeypatch.setattr("sys.argv", ["pytest"])
     yield {
         "data_path": tiny_data_path,
         "load_col": {"inter": ["user_id", "item_id", "timestamp"]},

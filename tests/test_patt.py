@@ -9,20 +9,67 @@ import numpy as np
 import pytest
 import torch
 
-from recbole_attn.model.layers import dpp_pair_probabilities
+from recbole_attn.model.category_kernel import (
+    distinct_category_counts,
+    learn_category_kernel,
+)
+from recbole_attn.model.layers import (
+    DPPScore,
+    MultiHeadSelfAttention,
+    SequenceContext,
+    dpp_pair_probabilities,
+    position_ids,
+)
 from recbole_attn.model.layers.dpp import (
-    DPPAttention,
     category_kernel,
     causal_product_numerators,
     check_diversity_form,
     causal_dpp_pair_probabilities,
     causal_pair_numerators,
     check_k,
-    dependency_attention,
-    distinct_category_counts,
     elementary_symmetric,
-    learn_category_kernel,
 )
+from recbole_attn.model.layers.dpp_score import CATEGORY_KERNEL
+
+
+def dependency_attention(probs, mask, lam, row_normalize=True):
+    """Reference for eq. 7, written out: D_tr = exp(-lambda P(r, t)) for valid r < t,
+    D_tt = 1 for valid t, 0 elsewhere; rows divided by their sum."""
+    valid = mask.bool()
+    n = valid.size(-1)
+    lower = torch.ones(n, n, dtype=torch.bool).tril(-1)
+    keys = lower & valid.unsqueeze(-1) & valid.unsqueeze(-2)
+    diag = torch.diag_embed(valid)
+    if probs.dim() == 4:
+        keys, diag = keys.unsqueeze(1), diag.unsqueeze(1)
+    weights = torch.exp(-lam * probs) * keys + diag.to(probs.dtype)
+    if row_normalize:
+        weights = weights / weights.sum(-1, keepdim=True).clamp_min(1.0)
+    return weights
+
+
+def dpp_attention(n_heads, dim, mask, category=None, **score_args):
+    """The shared attention with the DPP score on ``mask`` [B, T] (value = input), and a
+    function of the input hidden states returning (output, recorded attention)."""
+    layer = MultiHeadSelfAttention(
+        DPPScore(**score_args), n_heads, dim, 0.0, 0.0, 1e-12, value=False
+    ).double()
+
+    def run(hidden):
+        lengths = mask.sum(-1)
+        context = SequenceContext(
+            item_seq=mask.long(),
+            item_seq_len=lengths,
+            positions=position_ids(lengths, mask.size(1), mask.size(1), "first"),
+            max_length=mask.size(1),
+            record=True,
+        )
+        if category is not None:
+            context.features[CATEGORY_KERNEL] = category
+        out = layer(hidden, context)
+        return out, context.attention[0]
+
+    return layer, run
 
 
 # ------------------------------------------------------------------ brute force
@@ -168,6 +215,47 @@ def test_gradcheck_attention(k, with_category):
     )
 
 
+@pytest.mark.parametrize(
+    "k,form,row_normalize",
+    [(2, None, True), (3, None, True), (2, None, False), (2, "ratio", True)]
+    + [(3, "ratio", True), (2, "product", True), (3, "product", False)],
+)
+def test_shared_attention_gives_the_eq7_weights(k, form, row_normalize):
+    """The DPP score through the shared attention (masked softmax of -lambda P, or exp
+    for raw weights) equals eq. 7 written out, on every valid query row."""
+    gen = torch.Generator().manual_seed(3)
+    b, h, n, dim = 3, 2, 6, 8
+    mask = torch.tensor([[1] * 6, [1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0]]).bool()
+    category = None
+    if form is not None:
+        vec = torch.randn(b, n, 3, generator=gen, dtype=torch.float64)
+        category = category_kernel(vec, 0.1)
+    layer, run = dpp_attention(
+        h,
+        dim,
+        mask,
+        category,
+        k=k,
+        lam=8.0,
+        row_normalize=row_normalize,
+        diversity_form=form or "ratio",
+    )
+    hidden = torch.randn(b, n, dim, generator=gen, dtype=torch.float64)
+    _, attn = run(hidden)
+    sampler = layer.query(hidden).view(b, n, h, dim // h).transpose(1, 2)
+    sampler = sampler * mask[:, None, :, None]
+    probs = causal_dpp_pair_probabilities(
+        sampler @ sampler.transpose(-1, -2),
+        mask,
+        k,
+        diversity_form=form or "ratio",
+        category=category,
+    )
+    want = dependency_attention(probs, mask, 8.0, row_normalize)
+    rows = mask[:, None, :].expand(b, h, n)
+    torch.testing.assert_close(attn[rows], want[rows], rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("k", [2, 3])
 def test_float32_degenerate_inputs_stay_finite(k):
     """Rank-1, zero, underflowing and large kernels, repeated items, lengths 0 / 1 / 2:
@@ -275,41 +363,6 @@ def build_model(config_dict, model="PAtt", dataset="tiny"):
     return net, data
 
 
-@pytest.mark.parametrize(
-    "model,extra",
-    [
-        ("PAtt", {"dpp_k": 3}),
-        ("DPAtt", {"dpp_k": 3, **FAST_DPATT}),
-        ("DPAtt", {"dpp_k": 2, **FAST_DPATT}),
-        ("DPAtt", {"dpp_k": 3, "dpp_diversity_form": "product", **FAST_DPATT}),
-    ],
-)
-def test_model_is_causal_and_padding_invariant(tiny_config, model, extra):
-    net, _ = build_model(tiny_config | {"load_col": CAT_COLS, **extra}, model)
-    net.eval()
-    torch.manual_seed(0)
-    n = net.max_seq_length
-    seq = torch.randint(1, net.n_items, (3, n))
-    lengths = torch.tensor([n, 7, 3])
-    seq = seq * (torch.arange(n).unsqueeze(0) < lengths.unsqueeze(1))
-    with torch.no_grad():
-        out = net.encode(seq, lengths)
-        # causality: change every item after position t
-        t = 4
-        changed = seq.clone()
-        changed[0, t + 1 :] = torch.randint(1, net.n_items, (n - t - 1,))
-        out2 = net.encode(changed, lengths)
-        torch.testing.assert_close(out2[0, : t + 1], out[0, : t + 1])
-        assert not torch.allclose(out2[0, t + 1 :], out[0, t + 1 :])
-        # padding: the pad row's content and the batch length do not matter
-        net.item_embedding.weight[0] = 10.0
-        out3 = net.encode(seq, lengths)
-        alone = net.encode(seq[2:3, :3], lengths[2:3])
-    valid = torch.arange(n).unsqueeze(0) < lengths.unsqueeze(1)
-    torch.testing.assert_close(out3[valid], out[valid])
-    torch.testing.assert_close(alone[0], out[2, :3])
-
-
 def test_training_reduces_loss(tiny_config):
     net, (train_data, _, _) = build_model(tiny_config | {"dpp_k": 3}, "PAtt")
     batch = next(iter(train_data))
@@ -351,7 +404,9 @@ def test_end_to_end(tiny_config, model, extra):
 
 
 def test_bad_configs_raise(tiny_config):
-    with pytest.raises(ValueError, match="no item feature 'categories'"):
+    with pytest.raises(
+        ValueError, match="DPAtt needs the item category field 'categories'"
+    ):
         build_model(tiny_config | FAST_DPATT, "DPAtt", dataset="tiny_nocat")
     with pytest.raises(ValueError, match="dpp_k must be 2"):
         build_model(tiny_config | {"dpp_k": 4}, "PAtt")
@@ -482,15 +537,26 @@ def test_product_form_float32_near_singular_category_stays_finite(k):
     hidden.requires_grad_(True)
     lengths = torch.tensor([6, 6, 6, 6, 6, 2])
     mask = torch.arange(n).unsqueeze(0) < lengths.unsqueeze(1)
-    layer = DPPAttention(h, dim, k=k, lam=100.0, diversity_form="product")
-    out = layer(hidden, mask, category)
-    probs = layer.probabilities(hidden, mask, category)
+    layer, run = dpp_attention(
+        h, dim, mask, category, k=k, lam=100.0, diversity_form="product"
+    )
+    layer.float()
+    out, attn = run(hidden)
+    sampler = layer.query(hidden).view(b, n, h, dim // h).transpose(1, 2)
+    sampler = sampler * mask[:, None, :, None]
+    probs = causal_dpp_pair_probabilities(
+        sampler @ sampler.transpose(-1, -2),
+        mask,
+        k,
+        diversity_form="product",
+        category=category,
+    )
     assert torch.isfinite(out).all() and torch.isfinite(probs).all()
     assert probs.min() >= 0 and probs.max() <= (1.0 if k == 2 else 3.0) + 1e-5
     (grad,) = torch.autograd.grad((out * torch.randn_like(out)).sum(), hidden)
     assert torch.isfinite(grad).all()
-    rows = dependency_attention(probs, mask, 100.0).sum(-1)[:, 0]
-    torch.testing.assert_close(rows[mask], torch.ones_like(rows[mask]))
+    rows = attn.sum(-1)
+    torch.testing.assert_close(rows[:, 0][mask], torch.ones_like(rows[:, 0][mask]))
 
 
 def test_bad_diversity_form_raises(tiny_config):
@@ -498,7 +564,7 @@ def test_bad_diversity_form_raises(tiny_config):
         with pytest.raises(ValueError, match="dpp_diversity_form must be"):
             check_diversity_form(form)
     with pytest.raises(ValueError, match="dpp_diversity_form must be"):
-        DPPAttention(1, 4, diversity_form="products")
+        DPPScore(diversity_form="products")
     with pytest.raises(ValueError, match="dpp_diversity_form must be"):
         build_model(tiny_config | {"dpp_diversity_form": "prod"}, "DPAtt")
     with pytest.raises(ValueError, match="dpp_triple_samples: 0"):

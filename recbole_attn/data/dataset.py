@@ -17,17 +17,34 @@ RecBole's leave-one-out samples, unchanged.
 import torch
 from recbole.data.dataset import SequentialDataset
 
+from recbole_attn.data.histories import HISTORIES_ATTR, training_histories
 from recbole_attn.errors import ConfigError
 
 TRAINING_MODES = ("all_position", "last_position")
 
 
-def check_training_mode(config):
-    mode = config["training_mode"] or "last_position"
+def check_training_mode(config, model_class=None):
+    """``config['training_mode']``, checked; with ``model_class``, also that the model can
+    train in that mode: only recbole_attn's models put a loss at every position, so any
+    other model (RecBole's SASRec, GRU4Rec, ...) needs ``last_position`` (RecBole's prefix
+    samples)."""
+    mode = config["training_mode"]
     if mode not in TRAINING_MODES:
         raise ConfigError(
             f"training_mode must be one of {list(TRAINING_MODES)}, got {mode!r}"
         )
+    if model_class is not None and mode == "all_position":
+        from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
+
+        if not issubclass(model_class, AttnSequentialRecommender):
+            name = model_class.__name__
+            raise ConfigError(
+                f"{name} is not a recbole_attn model: it trains on RecBole's prefix "
+                f"samples with a loss at the last position only, so training_mode: "
+                f"all_position would silently train it on one sample per user. Use "
+                f"training_mode: last_position with {name}, or the all-position SASRec "
+                f"of this package, SASRecAP."
+            )
     return mode
 
 
@@ -52,7 +69,9 @@ class AttnSequentialDataset(SequentialDataset):
     """:class:`SequentialDataset` whose training split follows ``training_mode``.
 
     In ``all_position`` mode the training split holds one sample per user (its longest
-    prefix); in ``last_position`` mode it is RecBole's split, unchanged.
+    prefix); in ``last_position`` mode it is RecBole's split, unchanged. In both, the
+    training split carries the users' complete training histories
+    (:func:`~recbole_attn.data.histories.training_histories`).
     """
 
     def __init__(self, config):
@@ -61,8 +80,10 @@ class AttnSequentialDataset(SequentialDataset):
 
     def build(self):
         datasets = super().build()
+        train = datasets[0]
+        # complete histories, before the all_position mode drops rows
+        setattr(train, HISTORIES_ATTR, training_histories(train))
         if self.training_mode == "all_position":
-            train = datasets[0]
             keep = last_sample_per_user(train.inter_feat, self.uid_field)
             train.inter_feat = train.inter_feat[keep]
         return datasets

@@ -8,11 +8,10 @@ has that table before training starts. See ``docs/metrics.md``.
 """
 
 from recbole_attn.errors import CategoryFieldError, MetricConfigError
+from recbole_attn.data.categories import category_field_name, item_category_table
 from recbole_attn.evaluator.collector import (
     CategoryCollector,
-    category_field_name,
-    check_category_field,
-    item_category_table,
+    check_metrics_category_field,
 )
 from recbole_attn.evaluator.metrics import (
     CC,
@@ -67,7 +66,7 @@ def validate_dataset(config, dataset):
         ILD(config)  # checks ild_distance
     if "f1" in lowered:
         F1(config)  # checks f1_accuracy_metrics / f1_diversity_metrics
-    check_category_field(config, dataset, metrics)
+    check_metrics_category_field(config, dataset, metrics)
 
 
 __all__ = [
@@ -82,7 +81,7 @@ __all__ = [
     "MetricConfigError",
     "category_field_name",
     "category_multi_hot",
-    "check_category_field",
+    "check_metrics_category_field",
     "coverage_per_user",
     "f1_score",
     "ild_per_user",

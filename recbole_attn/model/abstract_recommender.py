@@ -2,17 +2,23 @@
 recbole_attn.model.abstract_recommender
 #######################################
 
-Shared training infrastructure of our sequential models (DESIGN §4, §8):
+Shared training infrastructure of our sequential models (docs/models.md, "Training"):
 
 * both training modes (``all_position``: a loss at every valid position of one sequence per
   user; ``last_position``: RecBole's one prefix per sample) through one code path;
 * batch trimming: every batch is cut to its longest sequence (RecBole right-pads to
-  ``MAX_ITEM_LIST_LENGTH``; with causal attention and absolute positions counted from the
-  first item this is exact);
+  ``MAX_ITEM_LIST_LENGTH``; with causal attention this is exact under both position
+  alignments);
+* position ids counted from the first item or from the most recent one
+  (``position_alignment``);
 * one uniform negative per position, drawn in one tensor operation among the items the user
-  has not interacted with in the training sequence.
+  has not interacted with in the training sequence;
+* sequence-level auxiliary loss terms that layers add while encoding;
+* the last-position shortcut of prediction, where the model declares it exact;
+* ``attention_weights``: the matrix every attention layer aggregated with.
 
-A subclass implements :meth:`encode` (per-position outputs), :meth:`position_loss`,
+A subclass implements :meth:`encode` (per-position outputs from a
+:class:`~recbole_attn.model.layers.context.SequenceContext`), :meth:`position_loss`,
 :meth:`score_items` and :meth:`score_all_items`; ``calculate_loss``, ``predict`` and
 ``full_sort_predict`` are provided here.
 """
@@ -25,6 +31,11 @@ from recbole.utils import InputType
 
 from recbole_attn.data.dataset import check_training_mode
 from recbole_attn.errors import ConfigError
+from recbole_attn.model.layers.context import (
+    SequenceContext,
+    check_position_alignment,
+    position_ids,
+)
 
 #: losses of :meth:`AttnSequentialRecommender.sampled_loss` (one sampled negative per
 #: position) and CE (softmax over all items), the loss types our models share
@@ -55,23 +66,30 @@ class AttnSequentialRecommender(SequentialRecommender):
 
     Config keys read here: ``training_mode`` (``all_position`` | ``last_position``),
     ``neg_exclude_seen`` (negatives avoid the items of the user's training sequence, as in
-    the official code of STOSA and PAtt; False = plain uniform sampling), ``trim_batch``.
+    the official code of STOSA and PAtt; False = plain uniform sampling), ``trim_batch``,
+    ``position_alignment`` (``first`` | ``last``).
     """
 
     input_type = InputType.POINTWISE
     #: whether :meth:`position_loss` needs one sampled negative per position
     needs_negatives = False
+    #: whether prediction may compute only the last position in the last layer: set it
+    #: where that is exact (no step of the model mixes the query rows of a layer)
+    last_position_shortcut = False
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
+
+        # load parameters info
         self.training_mode = check_training_mode(config)
-        self.trim_batch = config["trim_batch"] is not False
-        exclude = config["neg_exclude_seen"]
-        self.neg_exclude_seen = True if exclude is None else bool(exclude)
+        self.trim_batch = bool(config["trim_batch"])
+        self.neg_exclude_seen = bool(config["neg_exclude_seen"])
+        self.position_alignment = check_position_alignment(config["position_alignment"])
 
     # ------------------------------------------------------------------ to implement
-    def encode(self, item_seq, item_seq_len):
-        """Per-position outputs ``[B, L, ...]`` (a tensor or a tuple of tensors)."""
+    def encode(self, context):
+        """Outputs ``[B, L, ...]`` (a tensor or a tuple of tensors) of the sequences of
+        ``context``, or ``[B, 1, ...]`` at ``context.query_index`` when it is set."""
         raise NotImplementedError
 
     def position_loss(self, output, pos_items, neg_items):
@@ -166,29 +184,54 @@ class AttnSequentialRecommender(SequentialRecommender):
             weights[exhausted, 1:] = 1.0
         return torch.multinomial(weights, length, replacement=True)
 
-    def calculate_loss(self, interaction):
+    def sequence_context(self, interaction, last_position=False, record=False):
+        """The :class:`SequenceContext` of a batch: trimmed sequences, position ids, user
+        ids; with ``last_position`` (and :attr:`last_position_shortcut`), the last layer
+        computes only the last valid position; ``record`` keeps the attention matrices.
+        """
         item_seq_len = interaction[self.ITEM_SEQ_LEN]
         item_seq = self.trim(interaction[self.ITEM_SEQ], item_seq_len)
-        targets, mask = self.training_targets(
-            item_seq, item_seq_len, interaction[self.POS_ITEM_ID]
+        shortcut = last_position and self.last_position_shortcut
+        return SequenceContext(
+            item_seq=item_seq,
+            item_seq_len=item_seq_len,
+            positions=position_ids(
+                item_seq_len,
+                item_seq.size(1),
+                self.max_seq_length,
+                self.position_alignment,
+            ),
+            max_length=self.max_seq_length,
+            user=interaction[self.USER_ID] if self.USER_ID in interaction else None,
+            query_index=item_seq_len - 1 if shortcut else None,
+            record=record,
         )
-        output = self.encode(item_seq, item_seq_len)
-        output = map_output(lambda o: o[mask], output)
+
+    def calculate_loss(self, interaction):
+        context = self.sequence_context(interaction)
+        targets, mask = self.training_targets(
+            context.item_seq, context.item_seq_len, interaction[self.POS_ITEM_ID]
+        )
+        output = map_output(lambda o: o[mask], self.encode(context))
         neg_items = None
         if self.needs_negatives:
-            neg_items = self.sample_negatives(item_seq, targets)[mask]
-        return self.position_loss(output, targets[mask], neg_items)
-
-    def encode_last(self, item_seq, item_seq_len):
-        """Outputs ``[B, ...]`` at the last valid position of every sequence. Override it
-        when the model can compute the last position more cheaply than all of them."""
-        output = self.encode(item_seq, item_seq_len)
-        return map_output(lambda o: self.gather_indexes(o, item_seq_len - 1), output)
+            neg_items = self.sample_negatives(context.item_seq, targets)[mask]
+        loss = self.position_loss(output, targets[mask], neg_items)
+        if not context.aux_losses:
+            return loss
+        return (loss if isinstance(loss, tuple) else (loss,)) + tuple(
+            context.aux_losses
+        )
 
     def last_output(self, interaction):
-        item_seq_len = interaction[self.ITEM_SEQ_LEN]
-        item_seq = self.trim(interaction[self.ITEM_SEQ], item_seq_len)
-        return self.encode_last(item_seq, item_seq_len)
+        """Outputs ``[B, ...]`` at the last valid position of every sequence."""
+        context = self.sequence_context(interaction, last_position=True)
+        output = self.encode(context)
+        if context.query_index is not None:
+            return map_output(lambda o: o.squeeze(1), output)
+        return map_output(
+            lambda o: self.gather_indexes(o, context.item_seq_len - 1), output
+        )
 
     def predict(self, interaction):
         output = self.last_output(interaction)
@@ -196,3 +239,54 @@ class AttnSequentialRecommender(SequentialRecommender):
 
     def full_sort_predict(self, interaction):
         return self.score_all_items(self.last_output(interaction))
+
+    @torch.no_grad()
+    def attention_weights(self, interaction, refined=True):
+        """Per attention layer, the ``[B, h, L, L]`` matrix its aggregation used (after
+        any refinement, before dropout), for the sequences of ``interaction`` (trimmed
+        to the longest). ``refined=False``: the normalized matrices before refinement
+        (models with a refiner only). Runs in the model's current mode (call ``eval()``
+        for the evaluation-time matrices of stochastic models)."""
+        context = self.sequence_context(interaction, record=True)
+        self.encode(context)
+        if refined:
+            return context.attention
+        if not context.unrefined:
+            raise ValueError(f"{type(self).__name__} has no attention refiner")
+        return context.unrefined
+
+
+class ItemEmbeddingRecommender(AttnSequentialRecommender):
+    r"""A sequential recommender whose prediction layer is SASRec's: the score of item j
+    is the dot product of the sequence representation with row j of ``item_embedding``.
+
+    Trained with ``loss_type`` ``CE`` (softmax over all items), ``BPR`` or ``BCE`` (one
+    sampled negative per position; BCE is the SASRec paper's loss). A subclass creates
+    ``item_embedding`` (and, for :meth:`embed_sequence`, ``position_embedding``,
+    ``LayerNorm`` and ``dropout``) and sets ``loss_type``, then calls
+    :meth:`check_loss_type`.
+    """
+
+    def check_loss_type(self):
+        self.needs_negatives = check_loss_type(type(self).__name__, self.loss_type)
+
+    def embed_sequence(self, context):
+        """SASRec's input layer: ``Dropout(LN(E[s] + P[pos]))``."""
+        hidden = self.item_embedding(context.item_seq) + self.position_embedding(
+            context.positions
+        )
+        return self.dropout(self.LayerNorm(hidden))
+
+    def position_loss(self, output, pos_items, neg_items):
+        if not self.needs_negatives:
+            logits = output @ self.item_embedding.weight.transpose(0, 1)
+            return F.cross_entropy(logits, pos_items)
+        pos_score = self.score_items(output, pos_items)
+        neg_score = self.score_items(output, neg_items)
+        return self.sampled_loss(pos_score, neg_score, self.loss_type)
+
+    def score_items(self, output, items):
+        return (output * self.item_embedding(items)).sum(-1)
+
+    def score_all_items(self, output):
+        return output @ self.item_embedding.weight.transpose(0, 1)

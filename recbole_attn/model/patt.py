@@ -7,32 +7,31 @@ Reference:
     Sequential Recommendation." in KDD 2024.
 
 Reference code:
-    https://github.com/l-lyl/PAtt (read for its behaviour only; see REFERENCE_NOTES §2)
+    https://github.com/l-lyl/PAtt (read for its behaviour only; docs/patt.md)
 
 PAtt^k / DPAtt^k with ``dpp_k: 2`` (dual dependency, eq. 7) or ``dpp_k: 3`` (triple
-dependency, eq. 12). The mechanism lives in :mod:`recbole_attn.model.layers.dpp`.
+dependency, eq. 12). The mechanism is the score module
+:class:`~recbole_attn.model.layers.dpp_score.DPPScore` of the shared attention.
 """
 
-import torch
-import torch.nn.functional as F
 from torch import nn
 
-from recbole_attn.errors import ConfigError
-from recbole_attn.model.abstract_recommender import (
-    AttnSequentialRecommender,
-    check_loss_type,
+from recbole_attn.data.categories import check_category_field, item_category_table
+from recbole_attn.data.histories import training_histories
+from recbole_attn.model.abstract_recommender import ItemEmbeddingRecommender
+from recbole_attn.model.category_kernel import learn_category_kernel
+from recbole_attn.model.layers import (
+    DPPScore,
+    FeedForward,
+    MultiHeadSelfAttention,
+    TransformerEncoder,
+    TransformerLayer,
 )
-from recbole_attn.model.layers.dpp import (
-    DPPTransformerLayer,
-    causal_masks,
-    check_diversity_form,
-    check_k,
-    learn_category_kernel,
-    sequence_category_kernel,
-)
+from recbole_attn.model.layers.dpp import check_k, sequence_category_kernel
+from recbole_attn.model.layers.dpp_score import CATEGORY_KERNEL
 
 
-class PAtt(AttnSequentialRecommender):
+class PAtt(ItemEmbeddingRecommender):
     r"""PAtt replaces the Query-Key-Value attention of SASRec by a Sampler
     :math:`S = M W^S` (per head) and a sequence-specific k-DPP with kernel
     :math:`L^{(S)} = S S^\top` (eq. 8). The attention weight of key r for query t is
@@ -87,19 +86,13 @@ class PAtt(AttnSequentialRecommender):
         self.loss_type = config["loss_type"]
         self.dpp_k = config["dpp_k"]
         self.dpp_lambda = float(config["dpp_lambda"])
-        self.dpp_triple_samples = int(config["dpp_triple_samples"] or 0)
+        self.dpp_triple_samples = int(config["dpp_triple_samples"])
         self.dpp_row_normalize = bool(config["dpp_row_normalize"])
-        self.dpp_jitter = float(config["dpp_cat_jitter"] or 0.1)
+        self.dpp_jitter = float(config["dpp_cat_jitter"])
         self.dpp_diversity_form = self.diversity_form(config)
 
         check_k(self.dpp_k, self.max_seq_length)
-        self.needs_negatives = check_loss_type(type(self).__name__, self.loss_type)
-        if self.dpp_triple_samples < 0 or (self.dpp_triple_samples and self.dpp_k != 3):
-            raise ConfigError(
-                "dpp_triple_samples must be 0 (exact) or a positive number of sampled "
-                f"third items with dpp_k: 3; got {self.dpp_triple_samples} with "
-                f"dpp_k: {self.dpp_k}"
-            )
+        self.check_loss_type()
 
         # define layers and loss
         self.item_embedding = nn.Embedding(
@@ -108,21 +101,31 @@ class PAtt(AttnSequentialRecommender):
         self.position_embedding = nn.Embedding(self.max_seq_length, self.hidden_size)
         self.LayerNorm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
         self.dropout = nn.Dropout(self.hidden_dropout_prob)
-        self.layers = nn.ModuleList(
-            DPPTransformerLayer(
-                n_heads=self.n_heads,
-                hidden_size=self.hidden_size,
-                inner_size=self.inner_size,
-                hidden_dropout_prob=self.hidden_dropout_prob,
-                attn_dropout_prob=self.attn_dropout_prob,
-                hidden_act=self.hidden_act,
-                layer_norm_eps=self.layer_norm_eps,
-                k=self.dpp_k,
-                lam=self.dpp_lambda,
-                triple_samples=self.dpp_triple_samples,
-                row_normalize=self.dpp_row_normalize,
-                jitter=self.dpp_jitter,
-                diversity_form=self.dpp_diversity_form,
+        self.trm_encoder = TransformerEncoder(
+            TransformerLayer(
+                MultiHeadSelfAttention(
+                    DPPScore(
+                        k=self.dpp_k,
+                        lam=self.dpp_lambda,
+                        triple_samples=self.dpp_triple_samples,
+                        row_normalize=self.dpp_row_normalize,
+                        jitter=self.dpp_jitter,
+                        diversity_form=self.dpp_diversity_form,
+                    ),
+                    self.n_heads,
+                    self.hidden_size,
+                    self.hidden_dropout_prob,
+                    self.attn_dropout_prob,
+                    self.layer_norm_eps,
+                    value=False,  # eq. 9: Z = D M, the value is the input itself
+                ),
+                FeedForward(
+                    self.hidden_size,
+                    self.inner_size,
+                    self.hidden_dropout_prob,
+                    self.hidden_act,
+                    self.layer_norm_eps,
+                ),
             )
             for _ in range(self.n_layers)
         )
@@ -134,34 +137,8 @@ class PAtt(AttnSequentialRecommender):
         """PAtt has no category kernel: the option does not apply."""
         return "ratio"
 
-    def sequence_category(self, item_seq):
-        """The category kernel of the sequence items (DPAtt); None for PAtt."""
-        return None
-
-    def encode(self, item_seq, item_seq_len):
-        position_ids = torch.arange(item_seq.size(1), device=item_seq.device)
-        hidden = self.item_embedding(item_seq) + self.position_embedding(position_ids)
-        hidden = self.dropout(self.LayerNorm(hidden))
-        mask = item_seq > 0
-        masks = causal_masks(mask, self.dpp_k, heads=True, dtype=hidden.dtype)
-        category = self.sequence_category(item_seq)
-        for layer in self.layers:
-            hidden = layer(hidden, mask, category, masks)
-        return hidden
-
-    def position_loss(self, output, pos_items, neg_items):
-        if self.loss_type == "CE":
-            logits = output @ self.item_embedding.weight.transpose(0, 1)
-            return F.cross_entropy(logits, pos_items)
-        pos_score = (output * self.item_embedding(pos_items)).sum(-1)
-        neg_score = (output * self.item_embedding(neg_items)).sum(-1)
-        return self.sampled_loss(pos_score, neg_score, self.loss_type)
-
-    def score_items(self, output, items):
-        return (output * self.item_embedding(items)).sum(-1)
-
-    def score_all_items(self, output):
-        return output @ self.item_embedding.weight.transpose(0, 1)
+    def encode(self, context):
+        return self.trm_encoder(self.embed_sequence(context), context)
 
 
 class DPAtt(PAtt):
@@ -209,16 +186,17 @@ class DPAtt(PAtt):
         super(DPAtt, self).__init__(config, dataset)
 
         # load parameters info
-        self.category_field = config["category_field"] or "categories"
         self.dpp_cat_rank = int(config["dpp_cat_rank"])
         self.dpp_cat_set_size = int(config["dpp_cat_set_size"])
         self.dpp_cat_draws = int(config["dpp_cat_draws"])
         self.dpp_cat_steps = int(config["dpp_cat_steps"])
         self.dpp_cat_lr = float(config["dpp_cat_lr"])
 
-        item_categories = self.item_categories(dataset, self.category_field)
-        histories = dataset.inter_feat[self.ITEM_SEQ]
-        lengths = dataset.inter_feat[self.ITEM_SEQ_LEN]
+        field = check_category_field(
+            config, dataset, "DPAtt needs", "use PAtt, which needs no categories"
+        )
+        item_categories = item_category_table(dataset, field)
+        histories, lengths = training_histories(dataset).padded(self.max_seq_length)
         vectors = learn_category_kernel(
             item_categories,
             histories,
@@ -229,42 +207,15 @@ class DPAtt(PAtt):
             steps=self.dpp_cat_steps,
             lr=self.dpp_cat_lr,
             jitter=self.dpp_jitter,
-            seed=config["seed"] or 0,
+            seed=config["seed"],
         )
         self.register_buffer("category_vectors", vectors)
 
     def diversity_form(self, config):
-        form = config["dpp_diversity_form"] or "ratio"
-        check_diversity_form(form)
-        if form == "product" and int(config["dpp_triple_samples"] or 0):
-            raise ConfigError(
-                "dpp_diversity_form: product computes the exact k = 3 sum; set "
-                "dpp_triple_samples: 0 (sampling is for the ratio form)"
-            )
-        return form
+        return config["dpp_diversity_form"]
 
-    @staticmethod
-    def item_categories(dataset, field):
-        """``[n_items, max_cats]`` category tokens of every item (0 = none)."""
-        item_feat = dataset.item_feat
-        if item_feat is None or field not in item_feat.columns:
-            raise ConfigError(
-                f"DPAtt needs item categories but the dataset {dataset.dataset_name!r} has "
-                f"no item feature {field!r}. Provide a .item file with a token_seq "
-                f"category column, load it (load_col: {{item: [item_id, {field}]}}) and "
-                "set category_field to its name; or use PAtt, which needs no categories."
-            )
-        cats = item_feat[field]
-        if cats.dim() == 1:
-            cats = cats.unsqueeze(-1)
-        if cats.size(0) != dataset.item_num:
-            raise ConfigError(
-                f"item feature {field!r} has {cats.size(0)} rows for "
-                f"{dataset.item_num} items"
-            )
-        return cats.long()
-
-    def sequence_category(self, item_seq):
-        return sequence_category_kernel(
-            self.category_vectors, item_seq, self.dpp_jitter
+    def encode(self, context):
+        context.features[CATEGORY_KERNEL] = sequence_category_kernel(
+            self.category_vectors, context.item_seq, self.dpp_jitter
         )
+        return super().encode(context)

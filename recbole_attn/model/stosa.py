@@ -6,7 +6,7 @@ Reference:
     Ziwei Fan et al. "Sequential Recommendation via Stochastic Self-Attention." in WWW 2022.
 
 Reference code:
-    https://github.com/zfan20/STOSA (read for its behaviour only; see REFERENCE_NOTES §1)
+    https://github.com/zfan20/STOSA (read for its behaviour only; docs/models.md, "STOSA")
 """
 
 import torch
@@ -16,12 +16,27 @@ from torch import nn
 from recbole_attn.errors import ConfigError
 from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
 from recbole_attn.model.layers import (
-    StochasticEncoder,
-    causal_padding_mask,
+    GAUSSIAN_STREAMS,
+    GaussianFeedForward,
+    MultiHeadSelfAttention,
+    TransformerEncoder,
+    TransformerLayer,
+    WassersteinScore,
     elu_plus_one,
     pairwise_wasserstein2_squared,
     wasserstein2_squared,
 )
+from recbole_attn.model.layers.context import select_rows
+
+
+class LegacyMeanLayer(TransformerLayer):
+    """A STOSA layer with the official code's encoder bug: the mean stream it outputs is
+    its input mean (the layer's own mean output is dropped), so every layer and the
+    prediction read the embedded input mean; only the covariances are updated."""
+
+    def forward(self, hidden, context, rows=None):
+        _, cov = super().forward(hidden, context, rows)
+        return select_rows(hidden[0], rows), cov
 
 
 class STOSA(AttnSequentialRecommender):
@@ -48,13 +63,14 @@ class STOSA(AttnSequentialRecommender):
         * The attention score is :math:`-W_2^2/\sqrt{d_h}` (squared distance, scaled per
           head), as in the official code; the paper writes :math:`-W_2`.
         * ``stosa_legacy_mean_bug: True`` reproduces the official code's encoder bug (the
-          mean stream of every layer is dropped; REFERENCE_NOTES §1). Default False.
+          mean stream of every layer is dropped; docs/models.md). Default False.
         * The L2 term of eq. 12 is Adam's ``weight_decay`` (0 by default, as in the
           official runs).
         * Scores returned to RecBole are :math:`-W_2^2`, so that "larger is better".
     """
 
     needs_negatives = True
+    last_position_shortcut = True
 
     def __init__(self, config, dataset):
         super(STOSA, self).__init__(config, dataset)
@@ -94,15 +110,26 @@ class STOSA(AttnSequentialRecommender):
         self.mean_layer_norm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
         self.cov_layer_norm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
         self.dropout = nn.Dropout(self.hidden_dropout_prob)
-        self.encoder = StochasticEncoder(
-            n_layers=self.n_layers,
-            n_heads=self.n_heads,
-            hidden_size=self.hidden_size,
-            inner_size=self.inner_size,
-            hidden_dropout_prob=self.hidden_dropout_prob,
-            attn_dropout_prob=self.attn_dropout_prob,
-            layer_norm_eps=self.layer_norm_eps,
-            legacy_mean_bug=self.legacy_mean_bug,
+        layer = LegacyMeanLayer if self.legacy_mean_bug else TransformerLayer
+        self.trm_encoder = TransformerEncoder(
+            layer(
+                MultiHeadSelfAttention(
+                    WassersteinScore(),
+                    self.n_heads,
+                    self.hidden_size,
+                    self.hidden_dropout_prob,
+                    self.attn_dropout_prob,
+                    self.layer_norm_eps,
+                    streams=GAUSSIAN_STREAMS,
+                ),
+                GaussianFeedForward(
+                    self.hidden_size,
+                    self.inner_size,
+                    self.hidden_dropout_prob,
+                    self.layer_norm_eps,
+                ),
+            )
+            for _ in range(self.n_layers)
         )
 
         # parameters initialization
@@ -120,24 +147,16 @@ class STOSA(AttnSequentialRecommender):
             self.cov_item_embedding(items)
         )
 
-    def encode(self, item_seq, item_seq_len, queries=None):
-        """Sequence Gaussians ``(mean, cov)``, each ``[B, L, d]``, at every position, or
-        ``[B, 1, d]`` at the positions ``queries [B]`` (computed only there in the last
-        layer)."""
-        position_ids = torch.arange(item_seq.size(1), device=item_seq.device)
-        mean = self.mean_item_embedding(item_seq) + self.mean_position_embedding(
-            position_ids
-        )
-        cov = self.cov_item_embedding(item_seq) + self.cov_position_embedding(
-            position_ids
-        )
+    def encode(self, context):
+        """Sequence Gaussians ``(mean, cov)``, each ``[B, L, d]`` (``[B, 1, d]`` at
+        ``context.query_index``)."""
+        mean = self.mean_item_embedding(context.item_seq)
+        mean = mean + self.mean_position_embedding(context.positions)
+        cov = self.cov_item_embedding(context.item_seq)
+        cov = cov + self.cov_position_embedding(context.positions)
         mean = self.dropout(self.mean_layer_norm(mean))
         cov = self.dropout(self.cov_layer_norm(cov))
-        return self.encoder(mean, cov, causal_padding_mask(item_seq), queries)
-
-    def encode_last(self, item_seq, item_seq_len):
-        mean, cov = self.encode(item_seq, item_seq_len, queries=item_seq_len - 1)
-        return mean.squeeze(1), cov.squeeze(1)
+        return self.trm_encoder((mean, cov), context)
 
     def position_loss(self, output, pos_items, neg_items):
         mean, cov = output

@@ -1,10 +1,11 @@
-r"""k-DPP quantities and the probabilistic (DPP) attention of PAtt / DPAtt.
+r"""k-DPP quantities of the probabilistic attention of PAtt / DPAtt (the score module is
+:class:`~recbole_attn.model.layers.dpp_score.DPPScore`).
 
 Reference:
     Yuli Liu, Christian Walder, Lexing Xie and Yiqun Liu. "Probabilistic Attention for
     Sequential Recommendation." in KDD 2024.
 
-Everything here is closed form (REFERENCE_NOTES §6, §6b): no ``linalg.det``, no
+Everything here is closed form (``docs/patt.md``, "Closed forms"): no ``linalg.det``, no
 eigendecomposition, no Python loop over pairs or positions. With ``d = diag(L)``:
 
 * all 2x2 principal minors: :math:`M2_{rt} = d_r d_t - L_{rt} L_{tr}` (0 on the diagonal);
@@ -27,7 +28,6 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from recbole_attn.errors import ConfigError
 
@@ -261,7 +261,7 @@ def causal_pair_numerators(
       pair weights inside the prefix (:math:`e_2` of the prefix without C).
     * k = 3 exact: :math:`W_{tr} = \sum_{x<t,\,x\ne r} w(\{r,t,x\})`; :math:`Z_t =
       \sum_{t'\le t} \frac12 \sum_{r<t'} W_{t'r}` (every triple in the prefix once).
-      Without C: a handful of matmuls (REFERENCE_NOTES §6b); with C: dense
+      Without C: a handful of matmuls (``docs/patt.md``); with C: dense
       ``[..., T, T, T]`` (O(T^3) memory).
     * k = 3 sampled (``triple_samples = s > 0``): :math:`W_{tr} = \frac{t-1}{s}\sum_j
       w(\{r,t,x_j\})`, :math:`x_j` uniform over :math:`\{0..t-1\} \setminus \{r\}`
@@ -320,7 +320,7 @@ def causal_pair_numerators(
         num = (dets * allowed).sum(-1) * pairs
         return num, (0.5 * num.sum(-1)).cumsum(-1)
 
-    # k = 3 exact, closed form (REFERENCE_NOTES §6b)
+    # k = 3 exact, closed form (docs/patt.md, "Closed forms")
     incl = torch.ones(n, n, dtype=lm.dtype, device=lm.device).tril()  # U[t, x]=[x<=t]
     tau = d.cumsum(-1).unsqueeze(-1)  # tau_t = sum_{x<=t} d_x
     sq = lm * lm
@@ -431,175 +431,28 @@ def _floored(norm, kernel, k):
     return torch.maximum(norm, _normalizer_floor(trace, k))
 
 
-def causal_dpp_pair_probabilities(kernel, mask, k, diversity_form="ratio", **kwargs):
+def causal_dpp_pair_probabilities(
+    kernel, mask, k, diversity_form="ratio", category=None, masks=None, **kwargs
+):
     r"""Per-prefix k-DPP pair marginals ``P[..., t, r]``: for r < t both valid, the
     probability that the k-subset drawn from the k-DPP on the valid prefix
     :math:`\{x \le t\}` contains r and t; zero elsewhere (also for prefixes with fewer than k
     items). ``kernel`` is ``[B, T, T]`` or ``[B, H, T, T]``, ``mask`` ``[B, T]``.
     ``diversity_form="product"`` (needs ``category``): the k-DPP of
-    :math:`L_{\le t} C_{\le t}^{-1}` (:func:`causal_product_numerators`)."""
+    :math:`L_{\le t} C_{\le t}^{-1}` (:func:`causal_product_numerators`). ``masks``: the
+    batch's :func:`causal_masks`, when already built; other keyword arguments go to
+    :func:`causal_pair_numerators`."""
     check_k(k)
     check_diversity_form(diversity_form)
     mask = mask.bool()
-    if diversity_form == "product" and kwargs.get("category") is not None:
-        num, norm = causal_product_numerators(kernel, kwargs["category"], mask, k)
+    if diversity_form == "product" and category is not None:
+        num, norm = causal_product_numerators(kernel, category, mask, k, masks=masks)
         return num / norm.unsqueeze(-1)
-    num, norm = causal_pair_numerators(kernel, mask, k, **kwargs)
+    num, norm = causal_pair_numerators(
+        kernel, mask, k, category=category, masks=masks, **kwargs
+    )
     kmask = mask.unsqueeze(1) if kernel.dim() == 4 else mask
     return num / _floored(norm, masked_kernel(kernel, kmask), k).unsqueeze(-1)
-
-
-def dependency_attention(probs, mask, lam, row_normalize=True):
-    r"""The dependency attention of eq. 7: :math:`D_{tr} = \exp(-\lambda P(r,t))` for
-    valid r < t, :math:`D_{tt} = 1` for valid t, 0 elsewhere (causal); rows divided by
-    their sum when ``row_normalize`` (padding rows stay 0)."""
-    masks = causal_masks(mask, 0, probs.dim() == 4, probs.dtype)
-    weights = torch.addcmul(masks.diag, torch.exp(-lam * probs), masks.keys)
-    if row_normalize:
-        weights = weights / weights.sum(-1, keepdim=True).clamp_min(1.0)
-    return weights
-
-
-class DPPAttention(nn.Module):
-    r"""Probabilistic attention (eq. 7-9, 12): Sampler :math:`S = M W^S` per head,
-    kernel :math:`L = S S^\top`, per-prefix k-DPP pair marginals, dependency weights
-    :math:`D = \exp(-\lambda P)` (causal, :math:`D_{tt}=1`), output :math:`D M` with the
-    input itself as value (each head attends to its slice of M).
-
-    With a sequence category kernel (DPAtt), the unnormalized weight of a k-subset Y is
-    :math:`\det L_Y / \det C_Y` instead of :math:`\det L_Y` (``diversity_form="ratio"``),
-    or the k-DPP kernel of query t is :math:`L_{\le t} C_{\le t}^{-1}`
-    (``"product"``, :func:`causal_product_numerators`).
-    """
-
-    def __init__(
-        self,
-        n_heads,
-        hidden_size,
-        k=2,
-        lam=1.0,
-        triple_samples=0,
-        row_normalize=True,
-        attn_dropout_prob=0.0,
-        jitter=0.1,
-        diversity_form="ratio",
-    ):
-        super().__init__()
-        check_k(k)
-        check_diversity_form(diversity_form)
-        if hidden_size % n_heads:
-            raise ConfigError(
-                f"hidden_size ({hidden_size}) must be a multiple of n_heads ({n_heads})"
-            )
-        if triple_samples and k != 3:
-            raise ConfigError("dpp_triple_samples > 0 needs dpp_k: 3")
-        if triple_samples and diversity_form == "product":
-            raise ConfigError(
-                "dpp_triple_samples > 0 needs dpp_diversity_form: ratio (the product "
-                "form builds every prefix kernel anyway; its k = 3 sum is exact)"
-            )
-        self.diversity_form = diversity_form
-        self.n_heads = n_heads
-        self.head_size = hidden_size // n_heads
-        self.k = k
-        self.lam = lam
-        self.triple_samples = int(triple_samples or 0)
-        self.row_normalize = row_normalize
-        self.jitter = jitter
-        self.sampler = nn.Linear(hidden_size, hidden_size, bias=False)
-        self.attn_dropout = nn.Dropout(attn_dropout_prob)
-
-    def split(self, x):
-        b, n, _ = x.shape
-        return x.view(b, n, self.n_heads, self.head_size).transpose(1, 2)
-
-    def kernel(self, hidden, mask):
-        """``L = S S^T`` per head ``[B, H, T, T]``, rows/columns of padding exactly 0."""
-        s = self.split(self.sampler(hidden)) * mask[:, None, :, None].to(hidden.dtype)
-        return s @ s.transpose(-1, -2)
-
-    def probabilities(self, hidden, mask, category=None):
-        """Per-head per-prefix pair marginals ``[B, H, T, T]`` (row t = query)."""
-        samples = self.triple_samples if self.training else 0
-        return causal_dpp_pair_probabilities(
-            self.kernel(hidden, mask),
-            mask,
-            self.k,
-            triple_samples=samples,
-            category=category,
-            jitter=self.jitter,
-            premasked=True,
-            diversity_form=self.diversity_form,
-        )
-
-    def forward(self, hidden, mask, category=None, masks=None):
-        if masks is None:
-            masks = causal_masks(mask, self.k, True, hidden.dtype)
-        kernel = self.kernel(hidden, mask)
-        if category is not None and self.diversity_form == "product":
-            num, norm = causal_product_numerators(
-                kernel, category, mask, self.k, masks=masks
-            )
-            return self.attend(hidden, masks, num, -self.lam / norm)
-        num, norm = causal_pair_numerators(
-            kernel,
-            mask,
-            self.k,
-            triple_samples=self.triple_samples if self.training else 0,
-            category=category,
-            jitter=self.jitter,
-            masks=masks,
-            premasked=True,
-        )
-        coef = -self.lam / _floored(norm, kernel, self.k)  # D = exp(-lambda W / Z)
-        return self.attend(hidden, masks, num, coef)
-
-    def attend(self, hidden, masks, num, coef):
-        """``D = exp(W * coef)`` on the causal keys, 1 on the diagonal, (row-normalized,
-        dropout), times the per-head input."""
-        attn = torch.addcmul(
-            masks.diag, torch.exp(num * coef.unsqueeze(-1)), masks.keys
-        )
-        if self.row_normalize:
-            attn = attn / attn.sum(-1, keepdim=True).clamp_min(1.0)
-        attn = self.attn_dropout(attn)
-        out = attn @ self.split(hidden)  # value = the input M
-        b, _, n, _ = out.shape
-        return out.transpose(1, 2).reshape(b, n, -1)
-
-
-class DPPTransformerLayer(nn.Module):
-    """PAtt block: DPP attention -> dense -> dropout -> LN(. + M), then RecBole's
-    point-wise FFN (dense, act, dense, dropout, LN(. + x))."""
-
-    def __init__(
-        self,
-        n_heads,
-        hidden_size,
-        inner_size,
-        hidden_dropout_prob,
-        attn_dropout_prob,
-        hidden_act,
-        layer_norm_eps,
-        **dpp_kwargs,
-    ):
-        super().__init__()
-        from recbole.model.layers import FeedForward
-
-        self.attention = DPPAttention(
-            n_heads, hidden_size, attn_dropout_prob=attn_dropout_prob, **dpp_kwargs
-        )
-        self.dense = nn.Linear(hidden_size, hidden_size)
-        self.dropout = nn.Dropout(hidden_dropout_prob)
-        self.layer_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
-        self.feed_forward = FeedForward(
-            hidden_size, inner_size, hidden_dropout_prob, hidden_act, layer_norm_eps
-        )
-
-    def forward(self, hidden, mask, category=None, masks=None):
-        attn = self.attention(hidden, mask, category, masks)
-        hidden = self.layer_norm(self.dropout(self.dense(attn)) + hidden)
-        return self.feed_forward(hidden)
 
 
 # ---------------------------------------------------------------- category kernel (DPAtt)
@@ -610,120 +463,6 @@ def category_kernel(vectors, jitter):
     v = F.normalize(vectors, dim=-1)
     eye = torch.eye(v.size(-2), dtype=v.dtype, device=v.device)
     return (1.0 - jitter) * (v @ v.transpose(-1, -2)) + jitter * eye
-
-
-def distinct_category_counts(item_sets, item_categories, n_categories):
-    """Number of distinct (non-padding) categories in each item set ``[..., m]``."""
-    cats = item_categories[item_sets]  # [..., m, c]
-    hot = torch.zeros(*item_sets.shape[:-1], n_categories, dtype=torch.bool)
-    hot = hot.to(cats.device)
-    flat = cats.reshape(*item_sets.shape[:-1], -1)
-    hot.scatter_(-1, flat, True)
-    hot[..., 0] = False  # padding token
-    return hot.sum(-1)
-
-
-def diversity_set_pairs(
-    histories, lengths, item_categories, set_size, draws, generator
-):
-    """(diverse, less diverse) item sets ``[P, m]`` from training histories: ``draws``
-    random m-subsets of every history with >= m items; the one with the most distinct
-    categories is A+, the one with the fewest is A-; pairs with equal counts are dropped.
-    """
-    n_cats = int(item_categories.max()) + 1 if item_categories.numel() else 1
-    keep = lengths >= set_size
-    histories, lengths = histories[keep], lengths[keep]
-    if histories.size(0) == 0:
-        empty = torch.zeros(0, set_size, dtype=torch.long)
-        return empty, empty
-    n, width = histories.shape
-    keys = torch.rand(n, draws, width, generator=generator)
-    pos = torch.arange(width).view(1, 1, width)
-    keys = keys.masked_fill(pos >= lengths.view(n, 1, 1), 2.0)
-    idx = keys.argsort(-1)[..., :set_size]  # [n, draws, m] random valid positions
-    sets = torch.gather(histories.unsqueeze(1).expand(n, draws, width), -1, idx)
-    counts = distinct_category_counts(sets, item_categories, n_cats)  # [n, draws]
-    hi, lo = counts.argmax(-1), counts.argmin(-1)
-    rows = torch.arange(n)
-    good = counts[rows, hi] > counts[rows, lo]
-    return sets[rows, hi][good], sets[rows, lo][good]
-
-
-def learn_category_kernel(
-    item_categories,
-    histories,
-    lengths,
-    rank=32,
-    set_size=4,
-    draws=8,
-    steps=200,
-    lr=0.05,
-    jitter=0.1,
-    seed=0,
-):
-    r"""Learn the item vectors of the category kernel C with eq. 10,
-    :math:`\max \sum_{(A^+,A^-)} \log\det C_{A^+} - \log\det C_{A^-}`, on (diverse,
-    less diverse) set pairs drawn from training histories (:func:`diversity_set_pairs`,
-    new draws every step).
-
-    Args:
-        item_categories (torch.LongTensor): ``[n_items, max_cats]`` category tokens (0 =
-            none).
-        histories (torch.LongTensor): ``[N, T]`` right-padded training item sequences.
-        lengths (torch.LongTensor): ``[N]``.
-
-    Returns:
-        torch.Tensor: ``[n_items, rank]`` unit-norm item vectors (C via
-        :func:`category_kernel`).
-    """
-    generator = torch.Generator().manual_seed(int(seed))
-    n_items = item_categories.size(0)
-    vectors = torch.randn(n_items, rank, generator=generator)
-    vectors = nn.Parameter(vectors)
-    opt = torch.optim.Adam([vectors], lr=lr)
-    histories, lengths = histories.cpu(), lengths.cpu()
-    item_categories = item_categories.cpu()
-    with torch.enable_grad():
-        _fit_category_vectors(
-            vectors,
-            opt,
-            histories,
-            lengths,
-            item_categories,
-            set_size,
-            draws,
-            steps,
-            jitter,
-            generator,
-        )
-    return F.normalize(vectors.detach(), dim=-1)
-
-
-def _fit_category_vectors(
-    vectors,
-    opt,
-    histories,
-    lengths,
-    item_categories,
-    set_size,
-    draws,
-    steps,
-    jitter,
-    generator,
-):
-    for _ in range(int(steps)):
-        pos, neg = diversity_set_pairs(
-            histories, lengths, item_categories, set_size, draws, generator
-        )
-        if pos.size(0) == 0:
-            break
-        c_pos = category_kernel(vectors[pos], jitter)
-        c_neg = category_kernel(vectors[neg], jitter)
-        objective = torch.logdet(c_pos) - torch.logdet(c_neg)
-        loss = -objective.mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
 
 
 def sequence_category_kernel(vectors, item_seq, jitter):
@@ -746,13 +485,7 @@ __all__ = [
     "causal_pair_numerators",
     "causal_masks",
     "CausalMasks",
-    "dependency_attention",
-    "DPPAttention",
-    "DPPTransformerLayer",
     "category_kernel",
-    "learn_category_kernel",
-    "diversity_set_pairs",
-    "distinct_category_counts",
     "sequence_category_kernel",
     "sample_third_items",
 ]

@@ -1,0 +1,115 @@
+"""What every layer of a sequence encoder may read about the batch it encodes.
+
+A :class:`SequenceContext` is built once per forward pass by the model
+(:meth:`~recbole_attn.model.abstract_recommender.AttnSequentialRecommender.sequence_context`)
+and handed to every attention layer, score module and refiner. It carries the (trimmed)
+item sequences, the position ids under the model's ``position_alignment``, the user ids,
+the one attention mask convention of the package, and three things layers write back:
+the attention matrices when they are recorded (:meth:`attention_weights`), auxiliary
+sequence-level loss terms, and per-batch values cached for the other layers.
+"""
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Optional
+
+import torch
+
+from recbole_attn.errors import ConfigError
+from recbole_attn.model.layers.masks import causal_padding_mask
+
+#: ``first``: position ids count from the first item of the sequence (RecBole's SASRec);
+#: ``last``: they count back from the most recent item, which always has id T - 1 (the
+#: left-padded official code of SASRec, STOSA, PAtt and FPARec)
+POSITION_ALIGNMENTS = ("first", "last")
+
+
+def check_position_alignment(alignment):
+    if alignment not in POSITION_ALIGNMENTS:
+        raise ConfigError(
+            f"position_alignment must be one of {list(POSITION_ALIGNMENTS)}, got "
+            f"{alignment!r} (first: positions count from the first item; last: from the "
+            "most recent item, as the left-padded official codes)"
+        )
+    return alignment
+
+
+def position_ids(item_seq_len, length, max_length, alignment):
+    """Position ids ``[B, length]`` of right-padded sequences.
+
+    ``first``: ``0 .. length-1`` for every row. ``last``: item i of a sequence of n items
+    gets ``max_length - n + i``, so the most recent item is always at ``max_length - 1``
+    whatever the batch's padding (padding positions are clamped to ``max_length - 1``;
+    causal attention never lets a valid position read them). Both are exact under batch
+    trimming: a valid item's id depends only on its own sequence.
+    """
+    steps = torch.arange(length, device=item_seq_len.device)
+    if alignment == "first":
+        return steps.unsqueeze(0).expand(item_seq_len.size(0), length)
+    offset = (max_length - item_seq_len).unsqueeze(1)
+    return (steps.unsqueeze(0) + offset).clamp(max=max_length - 1)
+
+
+def select_rows(x, rows):
+    """``x[b, rows[b]]`` as ``[B, 1, ...]`` (one position per sequence); ``x`` itself when
+    ``rows`` is None. Works on a tensor or a tuple of tensors ``[B, L, ...]``."""
+    if rows is None:
+        return x
+    if isinstance(x, tuple):
+        return tuple(select_rows(t, rows) for t in x)
+    return x[torch.arange(x.size(0), device=x.device), rows].unsqueeze(1)
+
+
+@dataclass(eq=False)
+class SequenceContext:
+    """The batch an encoder works on.
+
+    Attributes:
+        item_seq: ``[B, L]`` right-padded item ids (0 = padding), cut to the batch's
+            longest sequence unless ``trim_batch: False``.
+        item_seq_len: ``[B]``.
+        positions: ``[B, L]`` position ids (:func:`position_ids`).
+        max_length: T = ``MAX_ITEM_LIST_LENGTH``, the size of position-indexed tables.
+        user: ``[B]`` user ids, or None when the interaction has none.
+        query_index: ``[B]`` or None; when set, the last layer computes only this position
+            of every sequence (the last-position shortcut of prediction).
+        record: whether attention layers append their matrices to ``attention``.
+    """
+
+    item_seq: torch.Tensor
+    item_seq_len: torch.Tensor
+    positions: torch.Tensor
+    max_length: int
+    user: Optional[torch.Tensor] = None
+    query_index: Optional[torch.Tensor] = None
+    record: bool = False
+    #: per layer, ``[B, h, L, L]``: the matrix each attention aggregated with
+    attention: list = field(default_factory=list)
+    #: per layer, the normalized matrix before a refiner changed it (refined layers only)
+    unrefined: list = field(default_factory=list)
+    #: scalar loss terms added by layers (a sequence-level auxiliary loss)
+    aux_losses: list = field(default_factory=list)
+    #: per-batch inputs a model hands to its layers (e.g. DPAtt's category kernel)
+    features: dict = field(default_factory=dict)
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @cached_property
+    def valid(self):
+        """``[B, L]`` bool: True at real items."""
+        return self.item_seq > 0
+
+    @cached_property
+    def attention_mask(self):
+        """``[B, 1, L, L]`` bool, THE mask of every attention: query t may read key k iff
+        ``k <= t`` and k is a real item."""
+        return causal_padding_mask(self.item_seq)
+
+    def cached(self, key, compute):
+        """A per-batch value shared by all layers (computed on first use)."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
+    def query_positions(self, rows=None):
+        """Position ids of the query rows: ``[B, L]``, or ``[B, 1]`` at ``rows``."""
+        return select_rows(self.positions, rows)

@@ -1,0 +1,126 @@
+"""The shared architecture: RecBole SASRec checkpoints load into SASRecAP, position
+alignment, training histories, auxiliary losses, yaml inheritance and config values."""
+
+import logging
+
+import pytest
+import torch
+
+from recbole_attn.data.histories import training_histories
+from recbole_attn.model import DPAtt, PAtt
+from recbole_attn.model.layers import DotProductScore, position_ids
+from recbole_attn.quick_start import build, config_files
+
+
+def _build(model, config):
+    out = build(model, "tiny", config_dict=config)
+    logging.getLogger().handlers.clear()
+    return out
+
+
+def test_recbole_sasrec_state_dict_loads_into_sasrec_ap(tiny_config):
+    """Same parameter names and shapes as RecBole's SASRec, same scores (float64)."""
+    from recbole.model.sequential_recommender.sasrec import SASRec
+
+    config = {**tiny_config, "n_layers": 2, "n_heads": 2, "loss_type": "CE"}
+    config.update(training_mode="last_position")
+    cfg, theirs, _, (train, _, _) = _build(SASRec, config)
+    _, ours, _, _ = _build("SASRecAP", config)
+    with torch.no_grad():
+        for p in theirs.parameters():  # away from the shared initialization
+            p.add_(0.3 * torch.randn_like(p))
+    state = theirs.state_dict()
+    assert set(state) == set(ours.state_dict())
+    ours.load_state_dict(state)
+    theirs, ours = theirs.double().eval(), ours.double().eval()
+    batch = next(iter(train))
+    with torch.no_grad():
+        want = theirs.full_sort_predict(batch)
+        got = ours.full_sort_predict(batch)
+        batch[ours.ITEM_ID] = batch[ours.POS_ITEM_ID]
+        torch.testing.assert_close(
+            ours.predict(batch), theirs.predict(batch), rtol=1e-10, atol=1e-10
+        )
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_position_ids_under_both_alignments():
+    lengths = torch.tensor([3, 1, 4])
+    first = position_ids(lengths, 4, 10, "first")
+    last = position_ids(lengths, 4, 10, "last")
+    assert first.tolist() == [[0, 1, 2, 3]] * 3
+    # the most recent item is always at T - 1 = 9; padding clamped to 9
+    assert last.tolist() == [[7, 8, 9, 9], [9, 9, 9, 9], [6, 7, 8, 9]]
+    # trimming: the same history gets the same ids whatever the batch length
+    assert position_ids(lengths, 8, 10, "last")[:, :4][lengths > 0].tolist() == (
+        last.tolist()
+    )
+
+
+def _raw_histories(data_path):
+    seqs = {}
+    with open(f"{data_path}/tiny/tiny.inter") as f:
+        next(f)
+        for line in f:
+            user, item, _ = line.rstrip("\n").split("\t")
+            seqs.setdefault(user, []).append(item)
+    return seqs
+
+
+@pytest.mark.parametrize("mode", ["all_position", "last_position"])
+@pytest.mark.parametrize("max_len", [12, 4])
+def test_training_histories_hold_every_training_item_and_nothing_held_out(
+    tiny_config, tiny_data_path, mode, max_len
+):
+    """One chronological sequence per user = all interactions but the validation and
+    test ones (leave-one-out), whatever the training mode and MAX_ITEM_LIST_LENGTH."""
+    config = {**tiny_config, "training_mode": mode, "MAX_ITEM_LIST_LENGTH": max_len}
+    _, _, _, (train, _, _) = _build("SASRecAP", config)
+    dataset = train.dataset
+    histories = training_histories(dataset)
+    raw = _raw_histories(tiny_data_path)
+    assert len(histories.users) == len(raw)
+    for i, uid in enumerate(histories.users.tolist()):
+        user = dataset.id2token(dataset.uid_field, uid)
+        items = histories.items[histories.offsets[i] : histories.offsets[i + 1]]
+        tokens = list(dataset.id2token(dataset.iid_field, items.numpy()))
+        assert tokens == raw[user][:-2], user
+    padded, lengths = histories.padded(max_len)
+    assert padded.size(1) == max_len and (lengths <= max_len).all()
+    row = padded[0, : lengths[0]]
+    want = histories.items[: histories.offsets[1]][-max_len:]
+    assert row.tolist() == want.tolist()
+
+
+def test_layers_add_sequence_level_loss_terms(tiny_config):
+    """A score module can add an auxiliary loss term; calculate_loss returns it."""
+
+    class ScoreWithLoss(DotProductScore):
+        def forward(self, query, key, context, rows=None):
+            context.aux_losses.append(query.new_tensor(1.5))
+            return super().forward(query, key, context, rows)
+
+    _, net, _, (train, _, _) = _build("SASRecAP", tiny_config)
+    batch = next(iter(train))
+    plain = net.calculate_loss(batch)
+    net.trm_encoder.layer[0].multi_head_attention.score = ScoreWithLoss()
+    losses = net.calculate_loss(batch)
+    assert isinstance(losses, tuple) and len(losses) == 2
+    assert losses[1].item() == 1.5 and torch.isfinite(plain)
+
+
+def test_yaml_of_base_classes_first():
+    files = [f.rsplit("/", 2)[-2:] for f in config_files(DPAtt, "tiny")]
+    assert files[:3] == [
+        ["properties", "overall.yaml"],
+        ["model", "PAtt.yaml"],
+        ["model", "DPAtt.yaml"],
+    ]
+    assert ["model", "DPAtt.yaml"] not in [
+        f.rsplit("/", 2)[-2:] for f in config_files(PAtt, "tiny")
+    ]
+
+
+def test_zero_is_a_value_not_a_default(tiny_config):
+    _, net, _, _ = _build("PAtt", {**tiny_config, "dpp_cat_jitter": 0.0})
+    assert net.dpp_jitter == 0.0

@@ -1,0 +1,252 @@
+"""The contract every model of ``recbole_attn.model.MODELS`` keeps (a new model gets these
+checks by being in MODELS): causality, padding invariance, exact batch trimming under both
+position alignments, the exact last-position shortcut, ``predict`` == ``full_sort_predict``,
+``attention_weights``, a weights-only checkpoint round trip, deterministic evaluation and
+finite training gradients."""
+
+import logging
+import os
+
+import pytest
+import torch
+from torch import nn
+
+from recbole_attn.compat import load_checkpoint, save_checkpoint
+from recbole_attn.model import MODELS
+from recbole_attn.quick_start import build
+
+CAT_COLS = {
+    "inter": ["user_id", "item_id", "timestamp"],
+    "item": ["item_id", "categories"],
+}
+#: model -> the configurations checked (default: the model's yaml alone)
+VARIANTS = {
+    "STOSA": [{}, {"stosa_legacy_mean_bug": True}],
+    "SASRecAP": [{}],
+    "PAtt": [{}, {"dpp_k": 3}, {"dpp_k": 3, "dpp_triple_samples": 4}],
+    "DPAtt": [
+        {},
+        {"dpp_k": 3, "dpp_row_normalize": False},
+        {"dpp_diversity_form": "product"},
+    ],
+}
+FAST = {"dpp_cat_steps": 5, "dpp_cat_rank": 4}
+CASES = [
+    pytest.param(name, extra, id=f"{name}-{i}")
+    for name in MODELS
+    for i, extra in enumerate(VARIANTS.get(name, [{}]))
+]
+
+
+@pytest.fixture(scope="module")
+def built(request, tiny_data_path, tmp_path_factory):
+    """model name, extra config -> (config, model in eval mode), built once per module."""
+    cache = {}
+    work = tmp_path_factory.mktemp("contract")
+
+    def get(name, extra):
+        key = (name, tuple(sorted(extra.items())))
+        if key not in cache:
+            config = {
+                "data_path": tiny_data_path,
+                "load_col": CAT_COLS,
+                "checkpoint_dir": str(work / "saved"),
+                "state": "ERROR",
+                "seed": 2020,
+                "hidden_size": 16,
+                "inner_size": 32,
+                "n_layers": 2,
+                "n_heads": 2,
+                "MAX_ITEM_LIST_LENGTH": 12,
+                **FAST,
+                **extra,
+            }
+            cwd = os.getcwd()
+            os.chdir(work)
+            try:
+                cfg, net, _, data = build(name, "tiny", config_dict=config)
+            finally:
+                os.chdir(cwd)
+            logging.getLogger().handlers.clear()
+            cache[key] = (cfg, net.eval(), data)
+        return cache[key]
+
+    return get
+
+
+def batch(net, lengths, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    n = net.max_seq_length
+    lengths = torch.tensor(lengths)
+    seq = torch.randint(1, net.n_items, (len(lengths), n), generator=gen)
+    seq = seq * (torch.arange(n).unsqueeze(0) < lengths.unsqueeze(1))
+    return seq, lengths
+
+
+def inter(net, seq, lengths, **extra):
+    return {
+        net.ITEM_SEQ: seq,
+        net.ITEM_SEQ_LEN: lengths,
+        net.USER_ID: torch.arange(1, len(lengths) + 1),
+        **extra,
+    }
+
+
+def encode(net, seq, lengths):
+    out = net.encode(net.sequence_context(inter(net, seq, lengths)))
+    return out if isinstance(out, tuple) else (out,)
+
+
+def assert_outputs_close(a, b, **kw):
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(x, y, **kw)
+
+
+@pytest.fixture(params=["first", "last"])
+def alignment(request):
+    return request.param
+
+
+@pytest.mark.parametrize("name,extra", CASES)
+def test_causal(built, name, extra, alignment):
+    _, net, _ = built(name, extra)
+    net.position_alignment = alignment
+    seq, lengths = batch(net, [net.max_seq_length, 7, 3])
+    t = 4
+    changed = seq.clone()
+    changed[0, t + 1 :] = torch.randint(1, net.n_items, (seq.size(1) - t - 1,))
+    with torch.no_grad():
+        out, out2 = encode(net, seq, lengths), encode(net, changed, lengths)
+    for a, b in zip(out, out2):
+        torch.testing.assert_close(b[0, : t + 1], a[0, : t + 1])
+        assert not torch.allclose(b[0, t + 1 :], a[0, t + 1 :])
+
+
+@pytest.mark.parametrize("name,extra", CASES)
+def test_padding_invariant(built, name, extra, alignment):
+    """Neither the padding rows of the item tables nor the batch's padding length change
+    the outputs at real items."""
+    _, net, _ = built(name, extra)
+    net.position_alignment = alignment
+    seq, lengths = batch(net, [net.max_seq_length, 7, 3], seed=1)
+    valid = seq > 0
+    with torch.no_grad():
+        out = encode(net, seq, lengths)
+        alone = encode(net, seq[2:3, :3], lengths[2:3])
+        saved = {}
+        for name_, module in net.named_modules():
+            if (
+                isinstance(module, nn.Embedding)
+                and module.num_embeddings == net.n_items
+            ):
+                saved[name_] = module.weight[0].clone()
+                module.weight[0] = 10.0
+        padded = encode(net, seq, lengths)
+        for name_, module in net.named_modules():
+            if name_ in saved:
+                module.weight[0] = saved[name_]
+    assert saved, "no item embedding table found"
+    for a, b, c in zip(out, padded, alone):
+        torch.testing.assert_close(b[valid], a[valid])
+        torch.testing.assert_close(c[0], a[2, :3])
+
+
+@pytest.mark.parametrize("name,extra", CASES)
+def test_trimming_and_last_position_shortcut_are_exact(built, name, extra, alignment):
+    _, net, _ = built(name, extra)
+    net.position_alignment = alignment
+    seq, lengths = batch(net, [5, 3, 1, 4], seed=2)
+    data = inter(net, seq, lengths)
+    with torch.no_grad():
+        net.trim_batch = False
+        full = encode(net, seq, lengths)
+        full_scores = net.full_sort_predict(data)
+        net.trim_batch = True
+        trimmed = encode(net, seq, lengths)
+        scores = net.full_sort_predict(data)
+        shortcut = net.last_position_shortcut
+        net.last_position_shortcut = False
+        try:
+            no_shortcut = net.full_sort_predict(data)
+        finally:
+            net.last_position_shortcut = shortcut
+    for a, b in zip(full, trimmed):
+        assert b.size(1) == int(lengths.max())
+        torch.testing.assert_close(a[:, : b.size(1)], b)
+    torch.testing.assert_close(scores, full_scores)
+    torch.testing.assert_close(scores, no_shortcut)
+
+
+@pytest.mark.parametrize("name,extra", CASES)
+def test_predict_matches_full_sort_and_is_deterministic(built, name, extra):
+    _, net, _ = built(name, extra)
+    seq, lengths = batch(net, [6, 2, 9], seed=3)
+    data = inter(net, seq, lengths)
+    with torch.no_grad():
+        full = net.full_sort_predict(data)
+        assert full.shape == (3, net.n_items)
+        torch.testing.assert_close(net.full_sort_predict(data), full, rtol=0, atol=0)
+        for item in [1, 5, net.n_items - 1]:
+            data[net.ITEM_ID] = torch.full((3,), item)
+            torch.testing.assert_close(net.predict(data), full[:, item])
+
+
+@pytest.mark.parametrize("name,extra", CASES)
+def test_attention_weights(built, name, extra):
+    """Per layer [B, h, L, L], causal, zero over padding keys, rows summing to one where
+    the mechanism normalizes; the matrices the layers actually aggregated with."""
+    _, net, _ = built(name, extra)
+    seq, lengths = batch(net, [6, 2, 4], seed=4)
+    weights = net.attention_weights(inter(net, seq, lengths))
+    layers = list(net.trm_encoder.layer)
+    assert len(weights) == len(layers) == 2
+    length = int(lengths.max())
+    valid = seq[:, :length] > 0
+    above = torch.ones(length, length, dtype=torch.bool).triu(1)
+    for w, layer in zip(weights, layers):
+        attention = layer.multi_head_attention
+        assert w.shape == (3, attention.n_heads, length, length)
+        assert torch.isfinite(w).all()
+        assert w[..., above].abs().max() == 0
+        assert w.masked_select(~valid[:, None, None, :]).abs().max() == 0
+        assert w.min() >= 0
+        rows = w.sum(-1)[valid.unsqueeze(1).expand_as(w[..., 0])]
+        if attention.score.normalize:
+            torch.testing.assert_close(rows, torch.ones_like(rows))
+        else:
+            assert (rows >= 1.0 - 1e-6).all()  # D_tt = 1 plus positive weights
+
+
+@pytest.mark.parametrize("name,extra", CASES)
+def test_weights_only_checkpoint_round_trip(built, name, extra, tmp_path):
+    _, net, _ = built(name, extra)
+    seq, lengths = batch(net, [7, 3], seed=5)
+    data = inter(net, seq, lengths)
+    path = tmp_path / "model.pth"
+    with torch.no_grad():
+        want = net.full_sort_predict(data)
+        save_checkpoint({"state_dict": net.state_dict()}, str(path))
+        state = {k: v.clone() for k, v in net.state_dict().items()}
+        for p in net.parameters():
+            p.add_(1.0)
+        assert not torch.allclose(net.full_sort_predict(data), want)
+        net.load_state_dict(load_checkpoint(str(path))["state_dict"])
+        torch.testing.assert_close(net.full_sort_predict(data), want, rtol=0, atol=0)
+        for k, v in net.state_dict().items():
+            torch.testing.assert_close(v, state[k], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name,extra", CASES)
+def test_training_loss_and_gradients_are_finite(built, name, extra):
+    _, net, (train_data, _, _) = built(name, extra)
+    net.train()
+    try:
+        losses = net.calculate_loss(next(iter(train_data)))
+        losses = losses if isinstance(losses, tuple) else (losses,)
+        assert all(torch.isfinite(loss) for loss in losses)
+        sum(losses).backward()
+        grads = [p.grad for p in net.parameters() if p.grad is not None]
+        assert grads and all(torch.isfinite(g).all() for g in grads)
+    finally:
+        net.zero_grad(set_to_none=True)
+        net.eval()
