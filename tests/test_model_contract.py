@@ -29,6 +29,11 @@ VARIANTS = {
         {"dpp_k": 3, "dpp_row_normalize": False},
         {"dpp_diversity_form": "product"},
     ],
+    "PARec": [
+        {},
+        {"add_position_embedding": True, "ffn_placement": "after"},
+        {"positional_pattern": "exponential"},
+    ],
 }
 FAST = {"dpp_cat_steps": 5, "dpp_cat_rank": 4}
 CASES = [

@@ -1,6 +1,7 @@
 """recbole_attn models. Every model is a RecBole ``SequentialRecommender``."""
 
 from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
+from recbole_attn.model.parec import FPARec, PARec
 from recbole_attn.model.patt import DPAtt, PAtt
 from recbole_attn.model.sasrec_ap import SASRecAP
 from recbole_attn.model.stosa import STOSA
@@ -11,6 +12,8 @@ MODELS = {
     "SASRecAP": SASRecAP,
     "PAtt": PAtt,
     "DPAtt": DPAtt,
+    "PARec": PARec,
+    "FPARec": FPARec,
 }
 
 __all__ = ["AttnSequentialRecommender", "MODELS", *MODELS]

@@ -202,6 +202,7 @@ class AttnSequentialRecommender(SequentialRecommender):
                 self.position_alignment,
             ),
             max_length=self.max_seq_length,
+            alignment=self.position_alignment,
             user=interaction[self.USER_ID] if self.USER_ID in interaction else None,
             query_index=item_seq_len - 1 if shortcut else None,
             record=record,

@@ -82,7 +82,7 @@ def masked_weights(logits, mask, normalize):
     """Step 3: softmax over the allowed keys, or ``exp(logits)`` there; 0 elsewhere."""
     if normalize:
         return masked_softmax(logits, mask)
-    return torch.exp(logits.masked_fill(~mask, 0.0)) * mask
+    return torch.exp(torch.where(mask, logits, 0.0)) * mask
 
 
 class MultiHeadSelfAttention(nn.Module):

@@ -70,6 +70,7 @@ class SequenceContext:
         item_seq_len: ``[B]``.
         positions: ``[B, L]`` position ids (:func:`position_ids`).
         max_length: T = ``MAX_ITEM_LIST_LENGTH``, the size of position-indexed tables.
+        alignment: the ``position_alignment`` the ids were made with.
         user: ``[B]`` user ids, or None when the interaction has none.
         query_index: ``[B]`` or None; when set, the last layer computes only this position
             of every sequence (the last-position shortcut of prediction).
@@ -80,6 +81,7 @@ class SequenceContext:
     item_seq_len: torch.Tensor
     positions: torch.Tensor
     max_length: int
+    alignment: str = "first"
     user: Optional[torch.Tensor] = None
     query_index: Optional[torch.Tensor] = None
     record: bool = False

@@ -16,7 +16,8 @@ def masked_softmax(scores, mask, dim=-1):
     """Softmax of ``scores`` over ``dim`` with disallowed entries exactly 0.
 
     Masked entries get the dtype's lowest finite value, so a row whose entries are all
-    masked gives a uniform row instead of NaN (only padding queries can have one).
+    masked gives zeros instead of NaN. ``scores`` and ``mask`` broadcast against each
+    other (scores shared by the batch, ``[1, h, L, L]``, are fine).
     """
-    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
     return torch.softmax(scores, dim=dim) * mask
