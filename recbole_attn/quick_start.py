@@ -8,6 +8,7 @@ and cannot load plugin models; these functions resolve our models first and RecB
 built-in models otherwise, so that every comparison goes through one pipeline.
 """
 
+import ast
 import json
 import logging
 import os
@@ -96,24 +97,56 @@ def config_files(model_class, dataset, config_file_list=None):
 
 
 class AttnConfig(Config):
-    """RecBole's ``Config`` without its implicit read of ``sys.argv``: command-line
-    overrides reach it as ``config_dict`` (``run_recbole_attn.py`` parses them), so that a
-    program importing recbole_attn is not configured by its own command line."""
+    """RecBole's ``Config`` with two changes:
+
+    * no implicit read of ``sys.argv``: command-line overrides reach it as ``config_dict``
+      (``run_recbole_attn.py`` parses them), so that a program importing recbole_attn is
+      not configured by its own command line;
+    * string values are converted with ``ast.literal_eval`` (numbers, lists, dicts,
+      ``True``/``true``...). RecBole 1.2.1 calls ``eval`` inside a function whose local
+      variables are named ``key``, ``param`` and ``value``, so ``--refinement=value`` became
+      the previous option's value.
+    """
 
     def _load_cmd_line(self):
         return dict()
 
+    def _convert_config_dict(self, config_dict):
+        for key, param in config_dict.items():
+            if isinstance(param, str):
+                config_dict[key] = convert_value(param)
+        return config_dict
+
+
+def convert_value(text):
+    """A command-line or config-dict string as the value it spells: a Python literal,
+    ``true``/``false`` in any case, else the string itself."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return {"true": True, "false": False}.get(text.strip().lower(), text)
+
 
 def make_config(model, dataset, config_file_list=None, config_dict=None):
+    """The Config of ``model`` on ``dataset``. A model whose class depends on its
+    configuration (``implementation(config)``, e.g. AWRSR's backbone) gets the yaml files
+    of that class (the backbone's, then its own)."""
     model_class = get_model_class(model)
-    files = config_files(model_class, dataset, config_file_list)
-    # RecBole converts string values ("64", "[5,10]", "True") as on its command line
-    return AttnConfig(
-        model=model_class,
-        dataset=dataset,
-        config_file_list=files,
-        config_dict=dict(config_dict or {}),
-    )
+
+    def configure(cls):
+        # RecBole converts string values ("64", "[5,10]", "True") as on its command line
+        return AttnConfig(
+            model=model_class,
+            dataset=dataset,
+            config_file_list=config_files(cls, dataset, config_file_list),
+            config_dict=dict(config_dict or {}),
+        )
+
+    config = configure(model_class)
+    implementation = getattr(model_class, "implementation", None)
+    if implementation is not None:
+        config = configure(implementation(config))
+    return config
 
 
 def _converter_hint(dataset, data_path):
