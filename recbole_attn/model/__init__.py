@@ -1,6 +1,7 @@
 """recbole_attn models. Every model is a RecBole ``SequentialRecommender``."""
 
 from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
+from recbole_attn.model.awrsr import AWRSR
 from recbole_attn.model.parec import FPARec, PARec
 from recbole_attn.model.patt import DPAtt, PAtt
 from recbole_attn.model.sasrec_ap import SASRecAP
@@ -14,6 +15,7 @@ MODELS = {
     "DPAtt": DPAtt,
     "PARec": PARec,
     "FPARec": FPARec,
+    "AWRSR": AWRSR,
 }
 
 __all__ = ["AttnSequentialRecommender", "MODELS", *MODELS]

@@ -71,6 +71,7 @@ class SASRecAP(ItemEmbeddingRecommender):
                     self.hidden_dropout_prob,
                     self.attn_dropout_prob,
                     self.layer_norm_eps,
+                    refiner=self.attention_refiner(),
                 ),
                 FeedForward(
                     self.hidden_size,
@@ -87,6 +88,10 @@ class SASRecAP(ItemEmbeddingRecommender):
 
         # parameters initialization
         self.apply(self._init_weights)
+
+    def attention_refiner(self):
+        """The refiner of every attention layer (none; AWRSR adds one)."""
+        return None
 
     def encode(self, context):
         return self.trm_encoder(self.embed_sequence(context), context)

@@ -121,6 +121,7 @@ class STOSA(AttnSequentialRecommender):
                     self.attn_dropout_prob,
                     self.layer_norm_eps,
                     streams=GAUSSIAN_STREAMS,
+                    refiner=self.attention_refiner(),
                 ),
                 GaussianFeedForward(
                     self.hidden_size,
@@ -146,6 +147,10 @@ class STOSA(AttnSequentialRecommender):
         return self.mean_item_embedding(items), elu_plus_one(
             self.cov_item_embedding(items)
         )
+
+    def attention_refiner(self):
+        """The refiner of every attention layer (none; AWRSR adds one)."""
+        return None
 
     def encode(self, context):
         """Sequence Gaussians ``(mean, cov)``, each ``[B, L, d]`` (``[B, 1, d]`` at
