@@ -96,7 +96,7 @@ def test_layers_add_sequence_level_loss_terms(tiny_config):
     """A score module can add an auxiliary loss term; calculate_loss returns it."""
 
     class ScoreWithLoss(DotProductScore):
-        def forward(self, query, key, context, rows=None):
+        def forward(self, query, key, context, rows=None, inputs=None):
             context.aux_losses.append(query.new_tensor(1.5))
             return super().forward(query, key, context, rows)
 

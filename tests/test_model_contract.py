@@ -41,6 +41,11 @@ VARIANTS = {
             ("STOSA", "stoc"),
         ]
     ],
+    "RKSA": [
+        {},
+        {"kernels": ["count"]},
+        {"kernels": ["item", "user"], "item_kernel": "rbf"},
+    ],
     "PARec": [
         {},
         {"add_position_embedding": True, "ffn_placement": "after"},
@@ -62,7 +67,7 @@ def built(request, tiny_data_path, tmp_path_factory):
     work = tmp_path_factory.mktemp("contract")
 
     def get(name, extra):
-        key = (name, tuple(sorted(extra.items())))
+        key = (name, repr(sorted(extra.items())))
         if key not in cache:
             config = {
                 "data_path": tiny_data_path,

@@ -47,12 +47,13 @@ def merge_heads(x):
 class AttentionScore(nn.Module):
     """A score module: the logits of query rows over keys, ``[B, h, Q, L]``.
 
-    ``forward(query, key, context, rows)`` receives the per-head projections the module
-    asked for in :attr:`projections` (``[B, h, Q, d_h]`` and ``[B, h, L, d_h]``, tuples of
-    them for multi-stream attention, None for a projection not asked for), the
-    :class:`~recbole_attn.model.layers.context.SequenceContext`, and ``rows`` (None: every
-    position is a query; ``[B]``: one query position per sequence). Entries outside the
-    attention mask may hold anything: the normalization zeroes them.
+    ``forward(query, key, context, rows, inputs)`` receives the per-head projections the
+    module asked for in :attr:`projections` (``[B, h, Q, d_h]`` and ``[B, h, L, d_h]``,
+    tuples of them for multi-stream attention, None for a projection not asked for), the
+    :class:`~recbole_attn.model.layers.context.SequenceContext`, ``rows`` (None: every
+    position is a query; ``[B]``: one query position per sequence) and ``inputs``, what the
+    projections read (``[B, L, d]``, for mechanisms with projections of their own).
+    Entries outside the attention mask may hold anything: the normalization zeroes them.
     """
 
     #: which of the attention's input projections the score reads
@@ -62,7 +63,7 @@ class AttentionScore(nn.Module):
     #: True: masked softmax of the logits; False: exp(logits) on the mask, unnormalized
     normalize = True
 
-    def forward(self, query, key, context, rows=None):
+    def forward(self, query, key, context, rows=None, inputs=None):
         raise NotImplementedError
 
 
@@ -185,6 +186,7 @@ class MultiHeadSelfAttention(nn.Module):
             self._heads(self.key, normed),
             context,
             rows,
+            inputs=normed if self.stream_names else normed[0],
         )
         mask = context.attention_mask
         if rows is not None:

@@ -69,7 +69,7 @@ class DPPScore(AttentionScore):
         self.jitter = jitter
         self.diversity_form = diversity_form
 
-    def forward(self, query, key, context, rows=None):
+    def forward(self, query, key, context, rows=None, inputs=None):
         if rows is not None:  # every query row needs the whole prefix kernel
             raise ValueError("DPPScore computes every query row (no row shortcut)")
         mask = context.valid

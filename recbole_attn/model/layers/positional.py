@@ -109,7 +109,7 @@ class PositionalScore(AttentionScore):
             return self.R
         return self.R1 @ self.R2.transpose(-1, -2)
 
-    def forward(self, query, key, context, rows=None):
+    def forward(self, query, key, context, rows=None, inputs=None):
         r = self.matrix() / self.scale  # [h, n, n]
         q_pos = context.query_positions(rows)  # [B, Q]
         k_pos = context.positions  # [B, L]

@@ -56,7 +56,7 @@ class WassersteinScore(AttentionScore):
     head. Used in a two-stream attention ``(("mean", 1), ("cov", 2))``: means aggregated
     with :math:`A`, covariances with :math:`A \circ A` (eq. 7)."""
 
-    def forward(self, query, key, context, rows=None):
+    def forward(self, query, key, context, rows=None, inputs=None):
         q_mean, q_cov = query
         k_mean, k_cov = key
         dist = pairwise_wasserstein2_squared(
