@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 
 from recbole_attn.errors import ConfigError
 from recbole_attn.model.layers.masks import causal_padding_mask
@@ -111,6 +112,26 @@ class SequenceContext:
         if key not in self._cache:
             self._cache[key] = compute()
         return self._cache[key]
+
+    @cached_property
+    def window_start(self):
+        """The first position id a real item of this batch can have: 0 (``first``) or
+        ``max_length - L`` (``last``); every id lies in ``[start, start + L)``."""
+        if self.alignment == "first":
+            return 0
+        return self.max_length - self.item_seq.size(1)
+
+    def position_one_hot(self, dtype):
+        """``[B, L, L]``: row i is the one-hot of position ``positions[:, i] -
+        window_start``. Gathering a position-indexed table through it is a matmul, whose
+        backward has no scatter of many updates into the same entries (an indexed gather's
+        backward accumulates B L^2 of them into a few rows, slow on GPUs)."""
+        return self.cached(
+            ("position_one_hot", dtype),
+            lambda: F.one_hot(
+                self.positions - self.window_start, self.item_seq.size(1)
+            ).to(dtype),
+        )
 
     def query_positions(self, rows=None):
         """Position ids of the query rows: ``[B, L]``, or ``[B, 1]`` at ``rows``."""

@@ -20,6 +20,7 @@ from torch import nn
 
 from recbole_attn.errors import ConfigError
 from recbole_attn.model.layers.attention import AttentionScore
+from recbole_attn.model.layers.context import select_rows
 
 #: ``learned``: PARec / FPARec; the others are the paper's fixed ablation patterns
 PATTERNS = ("learned", "average", "linear", "exponential")
@@ -84,6 +85,7 @@ class PositionalScore(AttentionScore):
             )
         self.pattern = pattern
         self.n_heads = n_heads
+        self.max_length = max_length
         self.scale = math.sqrt(head_size) if pattern == "learned" else 1.0
         self.R = self.R1 = self.R2 = None
         if pattern != "learned":
@@ -100,21 +102,26 @@ class PositionalScore(AttentionScore):
         *shape, std = shape_and_std
         return nn.init.trunc_normal_(torch.empty(*shape), 0.0, std, -2 * std, 2 * std)
 
-    def matrix(self):
-        """The full positional matrix ``[h, n, n]``, before scaling (a fixed pattern is
-        the same for every head)."""
+    def block(self, start, stop):
+        """``R[:, start:stop, start:stop]`` before scaling, ``[h, m, m]`` (FPARec computes
+        only this block of :math:`R_1 R_2^\top`; a fixed pattern is the same for every
+        head)."""
         if self.pattern != "learned":
-            return self.fixed.expand(self.n_heads, -1, -1)
+            return self.fixed[start:stop, start:stop].expand(self.n_heads, -1, -1)
         if self.R is not None:
-            return self.R
-        return self.R1 @ self.R2.transpose(-1, -2)
+            return self.R[:, start:stop, start:stop]
+        return self.R1[:, start:stop] @ self.R2[:, start:stop].transpose(-1, -2)
+
+    def matrix(self):
+        """The full positional matrix ``[h, n, n]``, before scaling."""
+        return self.block(0, self.max_length)
 
     def forward(self, query, key, context, rows=None, inputs=None):
-        r = self.matrix() / self.scale  # [h, n, n]
-        q_pos = context.query_positions(rows)  # [B, Q]
-        k_pos = context.positions  # [B, L]
+        start = context.window_start
+        length = context.item_seq.size(1)
+        r = self.block(start, start + length) / self.scale  # [h, L, L]
         if context.alignment == "first" and rows is None:  # the same ids in every row
-            index = k_pos[0]
-            return r[:, index][:, :, index].unsqueeze(0)  # [1, h, L, L]
-        logits = r[:, q_pos.unsqueeze(-1), k_pos.unsqueeze(-2)]  # [h, B, Q, L]
-        return logits.transpose(0, 1)
+            return r.unsqueeze(0)  # [1, h, L, L]
+        keys = context.position_one_hot(r.dtype)  # [B, L, L]
+        queries = select_rows(keys, rows)  # [B, Q, L]
+        return queries.unsqueeze(1) @ r @ keys.transpose(-1, -2).unsqueeze(1)

@@ -36,20 +36,24 @@ REFINEMENTS = ("simp", "value", "add", "stoc")
 
 def rows_at_positions(weight, context):
     """``weight [n, m]`` with rows taken at the key positions: ``[L, m]`` (positions
-    counted from the first item) or ``[B, 1, L, m]`` (per sequence)."""
+    counted from the first item) or ``[B, 1, L, m]`` (per sequence, through the one-hot
+    of the positions)."""
+    start, length = context.window_start, context.item_seq.size(1)
+    window = weight[start : start + length]
     if context.alignment == "first":
-        return weight[: context.item_seq.size(1)]
-    return weight[context.positions].unsqueeze(1)
+        return window
+    return (context.position_one_hot(weight.dtype) @ window).unsqueeze(1)
 
 
 def block_at_positions(weight, context):
     """``weight [n, n]`` restricted to the positions on both axes: ``[L, L]`` or
     ``[B, 1, L, L]``."""
+    start, length = context.window_start, context.item_seq.size(1)
+    window = weight[start : start + length, start : start + length]
     if context.alignment == "first":
-        length = context.item_seq.size(1)
-        return weight[:length, :length]
-    pos = context.positions
-    return weight[pos.unsqueeze(-1), pos.unsqueeze(-2)].unsqueeze(1)
+        return window
+    one_hot = context.position_one_hot(weight.dtype)
+    return (one_hot @ window @ one_hot.transpose(-1, -2)).unsqueeze(1)
 
 
 class AttentionWeightRefiner(AttentionRefiner):
