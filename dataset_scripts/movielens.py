@@ -8,13 +8,63 @@ Both files are ``::``-separated and latin-1 encoded; genres (``|``-separated in
         --movies ml-1m/movies.dat --name ml-1m --output_dir dataset
 """
 
+from __future__ import annotations
+
 import argparse
 import os
 import sys
+from typing import Dict, List, Optional
+
+import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import _common as c  # noqa: E402
+import _cli  # noqa: E402
+from _clean import clean_tokens, convert  # noqa: E402
+from _read import BadLines, _frame, _lines, _to_float  # noqa: E402
+
+
+def parse_movielens_ratings(path: str, bad: Optional[BadLines] = None) -> pd.DataFrame:
+    """``ratings.dat`` (ML-1M/ML-10M): ``UserID::MovieID::Rating::Timestamp``."""
+    bad = bad or BadLines()
+    rows = []
+    for lineno, line in _lines(path, encoding="latin-1"):
+        parts = line.split("::")
+        try:
+            if len(parts) != 4:
+                raise ValueError(
+                    f"expected 'UserID::MovieID::Rating::Timestamp', got {line!r}"
+                )
+            user, item = parts[0].strip(), parts[1].strip()
+            if not (user.isdigit() and item.isdigit()):
+                raise ValueError("UserID and MovieID must be integers")
+            rows.append(
+                (str(int(user)), str(int(item)), int(parts[3]), _to_float(parts[2]))
+            )
+        except ValueError as exc:
+            bad(path, lineno, str(exc))
+    return _frame(rows, with_rating=True)
+
+
+def parse_movielens_movies(
+    path: str, bad: Optional[BadLines] = None
+) -> Dict[str, List[str]]:
+    """``movies.dat``: ``MovieID::Title::Genre|Genre|...`` (latin-1) -> movie -> genres.
+
+    ``(no genres listed)`` (later MovieLens releases) means no genre.
+    """
+    bad = bad or BadLines()
+    genres: Dict[str, List[str]] = {}
+    for lineno, line in _lines(path, encoding="latin-1"):
+        parts = line.split("::")
+        if len(parts) < 3 or not parts[0].strip().isdigit():
+            bad(path, lineno, f"expected 'MovieID::Title::Genres', got {line!r}")
+            continue
+        names = [g for g in parts[-1].split("|") if g.strip() != "(no genres listed)"]
+        tokens = clean_tokens(names)
+        if tokens:
+            genres[str(int(parts[0]))] = tokens
+    return genres
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,20 +73,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--ratings", required=True, help="ratings.dat")
     parser.add_argument("--movies", help="movies.dat (genres)")
-    c.add_common_args(parser)
+    _cli.add_common_args(parser)
     return parser
 
 
 def main(argv=None) -> None:
     args = build_parser().parse_args(argv)
-    options = c.options_from_args(args)
-    c.check_fresh(args)
-    bad = c.BadLines(args.skip_bad_lines)
-    inter = c.parse_movielens_ratings(args.ratings, bad)
-    genres = c.parse_movielens_movies(args.movies, bad) if args.movies else {}
-    result = c.convert(inter, genres, None, options)
-    c.finish(result, args, bad, __file__, argv)
+    options = _cli.options_from_args(args)
+    _cli.check_fresh(args)
+    bad = BadLines(args.skip_bad_lines)
+    inter = parse_movielens_ratings(args.ratings, bad)
+    genres = parse_movielens_movies(args.movies, bad) if args.movies else {}
+    result = convert(inter, genres, None, options)
+    _cli.finish(result, args, bad, __file__, argv)
 
 
 if __name__ == "__main__":
-    sys.exit(c.run_main(main))
+    sys.exit(_cli.run_main(main))

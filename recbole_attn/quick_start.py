@@ -12,7 +12,6 @@ import ast
 import json
 import logging
 import os
-import sys
 from logging import getLogger
 
 from recbole.config import Config
@@ -22,6 +21,7 @@ from recbole.utils import get_model, init_logger, init_seed, set_color
 import recbole_attn
 from recbole_attn.compat import load_checkpoint
 from recbole_attn.data.dataset import AttnSequentialDataset, check_training_mode
+from recbole_attn.data.hints import converter_hint
 from recbole_attn.errors import (  # noqa: F401  (re-exported)
     CategoryFieldError,
     ConfigError,
@@ -149,23 +149,6 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     return config
 
 
-def _converter_hint(dataset, data_path):
-    try:
-        sys.path.insert(0, os.path.join(os.path.dirname(PROPERTIES_DIR)))
-        from dataset_scripts._common import converter_hint  # noqa: E402
-
-        return converter_hint(dataset, data_path)
-    except Exception:  # dataset_scripts is not shipped with an installed package
-        return (
-            "convert your raw files with the scripts in dataset_scripts/ "
-            "(amazon.py, seqfile.py, movielens.py, anime.py), e.g. "
-            f"python dataset_scripts/seqfile.py --sequences FILE --name {dataset} "
-            "--output_dir dataset"
-        )
-    finally:
-        sys.path.pop(0)
-
-
 def check_dataset_exists(config):
     """Fail early (before RecBole tries to download anything) when the atomic files of
     ``config['dataset']`` are missing."""
@@ -178,7 +161,7 @@ def check_dataset_exists(config):
         raise DatasetNotFoundError(
             f"dataset {dataset!r} not found: no {', '.join(missing)} in "
             f"{os.path.abspath(data_path)}.\nCreate it with:\n  "
-            f"{_converter_hint(dataset, os.path.dirname(os.path.normpath(data_path)))}\n"
+            f"{converter_hint(dataset, os.path.dirname(os.path.normpath(data_path)))}\n"
             "or point --data_path to the folder that contains the "
             f"'{dataset}/' directory."
         )

@@ -16,17 +16,22 @@ import pandas as pd
 import pytest
 import yaml
 
+from recbole_attn.data import hints
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(REPO, "dataset_scripts")
 RAW = os.path.normpath(os.path.join(REPO, os.pardir, "shared", "datasets", "raw"))
 if SCRIPTS not in sys.path:
     sys.path.insert(0, SCRIPTS)
 
-import _common as c  # noqa: E402
+import _clean  # noqa: E402
+import _cli  # noqa: E402
+import _write  # noqa: E402
 import amazon  # noqa: E402
 import anime  # noqa: E402
 import movielens  # noqa: E402
 import seqfile  # noqa: E402
+from _read import ITEM, TIME, USER, ConversionError  # noqa: E402
 
 INTER_HEADER = "user_id:token\titem_id:token\ttimestamp:float\n"
 INTER_HEADER_R = "user_id:token\titem_id:token\ttimestamp:float\trating:float\n"
@@ -56,7 +61,7 @@ def raw(*parts):
 
 def run(module, *argv):
     """Run a converter's main in-process like the command line does; return the code."""
-    return c.run_main(module.main, [str(a) for a in argv])
+    return _cli.run_main(module.main, [str(a) for a in argv])
 
 
 def lines(*rows):
@@ -71,37 +76,37 @@ def test_k_core_cascade_is_iterated_to_a_fixed_point():
     # user 3 drops to one: four passes, only users 1 and 2 remain.
     df = pd.DataFrame(
         {
-            c.USER: ["1", "1", "2", "2", "3", "3", "4", "4"],
-            c.ITEM: ["1", "2", "1", "2", "2", "3", "3", "4"],
-            c.TIME: range(8),
+            USER: ["1", "1", "2", "2", "3", "3", "4", "4"],
+            ITEM: ["1", "2", "1", "2", "2", "3", "3", "4"],
+            TIME: range(8),
         }
     )
-    out = c.k_core(df, 2)
-    assert out[[c.USER, c.ITEM]].values.tolist() == [
+    out = _clean.k_core(df, 2)
+    assert out[[USER, ITEM]].values.tolist() == [
         ["1", "1"],
         ["1", "2"],
         ["2", "1"],
         ["2", "2"],
     ]
     assert out.attrs["k_core_passes"] == 4
-    again = c.k_core(out, 2)
+    again = _clean.k_core(out, 2)
     assert again.attrs["k_core_passes"] == 0 and len(again) == 4
     # 0 (and 1) disable; users and items can have different thresholds
-    assert len(c.k_core(df, 0)) == 8 and len(c.k_core(df, 1)) == 8
-    only_items = c.k_core(df, 0, item_k=2)  # drop item 4 only, no cascade on users
-    assert only_items[c.ITEM].tolist() == ["1", "2", "1", "2", "2", "3", "3"]
+    assert len(_clean.k_core(df, 0)) == 8 and len(_clean.k_core(df, 1)) == 8
+    only_items = _clean.k_core(df, 0, item_k=2)  # drop item 4 only, no cascade on users
+    assert only_items[ITEM].tolist() == ["1", "2", "1", "2", "2", "3", "3"]
 
 
 def test_chronological_is_stable_and_keeps_first_appearance_of_users():
     df = pd.DataFrame(
         {
-            c.USER: ["b", "a", "b", "a", "b"],
-            c.ITEM: ["x", "y", "z", "w", "v"],
-            c.TIME: [5, 3, 1, 3, 5],
+            USER: ["b", "a", "b", "a", "b"],
+            ITEM: ["x", "y", "z", "w", "v"],
+            TIME: [5, 3, 1, 3, 5],
         }
     )
-    out = c.chronological(df)
-    assert out[[c.USER, c.ITEM]].values.tolist() == [
+    out = _clean.chronological(df)
+    assert out[[USER, ITEM]].values.tolist() == [
         ["b", "z"],
         ["b", "x"],  # tie at 5: file order x, v
         ["b", "v"],
@@ -111,9 +116,9 @@ def test_chronological_is_stable_and_keeps_first_appearance_of_users():
 
 
 def test_category_tokens_have_no_whitespace():
-    assert c.clean_token("  Slice of\tLife ") == "Slice_of_Life"
-    assert c.clean_token("   ") is None
-    assert c.clean_tokens(["Face", "Skin Care", "Face", "", "Skin  Care"]) == [
+    assert _clean.clean_token("  Slice of\tLife ") == "Slice_of_Life"
+    assert _clean.clean_token("   ") is None
+    assert _clean.clean_tokens(["Face", "Skin Care", "Face", "", "Skin  Care"]) == [
         "Face",
         "Skin_Care",
     ]
@@ -128,13 +133,13 @@ def test_write_atomic_failure_leaves_existing_files_untouched(tmp_path):
         raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError):
-        c.write_atomic({a: "new a\n", b: boom}, overwrite=True)
+        _write.write_atomic({a: "new a\n", b: boom}, overwrite=True)
     assert read(a) == "old a\n"
     assert sorted(os.listdir(tmp_path)) == ["a.txt"]  # no b, no temporary file
-    with pytest.raises(c.ConversionError, match="--overwrite"):
-        c.write_atomic({a: "new a\n", b: "b\n"})
+    with pytest.raises(ConversionError, match="--overwrite"):
+        _write.write_atomic({a: "new a\n", b: "b\n"})
     assert sorted(os.listdir(tmp_path)) == ["a.txt"]
-    c.write_atomic({a: "new a\n", b: "b\n"}, overwrite=True)
+    _write.write_atomic({a: "new a\n", b: "b\n"}, overwrite=True)
     assert read(a) == "new a\n" and read(b) == "b\n"
     # the files get the usual permissions, not mkstemp's private 0600
     umask = os.umask(0)
@@ -213,7 +218,7 @@ def test_seqfile_attribute_modes(tmp_path, mode, expected):
     argv += ["--output_dir", out, "--k_core", 2, "--attributes_mode", mode]
     assert run(seqfile, *argv) == 0
     assert read(out / "S" / "S.item") == expected
-    assert c.brand_like_ids(ATTRS) == {100, 101}
+    assert seqfile.brand_like_ids(ATTRS) == {100, 101}
 
 
 def test_seqfile_keep_duplicates_and_no_kcore(tmp_path):
@@ -251,13 +256,13 @@ def test_undecodable_or_truncated_input_is_a_clean_error(tmp_path):
     latin = str(tmp_path / "latin.txt")
     with open(latin, "wb") as f:
         f.write(b"1 10 11\n2 10 \xe9\n")
-    with pytest.raises(c.ConversionError, match=r"latin\.txt, line 2: not valid utf-8"):
-        c.parse_seqfile(latin)
+    with pytest.raises(ConversionError, match=r"latin\.txt, line 2: not valid utf-8"):
+        seqfile.parse_seqfile(latin)
     truncated = str(tmp_path / "reviews_X_5.json.gz")
     with open(truncated, "wb") as f:
         f.write(gzip.compress(b'{"reviewerID": "U1", "asin": "A1"}\n' * 50)[:40])
-    with pytest.raises(c.ConversionError, match="cannot read"):
-        c.parse_amazon_reviews(truncated)
+    with pytest.raises(ConversionError, match="cannot read"):
+        amazon.parse_amazon_reviews(truncated)
 
 
 def test_existing_dataset_needs_overwrite(tmp_path, capsys):
@@ -440,8 +445,8 @@ def test_movielens_ratings_and_latin1_genres(tmp_path):
         (10, "Comedy Children's"), (20, "Film-Noir Sci-Fi")
     )
     bad = write(tmp_path / "bad.dat", "1::10::5::1\n1::10::5\n")
-    with pytest.raises(c.ConversionError, match=r"bad\.dat, line 2: expected"):
-        c.parse_movielens_ratings(bad)
+    with pytest.raises(ConversionError, match=r"bad\.dat, line 2: expected"):
+        movielens.parse_movielens_ratings(bad)
 
 
 def test_anime_file_order_timestamps_unrated_and_genres(tmp_path):
@@ -551,11 +556,11 @@ def test_converted_dataset_loads_in_recbole_and_splits_leave_one_out(
 
 def test_real_office_is_a_5_core_fixed_point():
     path = raw("office", "Office_Products.txt")
-    df = c.parse_seqfile(path)
-    assert (df[c.USER].nunique(), df[c.ITEM].nunique(), len(df)) == (4905, 2420, 53258)
-    core = c.k_core(c.drop_duplicates(c.chronological(df)), 5)
+    df = seqfile.parse_seqfile(path)
+    assert (df[USER].nunique(), df[ITEM].nunique(), len(df)) == (4905, 2420, 53258)
+    core = _clean.k_core(_clean.drop_duplicates(_clean.chronological(df)), 5)
     assert core.attrs["k_core_passes"] == 0 and len(core) == 53258
-    assert (df.groupby(c.USER)[c.TIME].max() == df.groupby(c.USER).size()).all()
+    assert (df.groupby(USER)[TIME].max() == df.groupby(USER).size()).all()
 
 
 def test_real_beauty_conversion_every_item_has_categories(tmp_path):
@@ -577,7 +582,7 @@ def test_real_beauty_conversion_every_item_has_categories(tmp_path):
 
 
 def test_real_movielens_1m_genres():
-    genres = c.parse_movielens_movies(raw("ml-1m", "movies.dat"))
+    genres = movielens.parse_movielens_movies(raw("ml-1m", "movies.dat"))
     assert len(genres) == 3883
     names = sorted({g for gs in genres.values() for g in gs})
     assert names == sorted(
@@ -588,7 +593,7 @@ def test_real_movielens_1m_genres():
 
 
 def test_real_anime_genres():
-    genres = c.parse_anime_genres(raw("anime", "anime.csv"))
+    genres = anime.parse_anime_genres(raw("anime", "anime.csv"))
     assert len(genres) == 12232
     names = {g for gs in genres.values() for g in gs}
     assert len(names) == 43
@@ -624,12 +629,12 @@ def test_checked_in_dataset_yaml_matches_what_the_converter_writes(
     checked_in = yaml.safe_load(read(path))
     has_rating = name in ("ml-1m", "anime")
     assert checked_in == yaml.safe_load(
-        c.dataset_yaml(has_categories, has_rating=has_rating)
+        _write.dataset_yaml(has_categories, has_rating=has_rating)
     )
 
 
 def test_converter_hint_commands(tmp_path, monkeypatch):
-    hint = c.converter_hint("Office", "dataset", cwd=REPO)
+    hint = hints.converter_hint("Office", "dataset", cwd=REPO)
     office = os.path.join(RAW, "office", "Office_Products.txt")
     if os.path.exists(office):
         assert hint == (
@@ -637,20 +642,20 @@ def test_converter_hint_commands(tmp_path, monkeypatch):
             "../shared/datasets/raw/office/Office_Products.txt "
             "--name Office --output_dir dataset"
         )
-    monkeypatch.setattr(c, "SHARED_RAW_DIR", str(tmp_path / "nowhere"))
-    assert c.converter_hint("beauty", "data dir", cwd=REPO) == (
+    monkeypatch.setattr(hints, "SHARED_RAW_DIR", str(tmp_path / "nowhere"))
+    assert hints.converter_hint("beauty", "data dir", cwd=REPO) == (
         "python dataset_scripts/seqfile.py --sequences <path/to/Beauty.txt> "
         "--attributes <path/to/Beauty_item2attributes.json> --name beauty "
         "--output_dir 'data dir'"
     )
-    assert c.converter_hint("ml-1m", "dataset", cwd=REPO) == (
+    assert hints.converter_hint("ml-1m", "dataset", cwd=REPO) == (
         "python dataset_scripts/movielens.py --ratings <path/to/ml-1m/ratings.dat> "
         "--movies <path/to/ml-1m/movies.dat> --name ml-1m --output_dir dataset"
     )
-    assert c.converter_hint("anime", "dataset", cwd=SCRIPTS).startswith(
+    assert hints.converter_hint("anime", "dataset", cwd=SCRIPTS).startswith(
         "python anime.py --ratings <path/to/rating.csv> --anime <path/to/anime.csv> "
     )
-    generic = c.converter_hint("Yelp", "dataset", cwd=REPO)
+    generic = hints.converter_hint("Yelp", "dataset", cwd=REPO)
     for script in ("amazon.py", "seqfile.py", "movielens.py", "anime.py"):
         assert f"python dataset_scripts/{script} " in generic
     assert "--name Yelp --output_dir dataset" in generic
@@ -659,10 +664,18 @@ def test_converter_hint_commands(tmp_path, monkeypatch):
 def test_converter_hint_for_shared_files_runs(tmp_path, monkeypatch):
     raw("toys", "Toys_and_Games.txt")
     monkeypatch.chdir(REPO)
-    hint = c.converter_hint("Toys", str(tmp_path / "data"))
+    hint = hints.converter_hint("Toys", str(tmp_path / "data"))
     argv = shlex.split(hint)
     assert argv[:2] == ["python", "dataset_scripts/seqfile.py"]
     assert "--attributes" in argv
     assert run(seqfile, *argv[2:]) == 0
     inter = pd.read_csv(tmp_path / "data" / "Toys" / "Toys.inter", sep="\t", dtype=str)
     assert len(inter) == 167597
+
+
+def test_converter_hint_without_the_scripts_folder(monkeypatch):
+    """An installed package has no dataset_scripts/: the hint says where they are."""
+    monkeypatch.setattr(hints, "SCRIPTS_DIR", "/nonexistent/dataset_scripts")
+    hint = hints.converter_hint("Office", "dataset")
+    assert "source repository" in hint and "seqfile.py" in hint
+    assert os.path.join("dataset", "Office") in hint

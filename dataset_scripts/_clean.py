@@ -1,0 +1,190 @@
+"""Cleaning and filtering of the parsed interactions (steps 2-4 of the pipeline, see
+``_cli.py``), and the category tokens every parser uses.
+
+:func:`convert` runs the steps on a parsed table ``user_id, item_id, timestamp[, rating]``:
+
+2. ``--min_rating`` filter, then chronological order: a *stable* sort by timestamp within
+   each user (ties keep the file order), users in order of first appearance;
+3. repeated (user, item) pairs keep only their earliest interaction (``--keep_duplicates``
+   turns this off);
+4. k-core filtering on users and items, iterated to a fixed point (:func:`k_core`);
+
+then builds the rows of the ``.item`` file (:func:`item_table`) and the statistics that the
+summary prints.
+
+Category tokens: RecBole splits ``token_seq`` cells on spaces, so whitespace inside a
+category name is replaced with ``_`` (``Slice of Life`` -> ``Slice_of_Life``). An item
+without any category is left out of the ``.item`` file (an empty ``token_seq`` cell breaks
+RecBole's loader under pandas 3); RecBole gives such an item an all-padding category row,
+which the diversity metrics treat as "uncategorized". The item stays rankable: the item id
+space comes from the ``.inter`` file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+
+from _read import ITEM, RATING, TIME, USER, ConversionError
+
+# ------------------------------------------------------------------ category tokens
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def clean_token(name) -> Optional[str]:
+    """A category/brand name as a RecBole token: stripped, inner whitespace -> ``_``.
+
+    Returns None for an empty name.
+    """
+    if name is None:
+        return None
+    token = _WHITESPACE.sub("_", str(name).strip())
+    return token or None
+
+
+def clean_tokens(names: Iterable) -> List[str]:
+    """Clean names, dropping empty ones and repeats (first occurrence kept)."""
+    seen: Dict[str, None] = {}
+    for name in names:
+        token = clean_token(name)
+        if token is not None and token not in seen:
+            seen[token] = None
+    return list(seen)
+
+
+# ---------------------------------------------------------------------- filtering
+
+
+def chronological(df: pd.DataFrame) -> pd.DataFrame:
+    """Users in order of first appearance; within a user, a stable sort by timestamp
+    (interactions with equal timestamps keep their file order)."""
+    user_code = pd.factorize(df[USER])[0]
+    order = np.lexsort((df[TIME].to_numpy(), user_code))  # lexsort is stable
+    return df.iloc[order].reset_index(drop=True)
+
+
+def drop_duplicates(df: pd.DataFrame) -> pd.DataFrame:
+    """Keep the first row of every (user, item) pair (the earliest, on sorted input)."""
+    return df.drop_duplicates(subset=[USER, ITEM], keep="first").reset_index(drop=True)
+
+
+def k_core(
+    df: pd.DataFrame,
+    k: int,
+    item_k: Optional[int] = None,
+    user_col: str = USER,
+    item_col: str = ITEM,
+) -> pd.DataFrame:
+    """Iterated k-core: drop users with < ``k`` and items with < ``item_k`` (default ``k``)
+    interactions, repeated until nothing changes. Row order is kept; ``k <= 1`` (and
+    ``item_k <= 1``) disables the respective side. The number of passes that removed
+    something is stored in ``result.attrs['k_core_passes']``."""
+    item_k = k if item_k is None else item_k
+    passes = 0
+    while True:
+        keep = np.ones(len(df), dtype=bool)
+        if k > 1:
+            keep &= df.groupby(user_col)[user_col].transform("size").to_numpy() >= k
+        if item_k > 1:
+            keep &= (
+                df.groupby(item_col)[item_col].transform("size").to_numpy() >= item_k
+            )
+        if keep.all():
+            break
+        df = df[keep]
+        passes += 1
+    df = df.reset_index(drop=True)
+    df.attrs["k_core_passes"] = passes
+    return df
+
+
+# ---------------------------------------------------------------------- pipeline
+
+
+def _natural_key(token: str):
+    return (0, int(token), "") if token.isdigit() else (1, 0, token)
+
+
+def item_table(
+    items: Iterable[str],
+    categories: Mapping[str, List[str]],
+    brands: Optional[Mapping[str, str]] = None,
+) -> List[Tuple[str, List[str], Optional[str]]]:
+    """Rows ``(item, category tokens, brand)`` of the ``.item`` file: only the given
+    (interacted) items that have at least one category, in natural id order."""
+    rows = []
+    for item in sorted(set(items), key=_natural_key):
+        cats = categories.get(item)
+        if cats:
+            rows.append((item, list(cats), (brands or {}).get(item)))
+    return rows
+
+
+@dataclass
+class Options:
+    """Filtering options shared by the converters (see ``_cli.add_common_args``)."""
+
+    k: int = 5
+    item_k: Optional[int] = None
+    min_rating: Optional[float] = None
+    implicit: bool = False
+    keep_duplicates: bool = False
+
+
+@dataclass
+class Converted:
+    """The result of :func:`convert`: the final interactions and ``.item`` rows."""
+
+    inter: pd.DataFrame
+    item_rows: List[Tuple[str, List[str], Optional[str]]]
+    with_brand: bool = False
+    stats: Dict[str, float] = field(default_factory=dict)
+
+
+def convert(
+    inter: pd.DataFrame,
+    categories: Optional[Mapping[str, List[str]]] = None,
+    brands: Optional[Mapping[str, str]] = None,
+    options: Optional[Options] = None,
+) -> Converted:
+    """Filter, order, de-duplicate and k-core the parsed interactions; build the item rows
+    (only interacted items with categories)."""
+    opts = options or Options()
+    df = inter
+    if opts.min_rating is not None:
+        if RATING not in df.columns:
+            raise ConversionError("--min_rating given but the source has no ratings")
+        df = df[df[RATING] >= opts.min_rating]
+    if opts.implicit and RATING in df.columns:
+        df = df.drop(columns=[RATING])
+    df = chronological(df)
+    if not opts.keep_duplicates:
+        df = drop_duplicates(df)
+    df = k_core(df, opts.k, opts.item_k)
+    if df.empty:
+        raise ConversionError(
+            "no interaction left after filtering "
+            f"(k-core {opts.k}/{opts.item_k if opts.item_k is not None else opts.k}, "
+            f"min rating {opts.min_rating}); lower --k_core / --min_rating"
+        )
+    rows = item_table(df[ITEM].unique(), categories or {}, brands)
+    result = Converted(df, rows, with_brand=brands is not None)
+    result.stats = statistics(df, rows)
+    return result
+
+
+def statistics(df: pd.DataFrame, item_rows) -> Dict[str, float]:
+    users, items = int(df[USER].nunique()), int(df[ITEM].nunique())
+    return {
+        "users": users,
+        "items": items,
+        "interactions": int(len(df)),
+        "density": len(df) / (users * items) if users and items else 0.0,
+        "items_with_categories": len(item_rows),
+        "categories": len({c for _, cats, _ in item_rows for c in cats}),
+    }

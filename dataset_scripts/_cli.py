@@ -1,0 +1,143 @@
+"""The command line shared by the dataset converters (raw public files -> RecBole atomic
+files).
+
+Each script in this folder (``amazon.py``, ``seqfile.py``, ``movielens.py``, ``anime.py``)
+holds the parsers of its source format and is otherwise a thin command line over the shared
+private modules. The pipeline is the same for every source:
+
+1. parse the raw interactions into a table ``user_id, item_id, timestamp[, rating]`` (the
+   script's own parser, with the reading helpers of ``_read.py``; a malformed line raises
+   ``ConversionError`` naming the file and the line, or is counted and skipped with
+   ``--skip-bad-lines``);
+2. ``--min_rating`` filter, then chronological order (``_clean.py``);
+3. repeated (user, item) pairs keep only their earliest interaction (``_clean.py``);
+4. k-core filtering on users and items, iterated to a fixed point (``_clean.k_core``);
+5. atomic writing of ``<out>/<name>/<name>.inter``, ``<name>.item`` and ``<name>.yaml``
+   (``_write.py``); an existing dataset is only replaced with ``--overwrite``.
+
+This module has the options every script takes (:func:`add_common_args`), the early check
+for an existing dataset, the final write-and-summary step (:func:`finish`) and
+:func:`run_main`, which turns a ``ConversionError`` into ``error: ...`` and exit status 2.
+
+Import from tests or other code by putting this folder on ``sys.path``
+(``sys.path.insert(0, "<repo>/dataset_scripts")``; ``import _cli``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from typing import Callable, List, Optional
+
+from _clean import Converted, Options
+from _read import BadLines, ConversionError
+from _write import _check_name, _refuse_existing, summary_text, write_dataset
+
+SCRIPTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def add_common_args(parser: argparse.ArgumentParser, ratings: bool = True) -> None:
+    parser.add_argument(
+        "--output_dir",
+        default="dataset",
+        help="folder that receives <name>/ (RecBole's data_path; default: dataset)",
+    )
+    parser.add_argument(
+        "--name",
+        required=True,
+        help="dataset name: the folder and file names, and RecBole's --dataset",
+    )
+    parser.add_argument(
+        "--k_core",
+        type=int,
+        default=5,
+        help="drop users and items with fewer interactions, iterated to a fixed point "
+        "(default 5; PAtt uses 10; 0 disables)",
+    )
+    parser.add_argument(
+        "--item_k_core",
+        type=int,
+        default=None,
+        help="a different threshold for items (default: --k_core)",
+    )
+    if ratings:
+        parser.add_argument(
+            "--min_rating",
+            type=float,
+            default=None,
+            help="keep only interactions rated at least this (default: keep all)",
+        )
+        parser.add_argument(
+            "--implicit",
+            action="store_true",
+            help="do not write the rating column (every row is an implicit positive)",
+        )
+    parser.add_argument(
+        "--keep_duplicates",
+        action="store_true",
+        help="keep repeated (user, item) pairs (default: keep only the earliest)",
+    )
+    parser.add_argument(
+        "--skip-bad-lines",
+        "--skip_bad_lines",
+        dest="skip_bad_lines",
+        action="store_true",
+        help="skip malformed input lines (and report their number) instead of failing",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing converted dataset of the same name",
+    )
+
+
+def options_from_args(args: argparse.Namespace) -> Options:
+    if args.k_core < 0 or (args.item_k_core is not None and args.item_k_core < 0):
+        raise ConversionError("--k_core and --item_k_core must be >= 0")
+    return Options(
+        k=args.k_core,
+        item_k=args.item_k_core,
+        min_rating=getattr(args, "min_rating", None),
+        implicit=getattr(args, "implicit", False),
+        keep_duplicates=args.keep_duplicates,
+    )
+
+
+def check_fresh(args: argparse.Namespace) -> None:
+    """Fail fast (before parsing large inputs) when the dataset exists already."""
+    _check_name(args.name)
+    if not args.overwrite:
+        folder = os.path.join(args.output_dir, args.name)
+        _refuse_existing(
+            os.path.join(folder, f"{args.name}.{ext}")
+            for ext in ("inter", "item", "yaml")
+        )
+
+
+def finish(
+    result: Converted,
+    args: argparse.Namespace,
+    bad: Optional[BadLines],
+    script: str,
+    argv: Optional[List[str]] = None,
+) -> None:
+    """Write the dataset (the yaml records the command) and print the summary."""
+    argv = sys.argv[1:] if argv is None else argv
+    script = os.path.join(os.path.basename(SCRIPTS_DIR), os.path.basename(script))
+    command = " ".join(shlex.quote(a) for a in ["python", script, *argv])
+    paths = write_dataset(result, args.output_dir, args.name, args.overwrite, command)
+    print(f"wrote {', '.join(paths.values())}")
+    print(summary_text(result.stats, bad))
+
+
+def run_main(main: Callable[[Optional[List[str]]], None], argv=None) -> int:
+    """Run a script's main; a :class:`ConversionError` becomes ``error: ...`` on stderr and
+    exit status 2 (no traceback)."""
+    try:
+        main(argv)
+    except ConversionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,108 @@
+"""Reading raw input for the dataset converters (step 1 of the pipeline, see ``_cli.py``).
+
+The format-specific parsers live in their scripts (``seqfile.py``, ``amazon.py``,
+``movielens.py``, ``anime.py``); what they share is here: the column names of the parsed
+table ``user_id, item_id, timestamp[, rating]``, :class:`ConversionError`, opening files
+(transparently gunzipped), reading them line by line, the policy for malformed lines
+(:class:`BadLines`: a malformed line raises :class:`ConversionError` naming the file and the
+line, or is counted and skipped with ``--skip-bad-lines``) and number parsing.
+
+Import from tests or other code by putting this folder on ``sys.path``
+(``sys.path.insert(0, "<repo>/dataset_scripts")``; ``import _read``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+from typing import Iterator, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+
+USER = "user_id"
+ITEM = "item_id"
+TIME = "timestamp"
+RATING = "rating"
+CATEGORIES = "categories"
+BRAND = "brand"
+
+
+class ConversionError(Exception):
+    """A user-facing error of the converters (bad input, refused overwrite, ...).
+
+    The scripts catch it in ``main()``, print ``error: <message>`` to stderr and exit 2.
+    """
+
+
+def _require_file(path: str) -> None:
+    if not os.path.isfile(path):
+        raise ConversionError(f"input file not found: {path}")
+
+
+def open_text(path: str, encoding: str = "utf-8") -> io.TextIOBase:
+    """Open a text file, transparently gunzipping ``*.gz``; a missing file is a
+    :class:`ConversionError`."""
+    _require_file(path)
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding=encoding, newline="")
+    return open(path, "r", encoding=encoding, newline="")
+
+
+class BadLines:
+    """Policy for malformed input lines: raise (default) or count and skip."""
+
+    def __init__(self, skip: bool = False):
+        self.skip = skip
+        self.count = 0
+        self.first: Optional[str] = None
+
+    def __call__(self, path: str, lineno: int, reason: str) -> None:
+        message = f"{path}, line {lineno}: {reason}"
+        if not self.skip:
+            raise ConversionError(
+                message + " (use --skip-bad-lines to skip malformed lines)"
+            )
+        self.count += 1
+        if self.first is None:
+            self.first = message
+
+
+def _lines(path: str, encoding: str = "utf-8") -> Iterator[Tuple[int, str]]:
+    """Yield ``(line number, line without end-of-line)`` for the non-blank lines.
+
+    Lines are decoded one by one so that an undecodable byte is reported on its line."""
+    _require_file(path)
+    opener = gzip.open if path.endswith(".gz") else open
+    lineno = 0
+    with opener(path, "rb") as f:
+        try:
+            for lineno, data in enumerate(f, start=1):
+                try:
+                    line = data.decode(encoding).rstrip("\r\n")
+                except UnicodeDecodeError as exc:
+                    raise ConversionError(
+                        f"{path}, line {lineno}: not valid {encoding} text ({exc.reason})"
+                    ) from None
+                if line.strip():
+                    yield lineno, line
+        except (OSError, EOFError) as exc:  # e.g. a truncated .gz file
+            raise ConversionError(
+                f"{path}: cannot read after line {lineno}: {exc}"
+            ) from None
+
+
+def _to_float(value) -> float:
+    result = float(value)
+    if not np.isfinite(result):
+        raise ValueError(f"not a finite number: {value!r}")
+    return result
+
+
+def _frame(rows, with_rating: bool) -> pd.DataFrame:
+    cols = [USER, ITEM, TIME, RATING]
+    df = pd.DataFrame(rows, columns=cols)
+    df[TIME] = df[TIME].astype(np.int64)
+    df[RATING] = df[RATING].astype(np.float64)
+    return df if with_rating else df.drop(columns=[RATING])

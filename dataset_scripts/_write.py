@@ -1,0 +1,245 @@
+"""Writing a converted dataset (step 5 of the pipeline, see ``_cli.py``).
+
+Atomic writing of ``<out>/<name>/<name>.inter``, ``<name>.item`` and ``<name>.yaml``
+(:func:`write_dataset`, :func:`write_atomic`): every file is written to a temporary file in
+the target folder and renamed into place only when all of them are complete; an existing
+dataset is only replaced with ``--overwrite``. Also the text of the three files and the
+summary the scripts print.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import tempfile
+from typing import Callable, Dict, Iterable, Mapping, Optional
+
+import numpy as np
+import pandas as pd
+
+from _clean import Converted
+from _read import (
+    BRAND,
+    CATEGORIES,
+    ITEM,
+    RATING,
+    TIME,
+    USER,
+    BadLines,
+    ConversionError,
+)
+
+# ------------------------------------------------------------------------ file texts
+
+
+def _num(value: float) -> str:
+    value = float(value)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def inter_text(df: pd.DataFrame) -> str:
+    """The ``.inter`` file: ``user_id:token item_id:token timestamp:float[ rating:float]``."""
+    cols = [USER, ITEM, TIME] + ([RATING] if RATING in df.columns else [])
+    header = "\t".join(f"{c}:{'token' if c in (USER, ITEM) else 'float'}" for c in cols)
+    out = io.StringIO()
+    out.write(header + "\n")
+    frame = pd.DataFrame(
+        {
+            USER: df[USER].astype(str),
+            ITEM: df[ITEM].astype(str),
+            TIME: df[TIME].astype(np.int64).astype(str),
+        }
+    )
+    if RATING in df.columns:
+        frame[RATING] = [_num(v) for v in df[RATING].to_numpy()]
+    frame.to_csv(out, sep="\t", header=False, index=False, lineterminator="\n")
+    return out.getvalue()
+
+
+def item_text(rows, with_brand: bool = False) -> str:
+    """The ``.item`` file: ``item_id:token categories:token_seq[ brand:token]``.
+
+    Every written row has at least one category (no empty ``token_seq`` cell); an item
+    without a brand gets an empty brand cell (a plain ``token``: RecBole maps it to
+    padding)."""
+    lines = [
+        f"{ITEM}:token\t{CATEGORIES}:token_seq"
+        + (f"\t{BRAND}:token" if with_brand else "")
+    ]
+    for item, cats, brand in rows:
+        line = f"{item}\t{' '.join(cats)}"
+        if with_brand:
+            line += "\t" + (brand or "")
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def dataset_yaml(
+    has_categories: bool,
+    has_brand: bool = False,
+    has_rating: bool = False,
+    command: Optional[str] = None,
+) -> str:
+    """The dataset's RecBole config (field mapping and the plugin's ``category_field``).
+
+    ``load_col`` holds only what the models need (no rating: every row is an implicit
+    positive)."""
+    lines = []
+    if command:
+        lines.append(f"# Written by: {command}")
+    lines += [
+        "# Field mapping of the converted dataset (dataset_scripts/, docs/datasets.md).",
+        f"USER_ID_FIELD: {USER}",
+        f"ITEM_ID_FIELD: {ITEM}",
+        f"TIME_FIELD: {TIME}",
+    ]
+    if has_rating:
+        lines.append(
+            f"# The .inter file also has '{RATING}'; it is not loaded (implicit feedback)."
+        )
+    lines.append("load_col:")
+    lines.append(f"  inter: [{USER}, {ITEM}, {TIME}]")
+    if has_categories:
+        lines.append(f"  item: [{ITEM}, {CATEGORIES}]")
+        if has_brand:
+            lines.append(
+                f"# The .item file also has '{BRAND}' (add it to load_col.item to use it)."
+            )
+        lines.append(f"category_field: {CATEGORIES}")
+        lines.append(
+            "# Items without categories are not in the .item file; RecBole would drop their\n"
+            "# interactions by default (filter_inter_by_user_or_item: True). Keep them:"
+        )
+        lines.append("filter_inter_by_user_or_item: False")
+    else:
+        lines.append(
+            "# No category metadata exists for this dataset (no .item file), so the\n"
+            "# diversity metrics (CC, ILD, F1) are unavailable on it."
+        )
+        lines.append("category_field: ~")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ atomic writing
+
+
+def write_atomic(
+    files: Mapping[str, "str | Callable[[io.TextIOBase], None]"],
+    overwrite: bool = False,
+    remove: Iterable[str] = (),
+) -> None:
+    """Write several files all-or-nothing.
+
+    ``files`` maps target paths to their text (or to a function writing into an open text
+    file). Each is first written to a temporary file in its target folder; only when all
+    are complete are they renamed into place with ``os.replace``. Without ``overwrite``, an
+    existing target is an error (checked before and again just before renaming). Paths in
+    ``remove`` (stale files of an older version) are deleted after the renames.
+    """
+    targets = list(files)
+    if not overwrite:
+        _refuse_existing(targets)
+    temps: Dict[str, str] = {}
+    try:
+        for target, content in files.items():
+            folder = os.path.dirname(os.path.abspath(target))
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(
+                dir=folder, prefix="." + os.path.basename(target) + ".", suffix=".tmp"
+            )
+            temps[target] = tmp
+            os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600 files
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+                if callable(content):
+                    content(f)
+                else:
+                    f.write(content)
+        if not overwrite:
+            _refuse_existing(targets)
+        for target in targets:
+            os.replace(temps.pop(target), target)
+    finally:
+        for tmp in temps.values():
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    for path in remove:
+        if path not in files and os.path.exists(path):
+            os.unlink(path)
+
+
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def _refuse_existing(targets: Iterable[str]) -> None:
+    existing = [t for t in targets if os.path.exists(t)]
+    if existing:
+        raise ConversionError(
+            f"{existing[0]} already exists; pass --overwrite to replace it"
+        )
+
+
+# ---------------------------------------------------------------------- datasets
+
+
+def write_dataset(
+    result: Converted,
+    output_dir: str,
+    name: str,
+    overwrite: bool = False,
+    command: Optional[str] = None,
+) -> Dict[str, str]:
+    """Write ``<output_dir>/<name>/<name>.{inter,item,yaml}`` atomically.
+
+    Returns the written paths. Without categories no ``.item`` file is written (and a
+    stale one is removed on ``--overwrite``)."""
+    _check_name(name)
+    folder = os.path.join(output_dir, name)
+    paths = {
+        ext: os.path.join(folder, f"{name}.{ext}") for ext in ("inter", "item", "yaml")
+    }
+    if not overwrite:
+        _refuse_existing(paths.values())
+    has_categories = bool(result.item_rows)
+    df = result.inter
+    files = {
+        paths["inter"]: lambda f: f.write(inter_text(df)),
+        paths["yaml"]: dataset_yaml(
+            has_categories, result.with_brand, RATING in df.columns, command
+        ),
+    }
+    if has_categories:
+        files[paths["item"]] = item_text(result.item_rows, result.with_brand)
+    created = not os.path.isdir(folder)
+    try:
+        write_atomic(files, overwrite=overwrite, remove=[paths["item"]])
+    except BaseException as exc:
+        if created and os.path.isdir(folder) and not os.listdir(folder):
+            os.rmdir(folder)
+        if isinstance(exc, OSError):
+            raise ConversionError(f"cannot write {folder}: {exc}") from None
+        raise
+    return {k: v for k, v in paths.items() if v in files}
+
+
+def _check_name(name: str) -> None:
+    if not name or name in (".", "..") or re.search(r"[\\/\s]", name):
+        raise ConversionError(
+            f"invalid --name {name!r}: use a plain folder name without spaces or slashes"
+        )
+
+
+def summary_text(stats: Mapping[str, float], bad: Optional[BadLines] = None) -> str:
+    text = (
+        f"users: {stats['users']:,}  items: {stats['items']:,}  "
+        f"interactions: {stats['interactions']:,}  "
+        f"categories: {stats['categories']:,} "
+        f"({stats['items_with_categories']:,} items have categories)  "
+        f"density: {100 * stats['density']:.4f}%"
+    )
+    if bad is not None and bad.count:
+        text += f"\nskipped {bad.count:,} malformed line(s); first: {bad.first}"
+    return text
