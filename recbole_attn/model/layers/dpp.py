@@ -431,9 +431,26 @@ def _floored(norm, kernel, k):
     return torch.maximum(norm, _normalizer_floor(trace, k))
 
 
-def causal_dpp_pair_probabilities(
+def causal_dpp_pair_weights(
     kernel, mask, k, diversity_form="ratio", category=None, masks=None, **kwargs
 ):
+    r"""The numerators ``W[..., t, r]`` and floored normalizers ``Z[..., t]`` of
+    :func:`causal_dpp_pair_probabilities` (``P = W / Z``), so that a caller scaling P
+    (the attention logits :math:`-\lambda P`) divides only once."""
+    check_k(k)
+    check_diversity_form(diversity_form)
+    mask = mask.bool()
+    if diversity_form == "product" and category is not None:
+        return causal_product_numerators(kernel, category, mask, k, masks=masks)
+    num, norm = causal_pair_numerators(
+        kernel, mask, k, category=category, masks=masks, **kwargs
+    )
+    if not kwargs.get("premasked"):
+        kernel = masked_kernel(kernel, mask.unsqueeze(1) if kernel.dim() == 4 else mask)
+    return num, _floored(norm, kernel, k)
+
+
+def causal_dpp_pair_probabilities(kernel, mask, k, **kwargs):
     r"""Per-prefix k-DPP pair marginals ``P[..., t, r]``: for r < t both valid, the
     probability that the k-subset drawn from the k-DPP on the valid prefix
     :math:`\{x \le t\}` contains r and t; zero elsewhere (also for prefixes with fewer than k
@@ -442,17 +459,8 @@ def causal_dpp_pair_probabilities(
     :math:`L_{\le t} C_{\le t}^{-1}` (:func:`causal_product_numerators`). ``masks``: the
     batch's :func:`causal_masks`, when already built; other keyword arguments go to
     :func:`causal_pair_numerators`."""
-    check_k(k)
-    check_diversity_form(diversity_form)
-    mask = mask.bool()
-    if diversity_form == "product" and category is not None:
-        num, norm = causal_product_numerators(kernel, category, mask, k, masks=masks)
-        return num / norm.unsqueeze(-1)
-    num, norm = causal_pair_numerators(
-        kernel, mask, k, category=category, masks=masks, **kwargs
-    )
-    kmask = mask.unsqueeze(1) if kernel.dim() == 4 else mask
-    return num / _floored(norm, masked_kernel(kernel, kmask), k).unsqueeze(-1)
+    num, norm = causal_dpp_pair_weights(kernel, mask, k, **kwargs)
+    return num / norm.unsqueeze(-1)
 
 
 # ---------------------------------------------------------------- category kernel (DPAtt)
@@ -482,6 +490,7 @@ __all__ = [
     "elementary_symmetric",
     "dpp_pair_probabilities",
     "causal_dpp_pair_probabilities",
+    "causal_dpp_pair_weights",
     "causal_pair_numerators",
     "causal_masks",
     "CausalMasks",

@@ -12,7 +12,7 @@ input M itself (the attention is built with ``value=False``).
 from recbole_attn.errors import ConfigError
 from recbole_attn.model.layers.attention import AttentionScore
 from recbole_attn.model.layers.dpp import (
-    causal_dpp_pair_probabilities,
+    causal_dpp_pair_weights,
     causal_masks,
     check_diversity_form,
     check_k,
@@ -24,7 +24,8 @@ CATEGORY_KERNEL = "dpp_category_kernel"
 
 class DPPScore(AttentionScore):
     r"""Logits :math:`-\lambda P^k(r, t)` of the per-prefix k-DPP pair marginals
-    (:func:`~recbole_attn.model.layers.dpp.causal_dpp_pair_probabilities`).
+    (:func:`~recbole_attn.model.layers.dpp.causal_dpp_pair_probabilities`, as
+    :math:`W \cdot (-\lambda / Z)`: one pass).
 
     Args:
         k (int): 2 or 3.
@@ -79,7 +80,7 @@ class DPPScore(AttentionScore):
             ("dpp_masks", self.k, query.dtype),
             lambda: causal_masks(mask, self.k, True, query.dtype),
         )
-        probs = causal_dpp_pair_probabilities(
+        num, norm = causal_dpp_pair_weights(
             kernel,
             mask,
             self.k,
@@ -90,4 +91,4 @@ class DPPScore(AttentionScore):
             jitter=self.jitter,
             premasked=True,
         )
-        return -self.lam * probs
+        return num * (-self.lam / norm).unsqueeze(-1)  # -lambda P
