@@ -44,6 +44,21 @@ VARIANTS = [
     ("STOSA (all-position, no trimming)", "STOSA", {"trim_batch": False}),
     ("STOSA (prefix)", "STOSA", {"training_mode": "last_position"}),
     ("STOSA (all-position), anomaly detection on", "STOSA", {ANOMALY: True}),
+    ("PAtt2 (all-position)", "PAtt", {"dpp_k": 2}),
+    ("PAtt3 (all-position)", "PAtt", {"dpp_k": 3}),
+    ("PARec (all-position)", "PARec", {}),
+    ("FPARec (all-position)", "FPARec", {}),
+    (
+        "AWRSR simp on SASRec (all-position, CE)",
+        "AWRSR",
+        {"backbone": "SASRec", "refinement": "simp"},
+    ),
+    (
+        "AWRSR simp on STOSA (all-position)",
+        "AWRSR",
+        {"backbone": "STOSA", "refinement": "simp"},
+    ),
+    ("RKSA C+I+U (all-position, BCE)", "RKSA", {}),
 ]
 
 
@@ -60,13 +75,20 @@ def parse_args():
     p.add_argument(
         "--skip",
         default="",
-        help="comma-separated variant labels or model names to skip",
+        help="';'-separated variant labels or model names to skip",
     )
+    p.add_argument(
+        "--only",
+        default="",
+        help="';'-separated model names or labels to time (the baseline always runs)",
+    )
+    p.add_argument("--name", default=None, help="result file stem (epoch_time_<name>)")
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     return p.parse_args()
 
 
 def main():
+    command = sys.argv[1:]
     args = parse_args()
     shared = {
         "data_path": os.path.abspath(args.data_path),
@@ -80,12 +102,16 @@ def main():
         "hidden_dropout_prob": 0.3,
         "attn_dropout_prob": 0.0,
     }
-    skip = set(filter(None, args.skip.split(",")))
+    skip = set(filter(None, args.skip.split(";")))
+    only = set(filter(None, args.only.split(";")))
+    sys.argv = sys.argv[:1]  # older versions' RecBole Config parsed --key=value
     workdir = tempfile.mkdtemp(prefix="bench-")
     os.chdir(workdir)  # RecBole writes log/ and saved/ into the working directory
     runs = []
     for label, model, overrides in VARIANTS:
         if label in skip or model in skip:
+            continue
+        if only and not {model, label} & only and label != VARIANTS[0][0]:
             continue
         overrides = dict(overrides)
         anomaly = overrides.pop(ANOMALY, False)
@@ -131,7 +157,7 @@ def main():
             }
         )
     os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"epoch_time_{args.dataset}")
+    stem = os.path.join(args.out, f"epoch_time_{args.name or args.dataset}")
     with open(stem + ".csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -144,7 +170,7 @@ def main():
         f"{args.n_heads} heads, batch {args.batch}, {torch.get_num_threads()} torch "
         f"threads, median of {args.repeats} interleaved repeats.",
         "",
-        "Command: `python benchmarks/epoch_time.py " + " ".join(sys.argv[1:]) + "`",
+        "Command: `python benchmarks/epoch_time.py " + " ".join(command) + "`",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),

@@ -4,13 +4,13 @@ recbole_attn.trainer
 
 :class:`AttnTrainer` is RecBole's :class:`~recbole.trainer.Trainer` with
 
-* weights-only checkpoints (DESIGN §3): the best model is saved as plain tensors and numbers
+* weights-only checkpoints (docs/environment.md): the best model is saved as plain tensors and numbers
   and reloaded with ``torch.load(weights_only=True)``;
 * resumable training: after every evaluation the full training state (model, optimizer,
   early-stopping state, RNG states of torch and of the training dataloader) is written to
   ``<saved_model_file>-last.pth``; ``resume_checkpoint(path)`` continues from it and gives the
   same result as an uninterrupted run with the same seed;
-* the evaluation option ``eval_mask_history`` (DESIGN §3, §6): in sequential full ranking,
+* the evaluation option ``eval_mask_history`` (docs/metrics.md): in sequential full ranking,
   the items of the input sequence are excluded from the ranking (STOSA's and PAtt's protocol).
   RecBole does not do this; it is off by default.
 """

@@ -2,7 +2,7 @@
 recbole_attn.tuning
 ###################
 
-Hyperparameter search on Ray Tune (DESIGN §3), for our models and RecBole's.
+Hyperparameter search on Ray Tune (docs/models.md, "Hyperparameter search"), for our models and RecBole's.
 
 RecBole's own Ray objective trains a trial, evaluates it on the TEST split and reports the
 test metrics once, so that Tune selects hyperparameters on test scores. Here instead

@@ -124,3 +124,15 @@ def test_yaml_of_base_classes_first():
 def test_zero_is_a_value_not_a_default(tiny_config):
     _, net, _, _ = _build("PAtt", {**tiny_config, "dpp_cat_jitter": 0.0})
     assert net.dpp_jitter == 0.0
+
+
+def test_string_overrides_are_literals_not_evaluated():
+    """RecBole 1.2.1 eval()ed overrides inside a function with locals named key, param
+    and value; ours reads Python literals and true/false only."""
+    from recbole_attn.quick_start import convert_value
+
+    assert convert_value("value") == "value" and convert_value("key") == "key"
+    assert convert_value("[5, 10]") == [5, 10] and convert_value("1e-3") == 0.001
+    assert convert_value("true") is True and convert_value("False") is False
+    assert convert_value("None") is None and convert_value("BPR") == "BPR"
+    assert convert_value("__import__('os')") == "__import__('os')"

@@ -1,5 +1,5 @@
 """Tests of the category metrics (CC, ILD, F1), their registration in RecBole, the category
-collector hook and the missing-category-field error (DESIGN §6)."""
+collector hook and the missing-category-field error (docs/metrics.md)."""
 
 import math
 import os

@@ -1,4 +1,4 @@
-"""STOSA: Wasserstein distances, causality, ranking, loss (DESIGN §5, issue 2)."""
+"""STOSA: Wasserstein distances, ranking, loss, the legacy flag (docs/models.md, "STOSA")."""
 
 import itertools
 import math

@@ -2,7 +2,7 @@
 recbole_attn.data.categories
 ############################
 
-The item -> category table of a dataset and its validation (DESIGN §6), for everything that
+The item -> category table of a dataset and its validation (docs/metrics.md), for everything that
 reads categories: the CC / ILD / F1 metrics (through the evaluation collector) and DPAtt's
 category kernel. The category field is a ``token_seq`` item feature whose name is
 ``category_field`` (default ``categories``; ``class`` for ml-100k).

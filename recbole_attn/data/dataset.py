@@ -2,7 +2,7 @@
 recbole_attn.data.dataset
 #########################
 
-Training modes for sequential recommenders (DESIGN §4).
+Training modes for sequential recommenders (docs/models.md, "Shared training and evaluation keys").
 
 ``training_mode: last_position`` is RecBole's default: one training sample per prefix of
 every user's history, loss on the last position only.

@@ -2,7 +2,7 @@
 recbole_attn.evaluator.collector
 ################################
 
-The category metadata hook (DESIGN §6): RecBole's metrics only receive the config and a
+The category metadata hook (docs/metrics.md): RecBole's metrics only receive the config and a
 :class:`~recbole.evaluator.collector.DataStruct`, so the item→category table reaches them
 through the evaluation collector. :class:`CategoryCollector` is RecBole's
 :class:`~recbole.evaluator.collector.Collector` that, when a requested metric needs it, also

@@ -2,7 +2,7 @@
 recbole_attn.evaluator.metrics
 ##############################
 
-Category-diversity metrics of the top-K lists (DESIGN §6), as RecBole metrics.
+Category-diversity metrics of the top-K lists (docs/metrics.md), as RecBole metrics.
 
 Every metric reads the item→category table that :class:`~recbole_attn.evaluator.collector.
 CategoryCollector` stores under ``data.item_categories``: a LongTensor
