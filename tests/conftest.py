@@ -49,6 +49,18 @@ def write_tiny_dataset(
     return folder
 
 
+def raw_sequences(data_path, name="tiny"):
+    """user token -> the user's item tokens in time order, read from the fixture's .inter
+    file (what every test compares the pipeline's splits and histories with)."""
+    seqs = {}
+    with open(os.path.join(data_path, name, f"{name}.inter")) as f:
+        next(f)
+        for line in f:
+            u, i, t = line.rstrip("\n").split("\t")
+            seqs.setdefault(u, []).append((float(t), i))
+    return {u: [i for _, i in sorted(v)] for u, v in seqs.items()}
+
+
 @pytest.fixture(scope="session")
 def tiny_data_path(tmp_path_factory):
     """``data_path`` holding the ``tiny`` dataset (and ``tiny_nocat``, without .item)."""

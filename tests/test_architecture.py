@@ -6,6 +6,7 @@ import logging
 import pytest
 import torch
 
+from conftest import raw_sequences
 from recbole_attn.data.histories import training_histories
 from recbole_attn.model import DPAtt, PAtt
 from recbole_attn.model.layers import DotProductScore, position_ids
@@ -57,16 +58,6 @@ def test_position_ids_under_both_alignments():
     )
 
 
-def _raw_histories(data_path):
-    seqs = {}
-    with open(f"{data_path}/tiny/tiny.inter") as f:
-        next(f)
-        for line in f:
-            user, item, _ = line.rstrip("\n").split("\t")
-            seqs.setdefault(user, []).append(item)
-    return seqs
-
-
 @pytest.mark.parametrize("mode", ["all_position", "last_position"])
 @pytest.mark.parametrize("max_len", [12, 4])
 def test_training_histories_hold_every_training_item_and_nothing_held_out(
@@ -78,7 +69,7 @@ def test_training_histories_hold_every_training_item_and_nothing_held_out(
     _, _, _, (train, _, _) = _build("SASRecAP", config)
     dataset = train.dataset
     histories = training_histories(dataset)
-    raw = _raw_histories(tiny_data_path)
+    raw = raw_sequences(tiny_data_path)
     assert len(histories.users) == len(raw)
     for i, uid in enumerate(histories.users.tolist()):
         user = dataset.id2token(dataset.uid_field, uid)

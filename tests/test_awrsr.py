@@ -8,19 +8,12 @@ import math
 import pytest
 import torch
 
+from recbole_attn.model.awrsr import combinations
 from recbole_attn.model.layers import SequenceContext, position_ids
 from recbole_attn.model.layers.refiners import make_refiner
 from recbole_attn.quick_start import build, run
 
-COMBINATIONS = [
-    ("SASRec", "simp"),
-    ("SASRec", "value"),
-    ("SASRec", "add"),
-    ("STOSA", "simp"),
-    ("STOSA", "value"),
-    ("STOSA", "add"),
-    ("STOSA", "stoc"),
-]
+COMBINATIONS = combinations()
 
 
 def _context(lengths, length, max_length, alignment):
@@ -203,6 +196,7 @@ def test_cli_value_refinement_is_not_mangled(tiny_config):
 
 @pytest.mark.parametrize("backbone,refinement", COMBINATIONS)
 def test_end_to_end(tiny_config, backbone, refinement):
+    assert len(COMBINATIONS) == 7  # 3 on SASRec, 4 on STOSA
     result = run(
         "AWRSR",
         "tiny",

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from recbole_attn.compat import load_checkpoint, save_checkpoint
-from recbole_attn.model import MODELS
+from recbole_attn.model import MODELS, awrsr
 from recbole_attn.quick_start import build
 
 CAT_COLS = {
@@ -31,15 +31,7 @@ VARIANTS = {
     ],
     "AWRSR": [
         {"backbone": backbone, "refinement": refinement}
-        for backbone, refinement in [
-            ("SASRec", "simp"),
-            ("SASRec", "value"),
-            ("SASRec", "add"),
-            ("STOSA", "simp"),
-            ("STOSA", "value"),
-            ("STOSA", "add"),
-            ("STOSA", "stoc"),
-        ]
+        for backbone, refinement in awrsr.combinations()
     ],
     "RKSA": [
         {},

@@ -7,6 +7,7 @@ import sys
 import pytest
 import torch
 
+from conftest import raw_sequences
 from recbole_attn.compat import CheckpointError, load_checkpoint, save_checkpoint
 from recbole_attn.data.dataset import last_sample_per_user
 from recbole_attn.quick_start import (
@@ -20,22 +21,12 @@ from recbole_attn.quick_start import (
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _raw_sequences(data_path, name="tiny"):
-    seqs = {}
-    with open(os.path.join(data_path, name, f"{name}.inter")) as f:
-        next(f)
-        for line in f:
-            u, i, t = line.rstrip("\n").split("\t")
-            seqs.setdefault(u, []).append((float(t), i))
-    return {u: [i for _, i in sorted(v)] for u, v in seqs.items()}
-
-
 def test_all_position_train_split_is_one_longest_prefix_per_user(tiny_config):
     config, net, _, (train, valid, test) = build(
         "SASRecAP", "tiny", config_dict=tiny_config
     )
     ds = train._dataset
-    raw = _raw_sequences(tiny_config["data_path"])
+    raw = raw_sequences(tiny_config["data_path"])
     inter = ds.inter_feat
     assert len(inter) == len(raw), "one training sample per user"
     max_len = config["MAX_ITEM_LIST_LENGTH"]
@@ -53,7 +44,7 @@ def test_all_position_train_split_is_one_longest_prefix_per_user(tiny_config):
 def test_prefix_mode_keeps_recbole_split(tiny_config):
     config_dict = {**tiny_config, "training_mode": "last_position"}
     _, _, _, (train, _, _) = build("SASRecAP", "tiny", config_dict=config_dict)
-    raw = _raw_sequences(tiny_config["data_path"])
+    raw = raw_sequences(tiny_config["data_path"])
     assert len(train._dataset.inter_feat) == sum(len(s) - 3 for s in raw.values())
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import raw_sequences
 from recbole_attn.data.cooccurrence import CooccurrenceTable, cooccurrence_matrix
 from recbole_attn.data.histories import training_histories
 from recbole_attn.model.layers.skew_normal import (
@@ -118,19 +119,12 @@ def test_cooccurrence_counts_only_training_interactions(tiny_config, tiny_data_p
     user) of the raw sequences: no pair with a validation or test interaction."""
     _, net, _, (train, _, _) = _build(tiny_config)
     dataset = train.dataset
-    raw = {}
-    with open(f"{tiny_data_path}/tiny/tiny.inter") as f:
-        next(f)
-        for line in f:
-            user, item, _ = line.rstrip("\n").split("\t")
-            raw.setdefault(user, []).append(item)
+    raw = raw_sequences(tiny_data_path)
     n = dataset.item_num
     want = np.zeros((n, n))
-    held_out = set()
     for user, items in raw.items():
         ids = sorted(set(dataset.token2id(dataset.iid_field, items[:-2])))
         want[np.ix_(ids, ids)] += 1
-        held_out |= {(user, i) for i in items[-2:]}
     got = cooccurrence_matrix(training_histories(dataset), n).toarray()
     np.testing.assert_array_equal(got, want)
     table = net.cooccurrence

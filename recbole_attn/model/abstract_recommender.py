@@ -31,10 +31,16 @@ from recbole.utils import InputType
 
 from recbole_attn.data.dataset import check_training_mode
 from recbole_attn.errors import ConfigError
+from recbole_attn.model.layers.attention import MultiHeadSelfAttention
 from recbole_attn.model.layers.context import (
     SequenceContext,
     check_position_alignment,
     position_ids,
+)
+from recbole_attn.model.layers.transformer import (
+    FeedForward,
+    TransformerEncoder,
+    TransformerLayer,
 )
 
 #: losses of :meth:`AttnSequentialRecommender.sampled_loss` (one sampled negative per
@@ -270,6 +276,35 @@ class ItemEmbeddingRecommender(AttnSequentialRecommender):
 
     def check_loss_type(self):
         self.needs_negatives = check_loss_type(type(self).__name__, self.loss_type)
+
+    def transformer_encoder(self, make_score, make_refiner=None, **attention_options):
+        """SASRec's stack of ``n_layers`` blocks: the shared attention with the score module
+        ``make_score()`` (and the refiner ``make_refiner()``) of every layer, then RecBole's
+        post-LN feed-forward sublayer; sizes from the model's ``n_heads``,
+        ``hidden_size``, ``inner_size``, dropouts, ``hidden_act`` and ``layer_norm_eps``.
+        """
+        return TransformerEncoder(
+            TransformerLayer(
+                MultiHeadSelfAttention(
+                    make_score(),
+                    self.n_heads,
+                    self.hidden_size,
+                    self.hidden_dropout_prob,
+                    self.attn_dropout_prob,
+                    self.layer_norm_eps,
+                    refiner=make_refiner() if make_refiner else None,
+                    **attention_options,
+                ),
+                FeedForward(
+                    self.hidden_size,
+                    self.inner_size,
+                    self.hidden_dropout_prob,
+                    self.hidden_act,
+                    self.layer_norm_eps,
+                ),
+            )
+            for _ in range(self.n_layers)
+        )
 
     def embed_sequence(self, context):
         """SASRec's input layer: ``Dropout(LN(E[s] + P[pos]))``."""

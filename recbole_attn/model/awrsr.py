@@ -103,3 +103,13 @@ class AWRSRSTOSA(AWRSR, STOSA):
 
 
 BACKBONES = {"SASRec": AWRSRSASRec, "STOSA": AWRSRSTOSA}
+
+
+def combinations():
+    """Every valid ``(backbone, refinement)`` pair (``stoc`` needs STOSA)."""
+    return [
+        (backbone, refinement)
+        for backbone in BACKBONES
+        for refinement in REFINEMENTS
+        if refinement != "stoc" or backbone == "STOSA"
+    ]

@@ -20,13 +20,7 @@ from recbole_attn.data.categories import check_category_field, item_category_tab
 from recbole_attn.data.histories import training_histories
 from recbole_attn.model.abstract_recommender import ItemEmbeddingRecommender
 from recbole_attn.model.category_kernel import learn_category_kernel
-from recbole_attn.model.layers import (
-    DPPScore,
-    FeedForward,
-    MultiHeadSelfAttention,
-    TransformerEncoder,
-    TransformerLayer,
-)
+from recbole_attn.model.layers import DPPScore
 from recbole_attn.model.layers.dpp import check_k, sequence_category_kernel
 from recbole_attn.model.layers.dpp_score import CATEGORY_KERNEL
 
@@ -101,33 +95,16 @@ class PAtt(ItemEmbeddingRecommender):
         self.position_embedding = nn.Embedding(self.max_seq_length, self.hidden_size)
         self.LayerNorm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
         self.dropout = nn.Dropout(self.hidden_dropout_prob)
-        self.trm_encoder = TransformerEncoder(
-            TransformerLayer(
-                MultiHeadSelfAttention(
-                    DPPScore(
-                        k=self.dpp_k,
-                        lam=self.dpp_lambda,
-                        triple_samples=self.dpp_triple_samples,
-                        row_normalize=self.dpp_row_normalize,
-                        jitter=self.dpp_jitter,
-                        diversity_form=self.dpp_diversity_form,
-                    ),
-                    self.n_heads,
-                    self.hidden_size,
-                    self.hidden_dropout_prob,
-                    self.attn_dropout_prob,
-                    self.layer_norm_eps,
-                    value=False,  # eq. 9: Z = D M, the value is the input itself
-                ),
-                FeedForward(
-                    self.hidden_size,
-                    self.inner_size,
-                    self.hidden_dropout_prob,
-                    self.hidden_act,
-                    self.layer_norm_eps,
-                ),
-            )
-            for _ in range(self.n_layers)
+        self.trm_encoder = self.transformer_encoder(
+            lambda: DPPScore(
+                k=self.dpp_k,
+                lam=self.dpp_lambda,
+                triple_samples=self.dpp_triple_samples,
+                row_normalize=self.dpp_row_normalize,
+                jitter=self.dpp_jitter,
+                diversity_form=self.dpp_diversity_form,
+            ),
+            value=False,  # eq. 9: Z = D M, the value is the input itself
         )
 
         # parameters initialization

@@ -17,12 +17,6 @@ from torch import nn
 
 from recbole_attn.data.cooccurrence import CooccurrenceTable
 from recbole_attn.model.abstract_recommender import ItemEmbeddingRecommender
-from recbole_attn.model.layers import (
-    FeedForward,
-    MultiHeadSelfAttention,
-    TransformerEncoder,
-    TransformerLayer,
-)
 from recbole_attn.model.layers.skew_normal import (
     COUNTS,
     OCCURRENCES,
@@ -93,33 +87,16 @@ class RKSA(ItemEmbeddingRecommender):
         self.position_embedding = nn.Embedding(self.max_seq_length, self.hidden_size)
         self.user_embedding = nn.Embedding(self.n_users, self.hidden_size)
         self.cooccurrence = CooccurrenceTable.from_dataset(dataset)
-        self.trm_encoder = TransformerEncoder(
-            TransformerLayer(
-                MultiHeadSelfAttention(
-                    SkewNormalScore(
-                        self.hidden_size,
-                        self.n_heads,
-                        kernels=self.kernels,
-                        item_kernel=self.item_kernel,
-                        location_activation=self.location_activation,
-                        jitter=self.rksa_jitter,
-                        loss_weight=self.rksa_rank_weight / self.n_layers,
-                    ),
-                    self.n_heads,
-                    self.hidden_size,
-                    self.hidden_dropout_prob,
-                    self.attn_dropout_prob,
-                    self.layer_norm_eps,
-                ),
-                FeedForward(
-                    self.hidden_size,
-                    self.inner_size,
-                    self.hidden_dropout_prob,
-                    self.hidden_act,
-                    self.layer_norm_eps,
-                ),
+        self.trm_encoder = self.transformer_encoder(
+            lambda: SkewNormalScore(
+                self.hidden_size,
+                self.n_heads,
+                kernels=self.kernels,
+                item_kernel=self.item_kernel,
+                location_activation=self.location_activation,
+                jitter=self.rksa_jitter,
+                loss_weight=self.rksa_rank_weight / self.n_layers,
             )
-            for _ in range(self.n_layers)
         )
         self.LayerNorm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
         self.dropout = nn.Dropout(self.hidden_dropout_prob)

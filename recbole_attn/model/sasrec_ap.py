@@ -17,13 +17,7 @@ own.
 from torch import nn
 
 from recbole_attn.model.abstract_recommender import ItemEmbeddingRecommender
-from recbole_attn.model.layers import (
-    DotProductScore,
-    FeedForward,
-    MultiHeadSelfAttention,
-    TransformerEncoder,
-    TransformerLayer,
-)
+from recbole_attn.model.layers import DotProductScore
 
 
 class SASRecAP(ItemEmbeddingRecommender):
@@ -62,26 +56,8 @@ class SASRecAP(ItemEmbeddingRecommender):
             self.n_items, self.hidden_size, padding_idx=0
         )
         self.position_embedding = nn.Embedding(self.max_seq_length, self.hidden_size)
-        self.trm_encoder = TransformerEncoder(
-            TransformerLayer(
-                MultiHeadSelfAttention(
-                    DotProductScore(),
-                    self.n_heads,
-                    self.hidden_size,
-                    self.hidden_dropout_prob,
-                    self.attn_dropout_prob,
-                    self.layer_norm_eps,
-                    refiner=self.attention_refiner(),
-                ),
-                FeedForward(
-                    self.hidden_size,
-                    self.inner_size,
-                    self.hidden_dropout_prob,
-                    self.hidden_act,
-                    self.layer_norm_eps,
-                ),
-            )
-            for _ in range(self.n_layers)
+        self.trm_encoder = self.transformer_encoder(
+            DotProductScore, make_refiner=self.attention_refiner
         )
         self.LayerNorm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
         self.dropout = nn.Dropout(self.hidden_dropout_prob)
