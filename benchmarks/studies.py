@@ -170,6 +170,14 @@ STUDIES = {
         "(HR@10 / NDCG@10).",
     },
 }
+STUDIES["parec_ml100k"] = {
+    **STUDIES["parec_beauty"],
+    "dataset": "ml-100k",
+    "one_seed": [],
+    "paper": "PARec/FPARec Table 4 (ablation, HR@10 / NDCG@10, ML-1M): FPARec .2419 / "
+    ".1232, PARec .2255 / .1130, SASRec .2346 / .1186, average .2025 / .0986, linear "
+    "annealing .2056 / .0997, exponential annealing .2386 / .1283 (here on ml-100k).",
+}
 STUDIES["awrsr_beauty"] = {
     **STUDIES["awrsr_office"],
     "dataset": "Beauty",
