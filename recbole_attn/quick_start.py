@@ -30,7 +30,7 @@ from recbole_attn.errors import (  # noqa: F401  (re-exported)
     RecboleAttnError,
     UnknownModelError,
 )
-from recbole_attn.model import MODELS
+from recbole_attn.model import MODELS, AttnSequentialRecommender
 from recbole_attn.trainer import AttnTrainer
 
 PROPERTIES_DIR = os.path.join(
@@ -185,6 +185,26 @@ def check_valid_metric(config):
         )
 
 
+def check_model_training_mode(config, model_class=None):
+    """``training_mode``, checked against the model: only recbole_attn's models put a loss
+    at every position, so any other model (RecBole's SASRec, GRU4Rec, ...) needs
+    ``last_position`` (RecBole's prefix samples)."""
+    mode = check_training_mode(config)
+    if (
+        model_class is not None
+        and mode == "all_position"
+        and not issubclass(model_class, AttnSequentialRecommender)
+    ):
+        name = model_class.__name__
+        raise ConfigError(
+            f"{name} is not a recbole_attn model: it trains on RecBole's prefix samples "
+            "with a loss at the last position only, so training_mode: all_position would "
+            f"silently train it on one sample per user. Use training_mode: last_position "
+            f"with {name}, or the all-position SASRec of this package, SASRecAP."
+        )
+    return mode
+
+
 def create_dataset(config, model_class=None):
     """Our sequential dataset (training modes) for sequential models; RecBole's otherwise.
     With ``model_class``, checks that the model can train in ``training_mode``."""
@@ -193,7 +213,7 @@ def create_dataset(config, model_class=None):
 
     check_dataset_exists(config)
     if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:
-        check_training_mode(config, model_class)
+        check_model_training_mode(config, model_class)
         return AttnSequentialDataset(config)
     return recbole_create_dataset(config)
 

@@ -23,28 +23,13 @@ from recbole_attn.errors import ConfigError
 TRAINING_MODES = ("all_position", "last_position")
 
 
-def check_training_mode(config, model_class=None):
-    """``config['training_mode']``, checked; with ``model_class``, also that the model can
-    train in that mode: only recbole_attn's models put a loss at every position, so any
-    other model (RecBole's SASRec, GRU4Rec, ...) needs ``last_position`` (RecBole's prefix
-    samples)."""
+def check_training_mode(config):
+    """``config['training_mode']``, checked."""
     mode = config["training_mode"]
     if mode not in TRAINING_MODES:
         raise ConfigError(
             f"training_mode must be one of {list(TRAINING_MODES)}, got {mode!r}"
         )
-    if model_class is not None and mode == "all_position":
-        from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
-
-        if not issubclass(model_class, AttnSequentialRecommender):
-            name = model_class.__name__
-            raise ConfigError(
-                f"{name} is not a recbole_attn model: it trains on RecBole's prefix "
-                f"samples with a loss at the last position only, so training_mode: "
-                f"all_position would silently train it on one sample per user. Use "
-                f"training_mode: last_position with {name}, or the all-position SASRec "
-                f"of this package, SASRecAP."
-            )
     return mode
 
 

@@ -62,6 +62,9 @@ class PAtt(ItemEmbeddingRecommender):
         * Loss: BCE with one uniform negative per position, as the official code
           (``loss_type: BCE``, default); ``BPR`` and ``CE`` (softmax over all items) are
           options. All-position training (``training_mode: all_position``) by default.
+        * Position ids count from the first item (``position_alignment: first``); the
+          left-padded official code counts back from the most recent item
+          (``position_alignment: last``).
     """
 
     def __init__(self, config, dataset):

@@ -67,6 +67,9 @@ class STOSA(AttnSequentialRecommender):
         * The L2 term of eq. 12 is Adam's ``weight_decay`` (0 by default, as in the
           official runs).
         * Scores returned to RecBole are :math:`-W_2^2`, so that "larger is better".
+        * Position ids count from the first item (``position_alignment: first``, the
+          paper is silent); the left-padded official code counts back from the most
+          recent item (``position_alignment: last``; measured in docs/results.md).
     """
 
     needs_negatives = True
