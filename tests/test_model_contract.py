@@ -205,6 +205,16 @@ def test_predict_matches_full_sort_and_is_deterministic(built, name, extra):
         for item in [1, 5, net.n_items - 1]:
             data[net.ITEM_ID] = torch.full((3,), item)
             torch.testing.assert_close(net.predict(data), full[:, item])
+        # sampled evaluation repeats every sequence once per candidate: same scores
+        items = torch.tensor([1, 5, net.n_items - 1, 2])
+        repeated = {
+            key: value.repeat_interleave(len(items), dim=0)
+            for key, value in data.items()
+        }
+        repeated[net.ITEM_ID] = items.repeat(3)
+        torch.testing.assert_close(
+            net.predict(repeated).view(3, len(items)), full[:, items]
+        )
 
 
 @pytest.mark.parametrize("name,extra", CASES)

@@ -241,7 +241,26 @@ class AttnSequentialRecommender(SequentialRecommender):
         )
 
     def predict(self, interaction):
-        output = self.last_output(interaction)
+        """Scores of ``interaction[ITEM_ID]``. RecBole's sampled evaluation (``uni100``,
+        ``pop100``) repeats every sequence once per candidate item: each distinct (user,
+        sequence) is encoded once and its output reused for all its candidates."""
+        fields = [self.ITEM_SEQ, self.ITEM_SEQ_LEN]
+        if self.USER_ID in interaction:
+            fields.append(self.USER_ID)
+        key = torch.cat(
+            [interaction[self.ITEM_SEQ]]
+            + [interaction[f].unsqueeze(1) for f in fields[1:]],
+            dim=1,
+        )
+        unique, inverse = torch.unique(key, dim=0, return_inverse=True)
+        if len(unique) == len(key):
+            output = self.last_output(interaction)
+        else:
+            rows = torch.arange(len(key), device=key.device)
+            first = torch.full((len(unique),), len(key), device=key.device)
+            first = first.scatter_reduce(0, inverse, rows, reduce="amin")
+            output = self.last_output({f: interaction[f][first] for f in fields})
+            output = map_output(lambda o: o[inverse], output)
         return self.score_items(output, interaction[self.ITEM_ID])
 
     def full_sort_predict(self, interaction):
