@@ -11,7 +11,6 @@ import shlex
 import subprocess
 import sys
 
-import numpy as np
 import pandas as pd
 import pytest
 import yaml
