@@ -132,7 +132,3 @@ class SequenceContext:
                 self.positions - self.window_start, self.item_seq.size(1)
             ).to(dtype),
         )
-
-    def query_positions(self, rows=None):
-        """Position ids of the query rows: ``[B, L]``, or ``[B, 1]`` at ``rows``."""
-        return select_rows(self.positions, rows)
