@@ -200,6 +200,17 @@ class SkewNormalScore(AttentionScore):
         k = split_heads(projections["key"](inputs), self.n_heads)
         return q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))
 
+    @staticmethod
+    def counting(context):
+        """The batch's counting kernel ``[B, L, L]``, computed once for all layers (it
+        depends on the items only): a kernel of psi and the listwise loss's target."""
+        return context.cached(
+            "rksa_counting_kernel",
+            lambda: counting_kernel(
+                context.features[COUNTS], context.features[OCCURRENCES], context.valid
+            ),
+        )
+
     def correlation(self, inputs, context):
         """:math:`\\psi` ``[B, L, L]``: the user's mix of the selected kernels."""
         valid = context.valid
@@ -207,13 +218,7 @@ class SkewNormalScore(AttentionScore):
         found = []
         for name in self.kernels:
             if name == "count":
-                found.append(
-                    counting_kernel(
-                        context.features[COUNTS],
-                        context.features[OCCURRENCES],
-                        valid,
-                    )
-                )
+                found.append(self.counting(context))
             elif name == "item":
                 kernel = cosine_kernel if self.item_kernel == "linear" else rbf_kernel
                 found.append(kernel(inputs, valid))
@@ -246,10 +251,8 @@ class SkewNormalScore(AttentionScore):
         eye = torch.eye(psi.size(-1), dtype=psi.dtype, device=psi.device)
         chol = torch.linalg.cholesky((psi + self.jitter * eye) / (1.0 + self.jitter))
         if self.loss_weight:
-            target = counting_kernel(
-                context.features[COUNTS], context.features[OCCURRENCES], context.valid
-            )
             context.aux_losses.append(
-                self.loss_weight * listnet_loss(psi, target, context.valid)
+                self.loss_weight
+                * listnet_loss(psi, self.counting(context), context.valid)
             )
         return msn_sample(xi, omega, delta, chol)
