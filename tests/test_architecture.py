@@ -84,11 +84,14 @@ def test_training_histories_hold_every_training_item_and_nothing_held_out(
 
 
 def test_layers_add_sequence_level_loss_terms(tiny_config):
-    """A score module can add an auxiliary loss term; calculate_loss returns it."""
+    """A score module can add an auxiliary loss term (a mean and the number of terms it
+    averages); calculate_loss returns it. Appending a bare value is an error."""
 
     class ScoreWithLoss(DotProductScore):
         def forward(self, query, key, context, rows=None, inputs=None):
-            context.aux_losses.append(query.new_tensor(1.5))
+            context.add_aux_loss(query.new_tensor(1.5), query.size(0))
+            with pytest.raises(TypeError, match="add_aux_loss"):
+                context.aux_losses.append(query.new_tensor(1.5))
             return super().forward(query, key, context, rows)
 
     _, net, _, (train, _, _) = _build("SASRecAP", tiny_config)

@@ -9,6 +9,9 @@ Shared training infrastructure of our sequential models (docs/models.md, "Traini
 * batch trimming: every batch is cut to its longest sequence (RecBole right-pads to
   ``MAX_ITEM_LIST_LENGTH``; with causal attention this is exact under both position
   alignments);
+* length grouping: a batch is split into a few groups of similar lengths, each trimmed to
+  its own longest sequence, with the losses combined so that the loss and its gradients
+  are the ungrouped batch's (training and evaluation);
 * position ids counted from the first item or from the most recent one
   (``position_alignment``);
 * one uniform negative per position, drawn in one tensor operation among the items the user
@@ -23,6 +26,7 @@ A subclass implements :meth:`encode` (per-position outputs from a
 ``full_sort_predict`` are provided here.
 """
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -41,6 +45,11 @@ from recbole_attn.model.layers.transformer import (
     FeedForward,
     TransformerEncoder,
     TransformerLayer,
+)
+from recbole_attn.model.length_groups import (
+    check_length_group_overhead,
+    check_length_groups,
+    plan_length_groups,
 )
 
 #: losses of :meth:`AttnSequentialRecommender.sampled_loss` (one sampled negative per
@@ -67,13 +76,50 @@ def map_output(fn, output):
     return fn(output)
 
 
+def combine_group_losses(parts):
+    """The losses of a batch from those of its length groups.
+
+    ``parts``: per group ``(position losses, N_g, aux terms)``: a tuple of means over the
+    group's N_g loss positions, and the :class:`~recbole_attn.model.layers.context.
+    AuxLoss` terms its layers added (a mean and the count it averages over). Position
+    loss i is ``sum_g loss_gi N_g / sum_g N_g``, auxiliary loss i ``sum_g value_gi
+    count_gi / sum_g count_gi`` (0 when every count is 0): the means over the whole
+    batch. Returns one tuple, position losses first."""
+    n_losses, n_aux = len(parts[0][0]), len(parts[0][2])
+    if any(len(loss) != n_losses or len(aux) != n_aux for loss, _, aux in parts):
+        raise RuntimeError(
+            "the length groups of a batch returned different numbers of loss terms; "
+            "a model whose losses depend on the batch composition must set "
+            "length_grouping = False"
+        )
+
+    def mean(values, counts):
+        dtype, device = values[0].dtype, values[0].device
+        counts = [torch.as_tensor(c, device=device).to(dtype) for c in counts]
+        total = sum(counts)
+        weighted = sum(v * c for v, c in zip(values, counts))
+        return weighted / torch.where(total > 0, total, torch.ones_like(total))
+
+    positions = [n for _, n, _ in parts]
+    losses = tuple(
+        mean([loss[i] for loss, _, _ in parts], positions) for i in range(n_losses)
+    )
+    aux = tuple(
+        mean([a[i].value for _, _, a in parts], [a[i].count for _, _, a in parts])
+        for i in range(n_aux)
+    )
+    return losses + aux
+
+
 class AttnSequentialRecommender(SequentialRecommender):
     r"""Base class of recbole_attn's sequential recommenders.
 
     Config keys read here: ``training_mode`` (``all_position`` | ``last_position``),
     ``neg_exclude_seen`` (negatives avoid the items of the user's training sequence, as in
     the official code of STOSA and PAtt; False = plain uniform sampling), ``trim_batch``,
-    ``position_alignment`` (``first`` | ``last``).
+    ``position_alignment`` (``first`` | ``last``), ``length_groups`` and
+    ``length_group_overhead`` (exact length grouping of every batch,
+    :mod:`recbole_attn.model.length_groups`).
     """
 
     input_type = InputType.POINTWISE
@@ -82,6 +128,11 @@ class AttnSequentialRecommender(SequentialRecommender):
     #: whether prediction may compute only the last position in the last layer: set it
     #: where that is exact (no step of the model mixes the query rows of a layer)
     last_position_shortcut = False
+    #: whether a batch may be split into length groups (``length_groups``): set it to
+    #: False for a model whose encoder or losses mix the sequences of a batch (batch
+    #: statistics, in-batch negatives, a loss that is no mean over positions or over
+    #: counted terms); none of ours does
+    length_grouping = True
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
@@ -91,6 +142,10 @@ class AttnSequentialRecommender(SequentialRecommender):
         self.trim_batch = bool(config["trim_batch"])
         self.neg_exclude_seen = bool(config["neg_exclude_seen"])
         self.position_alignment = check_position_alignment(config["position_alignment"])
+        self.max_length_groups = check_length_groups(config["length_groups"])
+        self.length_group_overhead = check_length_group_overhead(
+            config["length_group_overhead"]
+        )
 
     # ------------------------------------------------------------------ to implement
     def encode(self, context):
@@ -101,7 +156,10 @@ class AttnSequentialRecommender(SequentialRecommender):
     def position_loss(self, output, pos_items, neg_items):
         """Loss from outputs gathered at N training positions ``[N, ...]`` and their
         targets ``pos_items [N]`` (and ``neg_items [N]`` when :attr:`needs_negatives`).
-        Returns a scalar or a tuple of scalars (RecBole sums and logs them)."""
+        Returns a scalar or a tuple of scalars (RecBole sums and logs them), each a MEAN
+        over the N positions: length grouping weights the groups' losses by their N
+        (tested for every model; a loss that is not a per-position mean needs
+        ``length_grouping = False``)."""
         raise NotImplementedError
 
     def score_items(self, output, items):
@@ -194,9 +252,20 @@ class AttnSequentialRecommender(SequentialRecommender):
         """The :class:`SequenceContext` of a batch: trimmed sequences, position ids, user
         ids; with ``last_position`` (and :attr:`last_position_shortcut`), the last layer
         computes only the last valid position; ``record`` keeps the attention matrices.
-        """
+        The whole batch in one context (no length grouping)."""
         item_seq_len = interaction[self.ITEM_SEQ_LEN]
         item_seq = self.trim(interaction[self.ITEM_SEQ], item_seq_len)
+        return self.make_context(
+            item_seq, item_seq_len, self._users(interaction), last_position, record
+        )
+
+    def _users(self, interaction):
+        return interaction[self.USER_ID] if self.USER_ID in interaction else None
+
+    def make_context(
+        self, item_seq, item_seq_len, user=None, last_position=False, record=False
+    ):
+        """The :class:`SequenceContext` of already trimmed sequences ``item_seq``."""
         shortcut = last_position and self.last_position_shortcut
         return SequenceContext(
             item_seq=item_seq,
@@ -209,30 +278,129 @@ class AttnSequentialRecommender(SequentialRecommender):
             ),
             max_length=self.max_seq_length,
             alignment=self.position_alignment,
-            user=interaction[self.USER_ID] if self.USER_ID in interaction else None,
+            user=user,
             query_index=item_seq_len - 1 if shortcut else None,
             record=record,
         )
 
-    def calculate_loss(self, interaction):
-        context = self.sequence_context(interaction)
-        targets, mask = self.training_targets(
-            context.item_seq, context.item_seq_len, interaction[self.POS_ITEM_ID]
+    # ------------------------------------------------------------------ length groups
+    def length_groups(self, item_seq_len):
+        """The length groups of a batch: None (the batch is not split), or a list of
+        ``(rows, length)``, ``rows`` a ``[n_g]`` index tensor (original order within the
+        group), ``length`` the group's longest sequence, shortest group first.
+
+        Split only with ``trim_batch``, :attr:`length_grouping`, ``length_groups > 1``
+        and when :func:`~recbole_attn.model.length_groups.plan_length_groups` finds
+        more than one group worth it for these lengths."""
+        batch = item_seq_len.numel()
+        if (
+            not (self.trim_batch and self.length_grouping)
+            or self.max_length_groups < 2
+            or batch < 2
+        ):
+            return None
+        lengths = item_seq_len.detach().cpu().numpy()
+        longest = max(int(lengths.max()), 1)
+        bounds = plan_length_groups(
+            lengths,
+            self.max_length_groups,
+            self.length_group_overhead * batch * longest**2,
         )
-        output = map_output(lambda o: o[mask], self.encode(context))
+        if len(bounds) < 2:
+            return None
+        groups, low = [], -1
+        for high in bounds:
+            rows = np.flatnonzero((lengths > low) & (lengths <= high))
+            rows = torch.as_tensor(rows, device=item_seq_len.device)
+            groups.append((rows, max(int(high), 1)))
+            low = high
+        return groups
+
+    def _grouped_contexts(self, interaction, last_position=False):
+        """``(item_seq, item_seq_len, groups, contexts)`` of a batch: the batch trimmed to
+        its longest sequence, its :meth:`length_groups` and one context per group (one
+        context of the whole batch when it is not split)."""
+        item_seq_len = interaction[self.ITEM_SEQ_LEN]
+        item_seq = self.trim(interaction[self.ITEM_SEQ], item_seq_len)
+        user = self._users(interaction)
+        groups = self.length_groups(item_seq_len)
+        if groups is None:
+            contexts = [self.make_context(item_seq, item_seq_len, user, last_position)]
+        else:
+            contexts = [
+                self.make_context(
+                    item_seq[rows, :length],
+                    item_seq_len[rows],
+                    None if user is None else user[rows],
+                    last_position,
+                )
+                for rows, length in groups
+            ]
+        return item_seq, item_seq_len, groups, contexts
+
+    # ------------------------------------------------------------------ training
+    def calculate_loss(self, interaction):
+        """Position losses (``position_loss``) then auxiliary losses (those the layers
+        added with ``context.add_aux_loss``), as one scalar or a tuple.
+
+        The negatives are drawn once for the whole (trimmed) batch before any encoding,
+        so length grouping neither changes them nor the RNG draws after them. With
+        length groups, every group is encoded and its losses computed on its own; a
+        position loss (a mean over the group's N_g loss positions) is weighted by
+        N_g / N, an auxiliary loss by its count over the groups' total count: the loss
+        and its gradients are the ungrouped batch's (up to rounding; tested). Only the
+        random draws inside the encoder (dropout, RKSA's noise, PAtt's sampled triples)
+        differ, since they are drawn per group."""
+        item_seq, item_seq_len, groups, contexts = self._grouped_contexts(interaction)
+        targets, mask = self.training_targets(
+            item_seq, item_seq_len, interaction[self.POS_ITEM_ID]
+        )
         neg_items = None
         if self.needs_negatives:
-            neg_items = self.sample_negatives(context.item_seq, targets)[mask]
-        loss = self.position_loss(output, targets[mask], neg_items)
-        if not context.aux_losses:
-            return loss
-        return (loss if isinstance(loss, tuple) else (loss,)) + tuple(
-            context.aux_losses
-        )
+            neg_items = self.sample_negatives(item_seq, targets)
+        if groups is None:
+            losses, _, aux = self._context_losses(contexts[0], targets, mask, neg_items)
+            losses += tuple(term.value for term in aux)
+            return losses if len(losses) > 1 else losses[0]
+        parts = []
+        for (rows, length), context in zip(groups, contexts):
+            parts.append(
+                self._context_losses(
+                    context,
+                    targets[rows, :length],
+                    mask[rows, :length],
+                    None if neg_items is None else neg_items[rows, :length],
+                )
+            )
+        losses = combine_group_losses(parts)
+        return losses if len(losses) > 1 else losses[0]
 
+    def _context_losses(self, context, targets, mask, neg_items):
+        """``(position losses tuple, number of loss positions, aux loss terms)`` of one
+        context and its ``[B, L]`` targets, loss mask and negatives."""
+        output = map_output(lambda o: o[mask], self.encode(context))
+        loss = self.position_loss(
+            output, targets[mask], None if neg_items is None else neg_items[mask]
+        )
+        loss = loss if isinstance(loss, tuple) else (loss,)
+        return loss, mask.sum(), list(context.aux_loss_terms)
+
+    # ------------------------------------------------------------------ prediction
     def last_output(self, interaction):
-        """Outputs ``[B, ...]`` at the last valid position of every sequence."""
-        context = self.sequence_context(interaction, last_position=True)
+        """Outputs ``[B, ...]`` at the last valid position of every sequence (encoded by
+        length group, in the rows' original order)."""
+        _, _, groups, contexts = self._grouped_contexts(interaction, last_position=True)
+        outputs = [self._last_output(context) for context in contexts]
+        if groups is None:
+            return outputs[0]
+        order = torch.cat([rows for rows, _ in groups])
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(len(order), device=order.device)
+        if isinstance(outputs[0], tuple):
+            return tuple(torch.cat(parts)[inverse] for parts in zip(*outputs))
+        return torch.cat(outputs)[inverse]
+
+    def _last_output(self, context):
         output = self.encode(context)
         if context.query_index is not None:
             return map_output(lambda o: o.squeeze(1), output)

@@ -6,12 +6,14 @@ and handed to every attention layer, score module and refiner. It carries the (t
 item sequences, the position ids under the model's ``position_alignment``, the user ids,
 the one attention mask convention of the package, and three things layers write back:
 the attention matrices when they are recorded (:meth:`attention_weights`), auxiliary
-sequence-level loss terms, and per-batch values cached for the other layers.
+loss terms (:meth:`SequenceContext.add_aux_loss`: a mean together with the number of
+terms it averages, so that length grouping can combine groups exactly), and per-batch
+values cached for the other layers.
 """
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Optional
+from typing import NamedTuple, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -61,6 +63,27 @@ def select_rows(x, rows):
     return x[torch.arange(x.size(0), device=x.device), rows].unsqueeze(1)
 
 
+class AuxLoss(NamedTuple):
+    """An auxiliary loss term of a batch: ``value``, a scalar MEAN over ``count`` terms
+    (sequences, query rows, ...; the value is 0 when count is 0)."""
+
+    value: torch.Tensor
+    count: Union[int, torch.Tensor]
+
+
+class AuxLossValues(tuple):
+    """The values of a context's auxiliary losses (read-only: a layer adds one with
+    :meth:`SequenceContext.add_aux_loss`, which also takes the count it averages over).
+    """
+
+    def append(self, value):
+        raise TypeError(
+            "add an auxiliary loss with context.add_aux_loss(value, count): value is a "
+            "mean over count terms (sequences, query rows, ...), which length grouping "
+            "needs to weight the groups of a batch exactly"
+        )
+
+
 @dataclass(eq=False)
 class SequenceContext:
     """The batch an encoder works on.
@@ -90,11 +113,27 @@ class SequenceContext:
     attention: list = field(default_factory=list)
     #: per layer, the normalized matrix before a refiner changed it (refined layers only)
     unrefined: list = field(default_factory=list)
-    #: scalar loss terms added by layers (a sequence-level auxiliary loss)
-    aux_losses: list = field(default_factory=list)
+    #: auxiliary loss terms added by layers (:meth:`add_aux_loss`)
+    aux_loss_terms: list = field(default_factory=list)
     #: per-batch inputs a model hands to its layers (e.g. DPAtt's category kernel)
     features: dict = field(default_factory=dict)
     _cache: dict = field(default_factory=dict, repr=False)
+
+    def add_aux_loss(self, value, count):
+        """Add an auxiliary loss term to the batch's loss: ``value`` is a scalar MEAN
+        over ``count`` terms of this batch (an int or a 0-dim tensor: the number of
+        sequences for a per-sequence mean, of query rows for a per-row mean, ...; value
+        0 with count 0 when there is none). ``calculate_loss`` returns it after the
+        position losses; when a batch is split into length groups, the group values are
+        averaged with weights ``count``, which gives exactly the ungrouped batch's mean.
+        A term that is not a mean (a sum, a max, a batch statistic) cannot be split:
+        set ``length_grouping = False`` on the model instead."""
+        self.aux_loss_terms.append(AuxLoss(value, count))
+
+    @property
+    def aux_losses(self):
+        """The values of the auxiliary loss terms, in the order they were added."""
+        return AuxLossValues(term.value for term in self.aux_loss_terms)
 
     @cached_property
     def valid(self):

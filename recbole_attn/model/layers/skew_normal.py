@@ -127,25 +127,27 @@ def listnet_loss(psi, target, valid):
     r"""ListNet top-one loss (Cao et al., 2007) between every row of ``psi`` and of the
     target scores over the row's causal prefix (keys j < t): :math:`-\sum_j
     \mathrm{softmax}(target_t)_j \log \mathrm{softmax}(\psi_t)_j`, averaged over the rows
-    with at least two such keys."""
+    with at least two such keys. Returns ``(mean, number of such rows)`` (a per-row mean:
+    length grouping weights it by the row count)."""
     length = psi.size(-1)
     keys = torch.ones(length, length, dtype=torch.bool, device=psi.device).tril(-1)
     keys = keys & valid.unsqueeze(-1) & valid.unsqueeze(-2)
     rows = keys.sum(-1) >= 2
+    count = rows.sum()
     if not bool(rows.any()):
-        return psi.new_zeros(())
+        return psi.new_zeros(()), count
     low = torch.finfo(psi.dtype).min
     log_pred = torch.log_softmax(torch.where(keys, psi, low), -1)
     weights = torch.softmax(torch.where(keys, target, low), -1) * keys
     loss = -(weights * log_pred.masked_fill(~keys, 0.0)).sum(-1)
-    return loss[rows].mean()
+    return loss[rows].mean(), count
 
 
 class SkewNormalScore(AttentionScore):
     """RKSA's logits (module docstring). Reads the per-batch co-occurrence counts,
     occurrences and user embeddings from ``context.features`` and adds its listwise
-    kernel loss (``loss_weight`` times the ListNet loss) to ``context.aux_losses`` in
-    training."""
+    kernel loss (``loss_weight`` times the ListNet loss, a mean over query rows) to the
+    context's auxiliary losses in training."""
 
     def __init__(
         self,
@@ -251,8 +253,6 @@ class SkewNormalScore(AttentionScore):
         eye = torch.eye(psi.size(-1), dtype=psi.dtype, device=psi.device)
         chol = torch.linalg.cholesky((psi + self.jitter * eye) / (1.0 + self.jitter))
         if self.loss_weight:
-            context.aux_losses.append(
-                self.loss_weight
-                * listnet_loss(psi, self.counting(context), context.valid)
-            )
+            loss, rows = listnet_loss(psi, self.counting(context), context.valid)
+            context.add_aux_loss(self.loss_weight * loss, rows)
         return msn_sample(xi, omega, delta, chol)

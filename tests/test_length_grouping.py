@@ -1,0 +1,321 @@
+"""Exact length grouping (``length_groups``), for every model of ``recbole_attn.model.MODELS`` and the
+variants of the model-contract tests: in float64 without dropout (RKSA's noise and PAtt's
+sampled third items replaced by fixed values that depend on the sequence only), the
+grouped loss, every parameter gradient, the negatives and the evaluation scores equal the
+ungrouped ones; the planner's groups minimize the cost against brute force; a few Adam
+steps end at the same parameters."""
+
+import copy
+import itertools
+import logging
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from recbole_attn.errors import ConfigError
+from recbole_attn.model.layers import dpp, skew_normal
+from recbole_attn.model.layers.context import SequenceContext
+from recbole_attn.model.length_groups import (
+    check_length_groups,
+    grouping_cost,
+    plan_length_groups,
+)
+from recbole_attn.quick_start import build
+from test_model_contract import CASES, CAT_COLS, FAST
+
+RTOL, ATOL = 1e-10, 1e-12
+#: spread lengths (T = 12): the planner splits them into several groups
+LENGTHS = [12, 1, 2, 2, 3, 3, 3, 4, 4, 5, 6, 7, 9, 2, 1, 3]
+
+
+@pytest.fixture(scope="module")
+def built(tiny_data_path, tmp_path_factory):
+    """model name, extra config -> (config, float64 model without dropout, data)."""
+    cache = {}
+    work = tmp_path_factory.mktemp("grouping")
+
+    def get(name, extra):
+        key = (name, repr(sorted(extra.items())))
+        if key not in cache:
+            config = {
+                "data_path": tiny_data_path,
+                "load_col": CAT_COLS,
+                "checkpoint_dir": str(work / "saved"),
+                "state": "ERROR",
+                "seed": 2020,
+                "hidden_size": 16,
+                "inner_size": 32,
+                "n_layers": 2,
+                "n_heads": 2,
+                "MAX_ITEM_LIST_LENGTH": 12,
+                "hidden_dropout_prob": 0.0,
+                "attn_dropout_prob": 0.0,
+                **FAST,
+                **extra,
+            }
+            cwd = os.getcwd()
+            os.chdir(work)
+            try:
+                cfg, net, _, data = build(name, "tiny", config_dict=config)
+            finally:
+                os.chdir(cwd)
+            logging.getLogger().handlers.clear()
+            cache[key] = (cfg, net.double(), data)
+        return cache[key]
+
+    return get
+
+
+@pytest.fixture
+def fixed_noise(monkeypatch):
+    """RKSA's eq. 13 noise and PAtt's sampled third items as fixed values: the same for
+    a sequence whatever its batch or trimmed length (the Cholesky factor of the padded
+    kernel is block-diagonal, so ``chol @ 1`` at a real item depends on its prefix
+    only; the third items depend on the positions only)."""
+
+    def msn_sample(xi, omega, delta, chol, generator=None):
+        batch, heads, _, length = xi.shape
+        ones = torch.ones(batch, heads, length, 1, dtype=xi.dtype)
+        y = (chol.unsqueeze(1) @ ones).transpose(-1, -2)
+        return xi + omega * (delta + torch.sqrt(1.0 - delta.square()) * y)
+
+    def sample_third_items(shape, samples, device, generator=None):
+        n = shape[-1]
+        u = (torch.arange(samples, device=device) + 0.5) / samples
+        u = u.expand(*shape[:-2], n, n, samples)
+        t = torch.arange(n, device=device).view(n, 1, 1)
+        r = torch.arange(n, device=device).view(1, n, 1)
+        avail = (t - 1).clamp_min(1)
+        j = (u * avail).long().clamp_max(avail - 1)
+        return j + (j >= r).long()
+
+    monkeypatch.setattr(skew_normal, "msn_sample", msn_sample)
+    monkeypatch.setattr(dpp, "sample_third_items", sample_third_items)
+
+
+def make_batch(net, lengths=LENGTHS, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    n = net.max_seq_length
+    lengths = torch.tensor(lengths)
+    seq = torch.randint(1, net.n_items, (len(lengths), n), generator=gen)
+    seq = seq * (torch.arange(n).unsqueeze(0) < lengths.unsqueeze(1))
+    return {
+        net.ITEM_SEQ: seq,
+        net.ITEM_SEQ_LEN: lengths,
+        net.USER_ID: torch.arange(1, len(lengths) + 1),
+        net.POS_ITEM_ID: torch.randint(1, net.n_items, (len(lengths),), generator=gen),
+    }
+
+
+def as_tuple(losses):
+    return losses if isinstance(losses, tuple) else (losses,)
+
+
+def loss_and_grads(net, data, groups, seed=7):
+    """Loss terms, gradients and negatives of one training step with at most ``groups``
+    length groups, and a draw after it (the RNG state it left)."""
+    net.max_length_groups = groups
+    net.zero_grad(set_to_none=True)
+    drawn = []
+    sample = type(net).sample_negatives
+
+    def record(self, item_seq, targets):
+        drawn.append(sample(self, item_seq, targets))
+        return drawn[-1]
+
+    net.sample_negatives = record.__get__(net)
+    try:
+        torch.manual_seed(seed)
+        losses = as_tuple(net.calculate_loss(data))
+        after = torch.rand(4)
+    finally:
+        del net.sample_negatives
+    sum(losses).backward()
+    grads = {
+        name: p.grad.clone() for name, p in net.named_parameters() if p.grad is not None
+    }
+    net.zero_grad(set_to_none=True)
+    return losses, grads, drawn, after
+
+
+@pytest.fixture(params=["first", "last"])
+def alignment(request):
+    return request.param
+
+
+@pytest.mark.parametrize("name,extra", CASES)
+def test_grouped_loss_gradients_and_negatives_equal_ungrouped(
+    built, name, extra, alignment, fixed_noise
+):
+    _, net, _ = built(name, extra)
+    net.position_alignment = alignment
+    net.length_group_overhead = 0.0
+    data = make_batch(net)
+    groups = net.length_groups(data[net.ITEM_SEQ_LEN])
+    assert groups is not None and len(groups) == 4
+    assert sorted(torch.cat([rows for rows, _ in groups]).tolist()) == list(
+        range(len(LENGTHS))
+    )
+    net.train()
+    try:
+        plain, plain_grads, plain_neg, plain_after = loss_and_grads(net, data, 1)
+        grouped, grads, neg, after = loss_and_grads(net, data, 4)
+    finally:
+        net.eval()
+        net.max_length_groups = 4
+    assert len(grouped) == len(plain)
+    for a, b in zip(grouped, plain):
+        torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
+    assert grads.keys() == plain_grads.keys() and grads
+    for key, grad in plain_grads.items():
+        torch.testing.assert_close(grads[key], grad, rtol=RTOL, atol=ATOL, msg=key)
+    # the negatives: drawn once for the batch, the same, and the RNG left alike
+    assert len(neg) == len(plain_neg) == int(net.needs_negatives)
+    for a, b in zip(neg, plain_neg):
+        assert torch.equal(a, b)
+    assert torch.equal(after, plain_after)
+
+
+@pytest.mark.parametrize("name,extra", CASES)
+def test_grouped_evaluation_scores_equal_ungrouped(built, name, extra, alignment):
+    _, net, _ = built(name, extra)
+    net.position_alignment = alignment
+    net.length_group_overhead = 0.0
+    data = make_batch(net, seed=1)
+    with torch.no_grad():
+        net.max_length_groups = 1
+        want = net.full_sort_predict(data)
+        data[net.ITEM_ID] = torch.arange(len(LENGTHS)) % (net.n_items - 1) + 1
+        want_items = net.predict(data)
+        net.max_length_groups = 4
+        assert len(net.length_groups(data[net.ITEM_SEQ_LEN])) == 4
+        got = net.full_sort_predict(data)
+        got_items = net.predict(data)
+    assert got.shape == (len(LENGTHS), net.n_items)
+    torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(got_items, want_items, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        got_items, got[torch.arange(len(LENGTHS)), data[net.ITEM_ID]]
+    )
+
+
+@pytest.mark.parametrize("name,extra", CASES)
+def test_position_losses_are_means(built, name, extra):
+    """The contract grouping relies on: ``position_loss`` returns means over positions
+    (a sum, or anything that depends on how many positions there are, would change when
+    every position is repeated)."""
+    _, net, _ = built(name, extra)
+    data = make_batch(net, seed=2)
+    context = net.sequence_context(data)
+    targets, mask = net.training_targets(
+        context.item_seq, context.item_seq_len, data[net.POS_ITEM_ID]
+    )
+    with torch.no_grad():
+        out = net.encode(context)
+        out = out if isinstance(out, tuple) else (out,)
+        out = tuple(o[mask] for o in out)
+        pos = targets[mask]
+        neg = torch.randint(1, net.n_items, pos.shape) if net.needs_negatives else None
+
+        def loss(rep):
+            o = tuple(x.repeat(rep, *([1] * (x.dim() - 1))) for x in out)
+            return as_tuple(
+                net.position_loss(
+                    o if len(o) > 1 else o[0],
+                    pos.repeat(rep),
+                    None if neg is None else neg.repeat(rep),
+                )
+            )
+
+        for a, b in zip(loss(3), loss(1), strict=True):
+            torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
+
+
+def test_planner_minimizes_the_cost_against_brute_force():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        lengths = rng.integers(1, 30, size=int(rng.integers(1, 14)))
+        max_groups = int(rng.integers(1, 6))
+        overhead = float(rng.choice([0.0, 5.0, 60.0, 400.0, 1e5]))
+        values = np.unique(lengths)
+        best = min(
+            grouping_cost(lengths, [values[c] for c in cuts] + [values[-1]], overhead)
+            for k in range(1, min(max_groups, len(values)) + 1)
+            for cuts in itertools.combinations(range(len(values) - 1), k - 1)
+        )
+        bounds = plan_length_groups(lengths, max_groups, overhead)
+        assert 1 <= len(bounds) <= max_groups
+        assert bounds == sorted(set(bounds)) and bounds[-1] == lengths.max()
+        assert set(bounds) <= set(values.tolist())
+        assert grouping_cost(lengths, bounds, overhead) == pytest.approx(best)
+    # ties go to fewer groups; a huge overhead keeps one group
+    assert plan_length_groups([3, 3, 3], 4) == [3]
+    assert plan_length_groups([1, 2, 50], 4, overhead=1e9) == [50]
+    assert plan_length_groups([1, 1, 1, 1, 50], 2) == [1, 50]
+    assert plan_length_groups([], 4) == []
+
+
+def test_grouping_needs_trimming_and_respects_the_opt_out(built):
+    _, net, _ = built("SASRecAP", {})
+    lengths = torch.tensor(LENGTHS)
+    net.length_group_overhead = 0.0
+    try:
+        assert len(net.length_groups(lengths)) == 4
+        net.max_length_groups = 2
+        assert len(net.length_groups(lengths)) == 2
+        net.max_length_groups = 1
+        assert net.length_groups(lengths) is None
+        net.max_length_groups = 4
+        net.trim_batch = False
+        assert net.length_groups(lengths) is None
+        net.trim_batch = True
+        net.length_grouping = False  # a model that mixes the sequences of a batch
+        assert net.length_groups(lengths) is None
+        del net.length_grouping
+        assert net.length_groups(torch.tensor([5, 5, 5])) is None
+    finally:
+        net.max_length_groups, net.trim_batch = 4, True
+    assert check_length_groups(None) == 4
+    with pytest.raises(ConfigError, match="length_groups"):
+        check_length_groups(0)
+
+
+@pytest.mark.parametrize("name", ["SASRecAP", "STOSA"])
+def test_adam_steps_reach_the_same_parameters(built, name):
+    """A few Adam steps on the tiny training data, with a fixed seed, grouped and
+    ungrouped: the same parameters (no dropout)."""
+    _, net, (train_data, _, _) = built(name, {})
+    batches = [b for _, b in zip(range(3), train_data)]
+    for b in batches:
+        assert net.length_groups(b[net.ITEM_SEQ_LEN]) is not None
+    finals = []
+    for groups in (1, 4):
+        model = copy.deepcopy(net)
+        model.max_length_groups = groups
+        model.train()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        torch.manual_seed(11)
+        for _ in range(2):
+            for b in batches:
+                opt.zero_grad()
+                sum(as_tuple(model.calculate_loss(b))).backward()
+                opt.step()
+        finals.append(dict(model.named_parameters()))
+    for key, value in finals[0].items():
+        torch.testing.assert_close(finals[1][key], value, rtol=1e-8, atol=1e-10)
+
+
+def test_aux_losses_take_a_count():
+    context = SequenceContext(
+        item_seq=torch.ones(2, 3, dtype=torch.long),
+        item_seq_len=torch.tensor([3, 3]),
+        positions=torch.zeros(2, 3, dtype=torch.long),
+        max_length=3,
+    )
+    context.add_aux_loss(torch.tensor(2.0), 5)
+    assert context.aux_losses == (torch.tensor(2.0),)
+    assert context.aux_loss_terms[0].count == 5
+    with pytest.raises(TypeError, match="add_aux_loss"):
+        context.aux_losses.append(torch.tensor(1.0))
