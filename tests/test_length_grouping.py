@@ -1,4 +1,5 @@
-"""Exact length grouping (``length_groups``), for every model of ``recbole_attn.model.MODELS`` and the
+"""Exact length grouping (``length_groups``) and the memory-bounded cross-entropy
+(``ce_logits_budget_mb``), for every model of ``recbole_attn.model.MODELS`` and the
 variants of the model-contract tests: in float64 without dropout (RKSA's noise and PAtt's
 sampled third items replaced by fixed values that depend on the sequence only), the
 grouped loss, every parameter gradient, the negatives and the evaluation scores equal the
@@ -9,12 +10,15 @@ import copy
 import itertools
 import logging
 import os
+import weakref
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from recbole_attn.errors import ConfigError
+from recbole_attn.model import losses as ce_losses
 from recbole_attn.model.layers import dpp, skew_normal
 from recbole_attn.model.layers.context import SequenceContext
 from recbole_attn.model.length_groups import (
@@ -319,3 +323,67 @@ def test_aux_losses_take_a_count():
     assert context.aux_loss_terms[0].count == 5
     with pytest.raises(TypeError, match="add_aux_loss"):
         context.aux_losses.append(torch.tensor(1.0))
+
+
+# ---------------------------------------------------------------- chunked cross-entropy
+def test_chunked_cross_entropy_matches_full_logits():
+    gen = torch.Generator().manual_seed(0)
+    hidden = torch.randn(53, 8, dtype=torch.float64, generator=gen, requires_grad=True)
+    weight = torch.randn(29, 8, dtype=torch.float64, generator=gen, requires_grad=True)
+    targets = torch.randint(0, 29, (53,), generator=gen)
+    want = F.cross_entropy(hidden @ weight.T, targets)
+    want_grads = torch.autograd.grad(want, (hidden, weight))
+    # 29 items x 8 bytes: budgets of 1, 7 and 53 positions per chunk, and no chunking
+    for budget in [1e-6, 7 * 29 * 8 / 2**20, 53 * 29 * 8 / 2**20, 1.0]:
+        got = ce_losses.chunked_cross_entropy(hidden, weight, targets, budget)
+        grads = torch.autograd.grad(got, (hidden, weight))
+        torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
+        for g, w in zip(grads, want_grads):
+            torch.testing.assert_close(g, w, rtol=RTOL, atol=ATOL)
+
+
+def test_chunked_cross_entropy_keeps_one_chunk_of_logits_alive(monkeypatch):
+    """Count the logits elements alive at any time through the one function that makes
+    them (weak references: freed tensors leave the count at once)."""
+    alive, peak, made = [0], [0], []
+    original = ce_losses.chunk_logits
+
+    def counted(hidden, weight):
+        logits = original(hidden, weight)
+        size = logits.numel()
+        alive[0] += size
+        peak[0] = max(peak[0], alive[0])
+        made.append(size)
+        weakref.finalize(logits, lambda: alive.__setitem__(0, alive[0] - size))
+        return logits
+
+    monkeypatch.setattr(ce_losses, "chunk_logits", counted)
+    n, n_items, rows = 1000, 50, 64
+    budget = rows * n_items * 4 / 2**20  # float32: 64 positions per chunk
+    hidden = torch.randn(n, 16, requires_grad=True)
+    weight = torch.randn(n_items, 16, requires_grad=True)
+    targets = torch.randint(0, n_items, (n,))
+    loss = ce_losses.chunked_cross_entropy(hidden, weight, targets, budget)
+    assert len(made) == -(-n // rows) and max(made) == rows * n_items
+    loss.backward()
+    assert len(made) == 2 * -(-n // rows)  # recomputed once in the backward
+    assert peak[0] <= rows * n_items < n * n_items
+    assert alive[0] == 0
+
+
+def test_model_ce_loss_is_the_same_under_a_small_budget(built):
+    _, net, _ = built("SASRecAP", {"loss_type": "CE"})
+    data = make_batch(net, seed=3)
+    results = []
+    for budget in (512.0, 1e-4):  # 1e-4 MB: a few positions per chunk
+        net.ce_logits_budget_mb = budget
+        net.zero_grad(set_to_none=True)
+        loss = net.calculate_loss(data)
+        loss.backward()
+        results.append((loss, {n: p.grad.clone() for n, p in net.named_parameters()}))
+    net.ce_logits_budget_mb = 512.0
+    net.zero_grad(set_to_none=True)
+    (a, ga), (b, gb) = results
+    torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
+    for key in ga:
+        torch.testing.assert_close(ga[key], gb[key], rtol=RTOL, atol=ATOL)

@@ -51,6 +51,7 @@ from recbole_attn.model.length_groups import (
     check_length_groups,
     plan_length_groups,
 )
+from recbole_attn.model.losses import check_ce_budget, chunked_cross_entropy
 
 #: losses of :meth:`AttnSequentialRecommender.sampled_loss` (one sampled negative per
 #: position) and CE (softmax over all items), the loss types our models share
@@ -119,7 +120,9 @@ class AttnSequentialRecommender(SequentialRecommender):
     the official code of STOSA and PAtt; False = plain uniform sampling), ``trim_batch``,
     ``position_alignment`` (``first`` | ``last``), ``length_groups`` and
     ``length_group_overhead`` (exact length grouping of every batch,
-    :mod:`recbole_attn.model.length_groups`).
+    :mod:`recbole_attn.model.length_groups`), ``ce_logits_budget_mb`` (the largest
+    ``[positions, n_items]`` logits tensor a CE loss materializes,
+    :func:`~recbole_attn.model.losses.chunked_cross_entropy`).
     """
 
     input_type = InputType.POINTWISE
@@ -146,6 +149,7 @@ class AttnSequentialRecommender(SequentialRecommender):
         self.length_group_overhead = check_length_group_overhead(
             config["length_group_overhead"]
         )
+        self.ce_logits_budget_mb = check_ce_budget(config["ce_logits_budget_mb"])
 
     # ------------------------------------------------------------------ to implement
     def encode(self, context):
@@ -502,8 +506,9 @@ class ItemEmbeddingRecommender(AttnSequentialRecommender):
 
     def position_loss(self, output, pos_items, neg_items):
         if not self.needs_negatives:
-            logits = output @ self.item_embedding.weight.transpose(0, 1)
-            return F.cross_entropy(logits, pos_items)
+            return chunked_cross_entropy(
+                output, self.item_embedding.weight, pos_items, self.ce_logits_budget_mb
+            )
         pos_score = self.score_items(output, pos_items)
         neg_score = self.score_items(output, neg_items)
         return self.sampled_loss(pos_score, neg_score, self.loss_type)
