@@ -20,7 +20,13 @@ TINY_MODEL = {
 
 
 def write_tiny_dataset(
-    root, name="tiny", n_users=60, n_items=40, n_categories=6, seed=0
+    root,
+    name="tiny",
+    n_users=60,
+    n_items=40,
+    n_categories=6,
+    seed=0,
+    category_field="categories",
 ):
     """Write ``root/name/name.inter`` and ``name.item``.
 
@@ -39,7 +45,7 @@ def write_tiny_dataset(
             for t, i in enumerate(items):
                 f.write(f"u{u}\ti{i}\t{1000 * u + t}\n")
     with open(os.path.join(folder, f"{name}.item"), "w") as f:
-        f.write("item_id:token\tcategories:token_seq\n")
+        f.write(f"item_id:token\t{category_field}:token_seq\n")
         for i in range(1, n_items + 1):
             if i % 10 == 0:
                 continue
