@@ -313,7 +313,20 @@ def check_ray_address(address, timeout=3.0):
         ) from None
 
 
+def _quiet_ray():
+    """Ray 2.6's console output that says nothing a tuning user needs: the deprecation
+    warning of its own ``pkg_resources`` import, and the experiment box and result-folder
+    lines of its new output engine (``verbose=0`` does not reach them)."""
+    import warnings
+
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    warnings.filterwarnings(
+        "ignore", r"pkg_resources is deprecated", UserWarning, r"ray\._private\."
+    )
+
+
 def _init_ray(address, num_cpus):
+    _quiet_ray()
     import ray
 
     if address:
