@@ -265,6 +265,12 @@ def init_logging(config, verbose=False):
     console gets the run's progress and results and the log file everything. Returns the
     log file's path (None when logging was configured elsewhere)."""
     init_logger(config)
+    # RecBole's init_logger calls colorama.init(), which wraps sys.stdout and sys.stderr
+    # once more on every call: after a few hundred runs in one process (an in-process
+    # search) the nested wrappers overflow the stack. Its handler keeps the wrapped stream.
+    import colorama
+
+    colorama.deinit()
     root = logging.getLogger()
     path = None
     for handler in root.handlers:

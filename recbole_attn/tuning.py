@@ -457,16 +457,19 @@ def _search_ray(
             if mode == "max"
             else history["valid_score"].min()
         )
+        ran = int(history["epoch"].max()) + 1
         folder = os.path.dirname(result.metrics["saved_model_file"])
         status_path = os.path.join(folder, STATUS_FILE)
-        if os.path.isfile(status_path):
+        if os.path.isfile(status_path):  # the trial returned: all epochs or early stop
             with open(status_path) as f:
                 reason = json.load(f)["stop_reason"]
+        elif ran + options["eval_step"] > epochs:
+            reason = "all epochs"  # ASHA ends a trial at its last epoch (max_t)
         else:
             reason = "stopped by ASHA"
         row.update(
             best_valid_score=float(best),
-            epochs=int(len(history)),
+            epochs=ran,
             stop_reason=reason,
             saved_model_file=result.metrics["saved_model_file"],
         )
@@ -632,6 +635,7 @@ def tune_model(
         "gpus_per_trial": gpus_per_trial,
         "storage_path": storage_path or os.path.join(output, "ray"),
         "mode": mode,
+        "eval_step": int(probe["eval_step"] or 1),
     }
     started = time.time()
     if tool == "ray":
@@ -729,7 +733,14 @@ def write_outputs(output, result, overrides, params):
     ]
     with open(os.path.join(output, "trials.md"), "w") as f:
         f.write("\n".join(lines))
-    chosen = {k: v for k, v in overrides.items() if k not in ("checkpoint_dir",)}
+    from recbole_attn.quick_start import convert_value
+
+    # command-line overrides are strings ("50"); the yaml holds the values they spell
+    chosen = {
+        k: convert_value(v) if isinstance(v, str) else v
+        for k, v in overrides.items()
+        if k != "checkpoint_dir"
+    }
     chosen.update(best)
     with open(os.path.join(output, "best.yaml"), "w") as f:
         f.write(

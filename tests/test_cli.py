@@ -398,3 +398,15 @@ def test_progress_bar_on_a_terminal_unless_set(monkeypatch, value, tty, expected
 
     monkeypatch.setattr("sys.stderr.isatty", lambda: tty)
     assert show_progress({"show_progress": value}) is expected
+
+
+def test_repeated_runs_do_not_nest_the_console_streams(tiny_data_path):
+    """RecBole's init_logger wraps sys.stdout/sys.stderr (colorama) on every call; an
+    in-process search builds hundreds of runs."""
+    from recbole_attn.quick_start import init_logging
+
+    config = make_config("SASRecAP", "tiny", config_dict={"data_path": tiny_data_path})
+    before = (sys.stdout, sys.stderr)
+    for _ in range(3):
+        init_logging(config)
+    assert (sys.stdout, sys.stderr) == before
