@@ -1,26 +1,72 @@
-"""Train and evaluate a model through recbole_attn's pipeline.
+"""Train and evaluate a model through recbole_attn's pipeline (RecBole 1.2.1 plugin).
 
     python run_recbole_attn.py --model=STOSA --dataset=ml-100k [--config_files=a.yaml,b.yaml]
                                [--key=value ...]
 
-Hyperparameter search on Ray Tune (validation-based selection, one test evaluation):
+Hyperparameter search (validation-based selection, one test evaluation), on Ray Tune
+(this machine or --ray_address=HOST:PORT of a cluster) or with --tool=hyperopt:
 
-    python run_recbole_attn.py --model=STOSA --dataset=ml-100k --params_file=hyper.test
-                               [--num_samples=8] [--scheduler=asha] [--key=value ...]
+    python run_recbole_attn.py --model=STOSA --dataset=ml-100k
+        --params_file=properties/hyper/STOSA.hyper [--algo=random|bayes|exhaustive]
+        [--num_samples=8] [--scheduler=asha] [--output=DIR] [--key=value ...]
 
 Every ``--key=value`` is a RecBole config override (e.g. ``--epochs=2``,
 ``--train_batch_size=512``, ``--eval_mask_history=True``), applied after the yaml files;
-values are converted as on RecBole's own command line (``--topk=[5,10]``, ``--x=True``).
+values are read as Python literals (``--topk=[5,10]``, ``--x=True``).
 """
 
 import argparse
 import os
 import sys
 
+#: the overrides users reach for first, shown by --help
+COMMON_OVERRIDES = """\
+common overrides (any RecBole or model key works as --key=value):
+  --epochs=N  --stopping_step=N  --learning_rate=X  --train_batch_size=N
+  --hidden_size=N  --n_layers=N  --n_heads=N  --MAX_ITEM_LIST_LENGTH=N
+  --metrics="['Recall','NDCG','MRR','CC','ILD','F1']"  --topk="[5,10,20]"
+  --valid_metric=NDCG@10  --eval_mask_history=True  --eval_args="{'mode': 'uni100'}"
+  --training_mode=all_position|last_position  --use_gpu=True --gpu_id=0
+  --data_path=DIR  --checkpoint_dir=DIR  --show_progress=True  --seed=N
+  --resume_checkpoint=saved/<file>-last.pth
 
-def parse_args(argv):
+examples:
+  python run_recbole_attn.py --model=STOSA --dataset=ml-100k --epochs=20
+  python run_recbole_attn.py --model=SASRec --dataset=ml-100k --epochs=5 \\
+      --metrics="['Recall','NDCG','MRR','CC','ILD']" --eval_mask_history=True
+
+Files: checkpoints in saved/ (checkpoint_dir), logs in log/<model>/ (the configuration,
+dataset and model summaries are there; --verbose prints them on the console too).
+"""
+
+
+def _models_text():
+    from recbole_attn.quick_start import available_models
+
+    ours, theirs = available_models()
+    return (
+        f"models:\n  recbole_attn: {', '.join(ours)}\n"
+        f"  RecBole (sequential): {', '.join(theirs)}\n"
+        "  (and any other RecBole model by name)\n\n"
+    )
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def build_parser(with_models=False):
+    epilog = (_models_text() if with_models else "") + COMMON_OVERRIDES
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--model", "-m", default="STOSA", help="model name")
     parser.add_argument("--dataset", "-d", default="ml-100k", help="dataset name")
@@ -28,14 +74,70 @@ def parse_args(argv):
         "--config_files", default=None, help="comma-separated yaml files, applied last"
     )
     parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print the configuration, dataset and model summaries (always in the log)",
+    )
+    tuning = parser.add_argument_group(
+        "hyperparameter search (with --params_file; docs/tuning.md)"
+    )
+    tuning.add_argument(
         "--params_file",
         default=None,
-        help="RecBole hyper-parameter file: tune on Ray Tune instead of one run",
+        help="RecBole hyper-parameter file, e.g. properties/hyper/STOSA.hyper: search "
+        "instead of one run (select on validation, test the selected configuration once)",
     )
-    parser.add_argument("--num_samples", type=int, default=4, help="tuning trials")
-    parser.add_argument(
-        "--scheduler", default="fifo", choices=["fifo", "asha"], help="Tune scheduler"
+    tuning.add_argument(
+        "--algo",
+        default="random",
+        choices=["random", "bayes", "exhaustive"],
+        help="search algorithm: random sampling, bayes (TPE), exhaustive (every "
+        "combination of choice values) (default: random)",
     )
+    tuning.add_argument(
+        "--tool",
+        default="ray",
+        choices=["ray", "hyperopt"],
+        help="ray: Ray Tune, local or --ray_address; hyperopt: RecBole's HyperTuning in "
+        "this process, no Ray (default: ray)",
+    )
+    tuning.add_argument(
+        "--num_samples", type=_positive_int, default=4, help="trials (random, bayes)"
+    )
+    tuning.add_argument(
+        "--max_concurrent",
+        type=_positive_int,
+        default=None,
+        help="trials at once (Ray)",
+    )
+    tuning.add_argument(
+        "--scheduler",
+        default="fifo",
+        choices=["fifo", "asha"],
+        help="Ray scheduler: fifo, or asha (stops bad trials early)",
+    )
+    tuning.add_argument(
+        "--search_seed", type=int, default=None, help="seed of the search algorithm"
+    )
+    tuning.add_argument("--cpus_per_trial", type=_positive_int, default=1)
+    tuning.add_argument("--gpus_per_trial", type=float, default=0)
+    tuning.add_argument(
+        "--ray_address",
+        default=None,
+        help="auto or HOST:PORT: run the trials on an existing Ray cluster",
+    )
+    tuning.add_argument(
+        "--output",
+        default=None,
+        help="folder of the trial table, best.yaml and result.json "
+        "(default: tune/<model>-<dataset>-<time>)",
+    )
+    return parser
+
+
+def parse_args(argv):
+    # the model list imports RecBole: only for --help
+    parser = build_parser(with_models=any(a in ("-h", "--help") for a in argv))
     args, rest = parser.parse_known_args(argv)
     bad = [a for a in rest if not (a.startswith("--") and "=" in a)]
     if bad:
@@ -63,7 +165,11 @@ def main(argv=None):
         if args.params_file:
             return _tune(args, files, overrides)
         result = run(
-            args.model, args.dataset, config_file_list=files, config_dict=overrides
+            args.model,
+            args.dataset,
+            config_file_list=files,
+            config_dict=overrides,
+            verbose=args.verbose,
         )
     except RecboleAttnError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -76,9 +182,6 @@ def main(argv=None):
 def _tune(args, files, overrides):
     from recbole_attn.tuning import tune_model
 
-    if not os.path.isfile(args.params_file):
-        print(f"error: params file not found: {args.params_file}", file=sys.stderr)
-        return 2
     result = tune_model(
         args.model,
         args.dataset,
@@ -87,12 +190,23 @@ def _tune(args, files, overrides):
         config_dict=overrides,
         num_samples=args.num_samples,
         scheduler=args.scheduler,
+        algo=args.algo,
+        tool=args.tool,
+        max_concurrent=args.max_concurrent,
+        seed=args.search_seed,
+        cpus_per_trial=args.cpus_per_trial,
+        gpus_per_trial=args.gpus_per_trial,
+        ray_address=args.ray_address,
+        output=args.output,
     )
-    for t in result["trials"]:
-        print(f"trial {t['params']}: best valid {t['best_valid_score']:.4f}")
+    out = result["output"]
     print(f"best params: {result['best_params']}")
     print(f"best valid: {result['best_valid_result']}")
     print(f"test: {result['test_result']}")
+    print(
+        f"trials: {os.path.join(out, 'trials.md')} (and .csv); best configuration: "
+        f"{os.path.join(out, 'best.yaml')} (--config_files accepts it)"
+    )
     return 0
 
 

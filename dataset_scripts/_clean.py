@@ -156,6 +156,11 @@ def convert(
     (only interacted items with categories)."""
     opts = options or Options()
     df = inter
+    if df.empty:
+        raise ConversionError(
+            "the input holds no interaction (an empty file, only a header, or every line "
+            "skipped as malformed)"
+        )
     if opts.min_rating is not None:
         if RATING not in df.columns:
             raise ConversionError("--min_rating given but the source has no ratings")

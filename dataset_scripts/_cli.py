@@ -8,7 +8,7 @@ private modules. The pipeline is the same for every source:
 1. parse the raw interactions into a table ``user_id, item_id, timestamp[, rating]`` (the
    script's own parser, with the reading helpers of ``_read.py``; a malformed line raises
    ``ConversionError`` naming the file and the line, or is counted and skipped with
-   ``--skip-bad-lines``);
+   ``--skip_bad_lines``);
 2. ``--min_rating`` filter, then chronological order (``_clean.py``);
 3. repeated (user, item) pairs keep only their earliest interaction (``_clean.py``);
 4. k-core filtering on users and items, iterated to a fixed point (``_clean.k_core``);
@@ -36,6 +36,33 @@ from _read import BadLines, ConversionError
 from _write import _check_name, _refuse_existing, summary_text, write_dataset
 
 SCRIPTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _underscored(arg: str) -> str:
+    """``--skip-bad-lines`` -> ``--skip_bad_lines`` (the option name only, not a value)."""
+    if not arg.startswith("--"):
+        return arg
+    name, eq, value = arg.partition("=")
+    return "--" + name[2:].replace("-", "_") + eq + value
+
+
+class ConverterParser(argparse.ArgumentParser):
+    """The converters' parser: options are spelled with underscores, as RecBole's
+    (``--k_core``, ``--skip_bad_lines``); the hyphenated spelling of every option
+    (``--skip-bad-lines``) is accepted as an alias."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault(
+            "epilog",
+            "Options may also be written with hyphens (--skip-bad-lines = "
+            "--skip_bad_lines).",
+        )
+        super().__init__(**kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args([_underscored(a) for a in args], namespace)
 
 
 def add_common_args(parser: argparse.ArgumentParser, ratings: bool = True) -> None:
@@ -80,9 +107,7 @@ def add_common_args(parser: argparse.ArgumentParser, ratings: bool = True) -> No
         help="keep repeated (user, item) pairs (default: keep only the earliest)",
     )
     parser.add_argument(
-        "--skip-bad-lines",
         "--skip_bad_lines",
-        dest="skip_bad_lines",
         action="store_true",
         help="skip malformed input lines (and report their number) instead of failing",
     )

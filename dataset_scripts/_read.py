@@ -5,7 +5,7 @@ The format-specific parsers live in their scripts (``seqfile.py``, ``amazon.py``
 table ``user_id, item_id, timestamp[, rating]``, :class:`ConversionError`, opening files
 (transparently gunzipped), reading them line by line, the policy for malformed lines
 (:class:`BadLines`: a malformed line raises :class:`ConversionError` naming the file and the
-line, or is counted and skipped with ``--skip-bad-lines``) and number parsing.
+line, or is counted and skipped with ``--skip_bad_lines``) and number parsing.
 
 Import from tests or other code by putting this folder on ``sys.path``
 (``sys.path.insert(0, "<repo>/dataset_scripts")``; ``import _read``).
@@ -62,7 +62,7 @@ class BadLines:
         message = f"{path}, line {lineno}: {reason}"
         if not self.skip:
             raise ConversionError(
-                message + " (use --skip-bad-lines to skip malformed lines)"
+                message + " (use --skip_bad_lines to skip malformed lines)"
             )
         self.count += 1
         if self.first is None:
@@ -76,6 +76,7 @@ def _lines(path: str, encoding: str = "utf-8") -> Iterator[Tuple[int, str]]:
     _require_file(path)
     opener = gzip.open if path.endswith(".gz") else open
     lineno = 0
+    found = False
     with opener(path, "rb") as f:
         try:
             for lineno, data in enumerate(f, start=1):
@@ -86,11 +87,14 @@ def _lines(path: str, encoding: str = "utf-8") -> Iterator[Tuple[int, str]]:
                         f"{path}, line {lineno}: not valid {encoding} text ({exc.reason})"
                     ) from None
                 if line.strip():
+                    found = True
                     yield lineno, line
         except (OSError, EOFError) as exc:  # e.g. a truncated .gz file
             raise ConversionError(
                 f"{path}: cannot read after line {lineno}: {exc}"
             ) from None
+    if not found:
+        raise ConversionError(f"{path} is empty (no non-blank line)")
 
 
 def _to_float(value) -> float:

@@ -186,9 +186,7 @@ def parse_amazon_meta(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = _cli.ConverterParser(description=__doc__)
     parser.add_argument("--reviews", required=True, help="review or ratings file")
     parser.add_argument("--meta", help="metadata file (categories, brand)")
     parser.add_argument(

@@ -97,9 +97,7 @@ def _anime_genres(path: str, bad: BadLines) -> Dict[str, List[str]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = _cli.ConverterParser(description=__doc__)
     parser.add_argument("--ratings", required=True, help="rating.csv")
     parser.add_argument("--anime", help="anime.csv (genres)")
     _cli.add_common_args(parser)

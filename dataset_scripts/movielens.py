@@ -68,9 +68,7 @@ def parse_movielens_movies(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = _cli.ConverterParser(description=__doc__)
     parser.add_argument("--ratings", required=True, help="ratings.dat")
     parser.add_argument("--movies", help="movies.dat (genres)")
     _cli.add_common_args(parser)

@@ -144,9 +144,7 @@ def split_attributes(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = _cli.ConverterParser(description=__doc__)
     parser.add_argument("--sequences", required=True, help="the 'uid i1 i2 ...' file")
     parser.add_argument(
         "--attributes", help="optional S3Rec *_item2attributes.json (item -> attr ids)"

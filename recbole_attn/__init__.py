@@ -5,9 +5,13 @@ that a plain ``metrics: [Recall, NDCG, CC, ILD, F1]`` works in any RecBole confi
 afterwards.
 """
 
-from recbole_attn.compat import undo_recbole_anomaly_detection
+from recbole_attn.compat import (
+    silence_harmless_recbole_warnings,
+    undo_recbole_anomaly_detection,
+)
 
 undo_recbole_anomaly_detection()
+silence_harmless_recbole_warnings()
 
 from recbole_attn.evaluator import register_metrics, validate_dataset  # noqa: E402
 

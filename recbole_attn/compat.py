@@ -21,11 +21,15 @@ our own pipeline calls explicitly.
 """
 
 import os
-import tempfile
+import uuid
+import warnings
+import zipfile
 from collections.abc import Mapping
 
 import numpy as np
 import torch
+
+from recbole_attn.errors import RecboleAttnError
 
 __all__ = [
     "to_plain",
@@ -33,6 +37,7 @@ __all__ = [
     "load_checkpoint",
     "CheckpointError",
     "undo_recbole_anomaly_detection",
+    "silence_harmless_recbole_warnings",
 ]
 
 
@@ -50,8 +55,31 @@ def undo_recbole_anomaly_detection():
     return False
 
 
-class CheckpointError(ValueError):
-    """A checkpoint file cannot be read by recbole_attn."""
+#: (message regex, category, module regex) of the warnings that RecBole 1.2.1 raises on
+#: every run with the pinned stack and that change nothing under our pins: pandas' chained
+#: assignment notices (pandas 3 behaviour; we pin pandas<3, where the in-place fill works),
+#: pandas' ``agg(len)`` deprecation (same result in 2.x) and torch's
+#: ``torch.cuda.amp.GradScaler`` rename (RecBole creates a disabled scaler on CPU).
+HARMLESS_RECBOLE_WARNINGS = (
+    (r"A value is trying to be set on a copy", FutureWarning, r"recbole\.data\."),
+    (
+        r"using <built-in function len> in Series\.agg",
+        FutureWarning,
+        r"recbole\.data\.",
+    ),
+    (r"`torch\.cuda\.amp\.GradScaler", FutureWarning, r"recbole\.trainer\."),
+)
+
+
+def silence_harmless_recbole_warnings():
+    """Ignore exactly the warnings of :data:`HARMLESS_RECBOLE_WARNINGS`, and only where
+    RecBole's modules raise them (other code keeps every warning)."""
+    for message, category, module in HARMLESS_RECBOLE_WARNINGS:
+        warnings.filterwarnings("ignore", message, category, module)
+
+
+class CheckpointError(RecboleAttnError, ValueError):
+    """A checkpoint file cannot be read by recbole_attn, or does not fit the run."""
 
 
 def to_plain(value):
@@ -83,19 +111,30 @@ def save_checkpoint(state, path):
     """Write ``state`` (made plain by :func:`to_plain`) to ``path`` atomically.
 
     The file is written next to ``path`` and renamed over it, so an interrupted save never
-    leaves a truncated checkpoint behind.
+    leaves a truncated checkpoint behind. Its permissions follow the user's umask, like any
+    file the user writes.
     """
     state = to_plain(state)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pth", dir=directory)
-    os.close(fd)
+    tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}.pth")
     try:
-        torch.save(state, tmp)
+        # mode 0o666 before the umask (tempfile.mkstemp would force 0o600)
+        with os.fdopen(
+            os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb"
+        ) as f:
+            torch.save(state, f)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+_UNREADABLE = (
+    "{path} is not a readable checkpoint (truncated, or not a file written by "
+    "torch.save); use the .pth files that run_recbole_attn.py writes in checkpoint_dir "
+    "(saved/)"
+)
 
 
 def load_checkpoint(path, map_location="cpu"):
@@ -107,16 +146,21 @@ def load_checkpoint(path, map_location="cpu"):
     path = str(path)
     if not os.path.isfile(path):
         raise CheckpointError(f"checkpoint file not found: {path}")
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive
+        raise CheckpointError(_UNREADABLE.format(path=path))
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises UnpicklingError or RuntimeError here
-        raise CheckpointError(
-            f"cannot load {path} with torch.load(weights_only=True): {err}\n"
-            "recbole_attn only reads checkpoints written by recbole_attn (plain tensors "
-            "and numbers). A checkpoint written by RecBole's own Trainer pickles its "
-            "Config object; retrain with run_recbole_attn.py, or, only if you trust the "
-            "file, load its 'state_dict' yourself."
-        ) from None
+        if "Weights only load failed" in str(err):
+            # a readable torch file with pickled objects (RecBole's Trainer saves its Config)
+            raise CheckpointError(
+                f"{path} is not a recbole_attn checkpoint: it holds pickled Python "
+                "objects (RecBole's own Trainer saves its Config object that way), which "
+                "recbole_attn never unpickles (weights-only loading). Retrain with "
+                "run_recbole_attn.py, or, only if you trust the file, load its "
+                "'state_dict' yourself."
+            ) from None
+        raise CheckpointError(_UNREADABLE.format(path=path)) from None
     if not isinstance(state, dict) or "state_dict" not in state:
         raise CheckpointError(
             f"{path} is not a recbole_attn checkpoint (no 'state_dict' entry)"

@@ -9,16 +9,20 @@ built-in models otherwise, so that every comparison goes through one pipeline.
 """
 
 import ast
+import contextlib
 import json
 import logging
 import os
+import sys
 from logging import getLogger
 
+import yaml
 from recbole.config import Config
 from recbole.data import data_preparation
 from recbole.utils import get_model, init_logger, init_seed, set_color
 
 import recbole_attn
+from recbole_attn import config_check, distributed
 from recbole_attn.compat import load_checkpoint
 from recbole_attn.data.dataset import AttnSequentialDataset, check_training_mode
 from recbole_attn.data.hints import converter_hint
@@ -31,7 +35,7 @@ from recbole_attn.errors import (  # noqa: F401  (re-exported)
     UnknownModelError,
 )
 from recbole_attn.model import MODELS, AttnSequentialRecommender
-from recbole_attn.trainer import AttnTrainer
+from recbole_attn.trainer import AttnTrainer, data_signature
 
 PROPERTIES_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "properties"
@@ -105,11 +109,48 @@ class AttnConfig(Config):
     * string values are converted with ``ast.literal_eval`` (numbers, lists, dicts,
       ``True``/``true``...). RecBole 1.2.1 calls ``eval`` inside a function whose local
       variables are named ``key``, ``param`` and ``value``, so ``--refinement=value`` became
-      the previous option's value.
+      the previous option's value;
+    * ``eval_args`` given in a later file or override updates the earlier one entry by
+      entry (``--eval_args="{'mode': 'uni100'}"`` keeps our leave-one-out ``split`` and
+      ``order``); RecBole replaces the whole dict and then fills the gaps with its own
+      defaults, a random 80/10/10 split, silently.
     """
+
+    #: dict-valued keys whose entries later sources update one by one
+    MERGED_KEYS = ("eval_args",)
+
+    def _merge_into(self, merged, source):
+        for key, value in (source or {}).items():
+            if (
+                key in self.MERGED_KEYS
+                and isinstance(value, dict)
+                and isinstance(merged.get(key), dict)
+            ):
+                value = {**merged[key], **value}
+            merged[key] = value
+        return merged
+
+    def _load_config_files(self, file_list):
+        merged = dict()
+        for path in file_list or []:
+            with open(path, "r", encoding="utf-8") as f:
+                self._merge_into(merged, yaml.load(f.read(), Loader=self.yaml_loader))
+        return merged
+
+    def _merge_external_config_dict(self):
+        merged = self._merge_into(dict(), self.file_config_dict)
+        self._merge_into(merged, self.variable_config_dict)
+        self.external_config_dict = self._merge_into(merged, self.cmd_config_dict)
 
     def _load_cmd_line(self):
         return dict()
+
+    def _init_device(self):
+        # a process of a multi-process run without CUDA: gloo (RecBole: NCCL only)
+        if "local_rank" in self.final_config_dict and distributed.cpu_only(self):
+            distributed.init_cpu_process_group(self)
+        else:
+            super()._init_device()
 
     def _convert_config_dict(self, config_dict):
         for key, param in config_dict.items():
@@ -127,26 +168,130 @@ def convert_value(text):
         return {"true": True, "false": False}.get(text.strip().lower(), text)
 
 
+def implementation_class(model_class, config):
+    """The class whose yaml files configure ``model_class`` (AWRSR: its backbone's)."""
+    implementation = getattr(model_class, "implementation", None)
+    return implementation(config) if implementation is not None else model_class
+
+
 def make_config(model, dataset, config_file_list=None, config_dict=None):
     """The Config of ``model`` on ``dataset``. A model whose class depends on its
     configuration (``implementation(config)``, e.g. AWRSR's backbone) gets the yaml files
-    of that class (the backbone's, then its own)."""
+    of that class (the backbone's, then its own). Malformed yaml files and invalid values
+    of the common keys are a :class:`ConfigError` (``recbole_attn.config_check``)."""
     model_class = get_model_class(model)
+    config_check.check_yaml_files(config_files(model_class, dataset, config_file_list))
 
     def configure(cls):
         # RecBole converts string values ("64", "[5,10]", "True") as on its command line
-        return AttnConfig(
-            model=model_class,
-            dataset=dataset,
-            config_file_list=config_files(cls, dataset, config_file_list),
-            config_dict=dict(config_dict or {}),
-        )
+        try:
+            return AttnConfig(
+                model=model_class,
+                dataset=dataset,
+                config_file_list=config_files(cls, dataset, config_file_list),
+                config_dict=dict(config_dict or {}),
+            )
+        except NotImplementedError as err:  # RecBole: an unknown metric name
+            from recbole.evaluator import metric_types
+
+            raise MetricConfigError(
+                f"{err}. Known metrics: {', '.join(sorted(metric_types))} (any case)"
+            ) from None
+        except RecboleAttnError:
+            raise
+        except ValueError as err:  # RecBole's own checks of topk, eval_args, ...
+            raise ConfigError(str(err)) from None
 
     config = configure(model_class)
-    implementation = getattr(model_class, "implementation", None)
-    if implementation is not None:
-        config = configure(implementation(config))
+    cls = implementation_class(model_class, config)
+    if cls is not model_class:
+        config = configure(cls)
+    config_check.check_values(config)
     return config
+
+
+def known_config_keys(model_class, config):
+    """The keys a run of ``model_class`` with ``config`` reads: RecBole's, the plugin's and
+    the model's (AWRSR: its backbone's too)."""
+    cls = implementation_class(model_class, config)
+    names = [c.__name__ for c in cls.__mro__] + [model_class.__name__]
+    return config_check.known_keys(names, config_files(cls, config["dataset"]))
+
+
+def config_warnings(config, model_class, config_file_list=None, config_dict=None):
+    """One line per user-given key (files and overrides) that the run does not read."""
+    given = set(config_dict or {})
+    for path in config_file_list or []:
+        given |= config_check.yaml_keys(path)
+    known = known_config_keys(model_class, config)
+    owners = config_check.model_keys(properties_dir())
+    return config_check.unknown_keys(given, known, owners, model_class.__name__)
+
+
+class _ConsoleFilter(logging.Filter):
+    """Keeps records logged with ``extra={"detail": True}`` (the configuration, dataset and
+    model summaries), and RecBole's messages below WARNING while :attr:`quiet` is set
+    (loading the data), out of the console; the log file still gets them."""
+
+    quiet = False
+
+    def filter(self, record):
+        if self.quiet and record.levelno < logging.WARNING:
+            return False
+        return not getattr(record, "detail", False)
+
+
+@contextlib.contextmanager
+def _log_file_only():
+    """RecBole's INFO messages inside the block (dataset and dataloader summaries) go to
+    the log file only, where the console is concise."""
+    filters = [
+        f
+        for handler in logging.getLogger().handlers
+        for f in handler.filters
+        if isinstance(f, _ConsoleFilter)
+    ]
+    for f in filters:
+        f.quiet = True
+    try:
+        yield
+    finally:
+        for f in filters:
+            f.quiet = False
+
+
+def init_logging(config, verbose=False):
+    """RecBole's logger (console + ``log/<model>/...log``); unless ``verbose``, the
+    console gets the run's progress and results and the log file everything. Returns the
+    log file's path (None when logging was configured elsewhere)."""
+    init_logger(config)
+    # RecBole's init_logger calls colorama.init(), which wraps sys.stdout and sys.stderr
+    # once more on every call: after a few hundred runs in one process (an in-process
+    # search) the nested wrappers overflow the stack. Its handler keeps the wrapped stream.
+    import colorama
+
+    colorama.deinit()
+    root = logging.getLogger()
+    path = None
+    for handler in root.handlers:
+        if isinstance(handler, logging.FileHandler):
+            path = getattr(handler, "baseFilename", None)
+        elif isinstance(handler, logging.StreamHandler):
+            for f in [f for f in handler.filters if isinstance(f, _ConsoleFilter)]:
+                handler.removeFilter(f)
+            if not verbose:
+                handler.addFilter(_ConsoleFilter())
+    return path
+
+
+DETAIL = {"detail": True}
+
+
+def show_progress(config):
+    """``show_progress``: a progress bar per epoch; unset (the default) = when the console
+    (stderr) is a terminal; RecBole logs one summary line per epoch in any case."""
+    value = config["show_progress"]
+    return sys.stderr.isatty() if value is None else bool(value)
 
 
 def check_dataset_exists(config):
@@ -218,25 +363,35 @@ def create_dataset(config, model_class=None):
     return recbole_create_dataset(config)
 
 
-def build(model, dataset, config_file_list=None, config_dict=None):
-    """Config, dataset, dataloaders, model and trainer, as ``run`` uses them."""
+def build(model, dataset, config_file_list=None, config_dict=None, verbose=False):
+    """Config, dataset, dataloaders, model and trainer, as ``run`` uses them. The
+    configuration, dataset and model summaries go to the log file (and to the console
+    with ``verbose``)."""
     config = make_config(model, dataset, config_file_list, config_dict)
     check_valid_metric(config)
-    init_seed(config["seed"], config["reproducibility"])
-    init_logger(config)
-    logger = getLogger()
-    logger.info(config)
-
     model_class = get_model_class(model)
-    data = create_dataset(config, model_class)
-    logger.info(data)
-    recbole_attn.validate_dataset(config, data)
-    train_data, valid_data, test_data = data_preparation(config, data)
-
     init_seed(config["seed"], config["reproducibility"])
-    net = model_class(config, train_data._dataset).to(config["device"])
-    logger.info(net)
-    trainer = AttnTrainer(config, net)
+    log_file = init_logging(config, verbose)
+    logger = getLogger()
+    if log_file and not verbose:
+        logger.info(
+            f"log: {os.path.relpath(log_file)} (configuration, dataset and model "
+            "summaries; --verbose prints them here too)"
+        )
+    for message in config_warnings(config, model_class, config_file_list, config_dict):
+        logger.warning(message)
+    logger.info(config, extra=DETAIL)
+
+    with _log_file_only():
+        data = create_dataset(config, model_class)
+        logger.info(data)
+        recbole_attn.validate_dataset(config, data)
+        train_data, valid_data, test_data = data_preparation(config, data)
+
+        init_seed(config["seed"], config["reproducibility"])
+        net = model_class(config, train_data._dataset).to(config["device"])
+        logger.info(net)
+    trainer = AttnTrainer(config, net, data=data_signature(data))
     return config, net, trainer, (train_data, valid_data, test_data)
 
 
@@ -247,6 +402,7 @@ def run(
     config_dict=None,
     saved=True,
     resume_checkpoint=None,
+    verbose=False,
 ):
     """Train and test ``model`` on ``dataset``; the result dict of RecBole's ``run_recbole``.
 
@@ -257,26 +413,53 @@ def run(
         config_dict (dict): overrides applied last (command-line ``--key=value`` too).
         saved (bool): save the best model and test it (else test the last one).
         resume_checkpoint (str): a ``-last.pth`` (or best-model) checkpoint to continue.
+        verbose (bool): also print the configuration, dataset and model summaries on the
+            console (they always go to the log file).
+
+    ``config_dict`` keys ``nproc``, ``world_size``, ``ip``, ``port``, ``offset`` run it in
+    several processes (torch DDP; ``recbole_attn.distributed``); the result is process 0's.
 
     Returns:
         dict: ``best_valid_score``, ``valid_score_bigger``, ``best_valid_result``,
         ``test_result``.
     """
+    options, rest = distributed.distributed_options(config_dict)
+    if options and "local_rank" not in rest:  # start the processes; each runs this
+        return distributed.spawn(
+            run,
+            model,
+            dataset,
+            options,
+            rest,
+            config_file_list=config_file_list,
+            saved=saved,
+            resume_checkpoint=resume_checkpoint,
+            verbose=verbose,
+        )
+    resume_checkpoint = resume_checkpoint or (config_dict or {}).get(
+        "resume_checkpoint"
+    )
+    if resume_checkpoint:
+        load_checkpoint(resume_checkpoint)  # readable? (before loading the data)
     config, net, trainer, (train_data, valid_data, test_data) = build(
-        model, dataset, config_file_list, config_dict
+        model, dataset, config_file_list, config_dict, verbose=verbose
     )
     resume_checkpoint = resume_checkpoint or config["resume_checkpoint"]
     if resume_checkpoint:
         trainer.resume_checkpoint(resume_checkpoint)
+    progress = show_progress(config)
     best_valid_score, best_valid_result = trainer.fit(
-        train_data, valid_data, saved=saved, show_progress=config["show_progress"]
+        train_data, valid_data, saved=saved, show_progress=progress
     )
     test_result = trainer.evaluate(
-        test_data, load_best_model=saved, show_progress=config["show_progress"]
+        test_data, load_best_model=saved, show_progress=progress
     )
     logger = getLogger()
-    logger.info(set_color("best valid ", "yellow") + f": {best_valid_result}")
-    logger.info(set_color("test result", "yellow") + f": {test_result}")
+    # the CLI prints both; the log file keeps them
+    logger.info(
+        set_color("best valid ", "yellow") + f": {best_valid_result}", extra=DETAIL
+    )
+    logger.info(set_color("test result", "yellow") + f": {test_result}", extra=DETAIL)
     return {
         "best_valid_score": best_valid_score,
         "valid_score_bigger": config["valid_metric_bigger"],
@@ -301,8 +484,10 @@ def load_data_and_model(model_file, config_dict=None):
     config, net, trainer, data = build(
         checkpoint["model"], checkpoint["dataset"], config_dict=overrides
     )
-    net.load_state_dict(checkpoint["state_dict"])
-    net.load_other_parameter(checkpoint.get("other_parameter"))
+    # checks the data the checkpoint was trained on; trainer.evaluate(test_data) then
+    # reloads this file (the trainer's own new file name does not exist)
+    trainer.load_model_file(model_file)
+    trainer.saved_model_file = str(model_file)
     return config, net, trainer, data
 
 

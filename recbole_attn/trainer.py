@@ -10,6 +10,9 @@ recbole_attn.trainer
   early-stopping state, RNG states of torch and of the training dataloader) is written to
   ``<saved_model_file>-last.pth``; ``resume_checkpoint(path)`` continues from it and gives the
   same result as an uninterrupted run with the same seed;
+* checkpoints that know their data: the dataset's name and numbers of users and items are
+  stored, and resuming or loading a checkpoint on other data is a clear error instead of a
+  tensor size mismatch (or, worse, a silent run on the wrong items);
 * the evaluation option ``eval_mask_history`` (docs/metrics.md): in sequential full ranking,
   the items of the input sequence are excluded from the ranking (STOSA's and PAtt's protocol).
   RecBole does not do this; it is off by default.
@@ -20,8 +23,10 @@ import json
 import numpy as np
 import torch
 from recbole.trainer import Trainer
+from torch.nn.parallel import DistributedDataParallel
 
-from recbole_attn.compat import load_checkpoint, save_checkpoint
+from recbole_attn import distributed
+from recbole_attn.compat import CheckpointError, load_checkpoint, save_checkpoint
 from recbole_attn.evaluator.collector import CategoryCollector
 from recbole_attn.errors import ConfigError
 
@@ -32,11 +37,43 @@ def _plain_result(result):
     return None if result is None else {k: float(v) for k, v in result.items()}
 
 
+def data_signature(dataset):
+    """What a checkpoint records about its data: the dataset's name and its numbers of
+    users and items (RecBole's ids, padding included)."""
+    return {
+        "dataset": str(dataset.dataset_name),
+        "n_users": int(dataset.user_num),
+        "n_items": int(dataset.item_num),
+    }
+
+
+def _describe(signature):
+    return (
+        f"{signature['dataset']!r} ({signature['n_users']} users, "
+        f"{signature['n_items']} items)"
+    )
+
+
 class AttnTrainer(Trainer):
     r"""RecBole's Trainer with safe, resumable checkpoints and optional history masking."""
 
-    def __init__(self, config, model):
-        super().__init__(config, model)
+    def __init__(self, config, model, data=None):
+        """``data``: :func:`data_signature` of the run's dataset, stored in every
+        checkpoint and checked when one is loaded (None: not recorded, not checked)."""
+        if distributed.is_distributed(config) and config["device"].type == "cpu":
+            # RecBole wraps the model for GPU devices (device_ids=[local_rank]); a CPU
+            # module is wrapped without device ids
+            config["single_spec"] = True
+            try:
+                super().__init__(config, model)
+            finally:
+                config["single_spec"] = False
+            self.distributed_model = DistributedDataParallel(self.model)
+        else:
+            super().__init__(config, model)
+        # one file name for every process (RecBole's names hold each process's clock)
+        self.saved_model_file = distributed.broadcast(self.saved_model_file, config)
+        self.data_signature = data
         # collects the item->category table for CC / ILD / F1 (recbole_attn.evaluator)
         self.eval_collector = CategoryCollector(config)
         self.eval_mask_history = bool(config["eval_mask_history"])
@@ -53,6 +90,7 @@ class AttnTrainer(Trainer):
             "format": CHECKPOINT_FORMAT,
             "model": self.config["model"],
             "dataset": self.config["dataset"],
+            "data": self.data_signature,
             "external_config_json": external,
             "epoch": int(epoch),
             "cur_step": int(self.cur_step),
@@ -66,24 +104,37 @@ class AttnTrainer(Trainer):
 
     def _save_checkpoint(self, epoch, verbose=True, **kwargs):
         """Save the best model (RecBole's hook), weights-only loadable."""
+        if not distributed.is_main_process(self.config):
+            return
         saved_model_file = kwargs.pop("saved_model_file", self.saved_model_file)
         save_checkpoint(self._state(epoch), saved_model_file)
         if verbose:
             self.logger.info(f"Saving current: {saved_model_file}")
 
     def _save_resume_state(self, epoch):
+        if not distributed.is_main_process(self.config):
+            return
         state = self._state(epoch)
         state["rng_torch"] = torch.get_rng_state()
         if self._train_generator is not None:
             state["rng_train_dataloader"] = self._train_generator.get_state()
         save_checkpoint(state, self.resume_file)
 
-    def _load(self, path):
+    def load_model_file(self, path):
+        """Load the model weights of checkpoint ``path`` (its model and data checked
+        against this run); returns the checkpoint."""
         checkpoint = load_checkpoint(path, map_location=self.device)
         if checkpoint.get("model", "").lower() != self.config["model"].lower():
             raise ConfigError(
                 f"checkpoint {path} was trained with model {checkpoint.get('model')!r}, "
                 f"not {self.config['model']!r}; pass --model={checkpoint.get('model')}"
+            )
+        saved, current = checkpoint.get("data"), self.data_signature
+        if saved and current and saved != current:
+            raise CheckpointError(
+                f"checkpoint {path} was trained on {_describe(saved)}, but this run uses "
+                f"{_describe(current)}; pass --dataset={saved['dataset']} (and its "
+                "--data_path), or train a new model on this data"
             )
         self.model.load_state_dict(checkpoint["state_dict"])
         self.model.load_other_parameter(checkpoint.get("other_parameter"))
@@ -95,7 +146,7 @@ class AttnTrainer(Trainer):
         Use the ``-last.pth`` file to continue exactly where training stopped; the best-model
         file restarts from the best epoch.
         """
-        checkpoint = self._load(resume_file)
+        checkpoint = self.load_model_file(resume_file)
         self.start_epoch = checkpoint["epoch"] + 1
         self.cur_step = checkpoint["cur_step"]
         self.best_valid_score = checkpoint["best_valid_score"]
@@ -119,6 +170,13 @@ class AttnTrainer(Trainer):
         show_progress=False,
         callback_fn=None,
     ):
+        if self.start_epoch >= self.epochs:
+            # RecBole would save the resumed weights over the best model of the finished run
+            raise ConfigError(
+                f"the checkpoint has already trained {self.start_epoch} epochs and epochs "
+                f"is {self.epochs}: nothing to train. Raise --epochs to continue, or "
+                "evaluate the checkpoint with recbole_attn.quick_start.load_data_and_model"
+            )
         self._train_generator = getattr(train_data, "generator", None)
         if self._pending_generator_state is not None and self._train_generator:
             self._train_generator.set_state(self._pending_generator_state)
@@ -169,8 +227,9 @@ class AttnTrainer(Trainer):
             return
         self.eval_collector.ensure_item_categories(eval_data)  # evaluate without fit
         if load_best_model:
+            distributed.barrier(self.config)  # process 0 has written the file
             checkpoint_file = model_file or self.saved_model_file
-            self._load(checkpoint_file)
+            self.load_model_file(checkpoint_file)
             self.logger.info(
                 f"Loading model structure and parameters from {checkpoint_file}"
             )

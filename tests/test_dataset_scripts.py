@@ -241,9 +241,9 @@ def test_seqfile_malformed_line_names_file_and_line(tmp_path, capsys):
     assert run(seqfile, *argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and f"{bad}, line 2:" in err
-    assert "--skip-bad-lines" in err and "Traceback" not in err
+    assert "--skip_bad_lines" in err and "Traceback" not in err
     assert not os.path.exists(out)  # nothing written, not even the folder
-    assert run(seqfile, *argv, "--skip-bad-lines") == 0
+    assert run(seqfile, *argv, "--skip_bad_lines") == 0
     # line 2: no item; line 3: not an integer; line 4: user 1 again
     assert "skipped 3 malformed line(s)" in capsys.readouterr().out
     assert read(out / "B" / "B.inter") == INTER_HEADER + lines(
@@ -678,3 +678,30 @@ def test_converter_hint_without_the_scripts_folder(monkeypatch):
     hint = hints.converter_hint("Office", "dataset")
     assert "source repository" in hint and "seqfile.py" in hint
     assert os.path.join("dataset", "Office") in hint
+
+
+def test_options_take_underscores_and_hyphenated_aliases(tmp_path, capsys):
+    """One option style (RecBole's underscores); the hyphenated spelling is an alias."""
+    seq = write(tmp_path / "s.txt", "1 10 11 12\n2 10 11 12\n")
+    for style in (["--output_dir", "--k_core"], ["--output-dir", "--k-core"]):
+        out = tmp_path / style[0].strip("-")
+        argv = ["--sequences", seq, "--name", "S", style[0], out, style[1], 0]
+        assert run(seqfile, *argv) == 0, capsys.readouterr().err
+        assert os.path.isfile(out / "S" / "S.inter")
+    assert "--skip_bad_lines" in seqfile.build_parser().format_help()
+
+
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_empty_input_file_says_so(tmp_path, capsys, content):
+    seq = write(tmp_path / "empty.txt", content)
+    argv = ["--sequences", seq, "--name", "E", "--output_dir", tmp_path / "out"]
+    assert run(seqfile, *argv) == 2
+    err = capsys.readouterr().err
+    assert f"{seq} is empty" in err and "Traceback" not in err
+
+
+def test_header_only_input_says_no_interaction(tmp_path, capsys):
+    ratings = write(tmp_path / "rating.csv", "user_id,anime_id,rating\n")
+    argv = ["--ratings", ratings, "--name", "A", "--output_dir", tmp_path / "out"]
+    assert run(anime, *argv) == 2
+    assert "holds no interaction" in capsys.readouterr().err

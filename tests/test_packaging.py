@@ -20,6 +20,7 @@ def test_setup_cfg_lists_every_subpackage():
     data = cfg["options.package_data"]["recbole_attn.properties"]
     for sub in ("model", "dataset"):
         assert f"{sub}/*.yaml" in data
+    assert "hyper/*.hyper" in data
 
 
 def test_every_model_has_its_yaml():

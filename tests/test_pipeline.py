@@ -153,7 +153,7 @@ def test_recbole_style_checkpoint_is_refused(tmp_path):
 
     path = tmp_path / "recbole.pth"
     torch.save({"config": NotPlain(), "state_dict": {}}, path)
-    with pytest.raises(CheckpointError, match="weights_only"):
+    with pytest.raises(CheckpointError, match="pickled Python objects"):
         load_checkpoint(path)
     with pytest.raises(TypeError):
         save_checkpoint({"state_dict": {}, "config": NotPlain()}, tmp_path / "x.pth")
@@ -240,30 +240,6 @@ def test_cli_bad_override_syntax(tmp_path, monkeypatch, capsys):
     assert code == 2 and "--key=value" in err
     code, err = _cli_main(["--model=STOSA", "--epochs=2", "--epochs=3"], capsys)
     assert code == 2 and "--epochs is given twice" in err
-
-
-def test_cli_trains(tiny_data_path, tmp_path):
-    """The real command, in a subprocess: trains, prints the test result, exit code 0."""
-    env = {**os.environ, "PYTHONPATH": REPO}
-    args = [
-        "--model=SASRecAP",
-        "--dataset=tiny",
-        f"--data_path={tiny_data_path}",
-        "--epochs=1",
-        "--hidden_size=16",
-        "--inner_size=32",
-        "--MAX_ITEM_LIST_LENGTH=12",
-    ]
-    proc = subprocess.run(
-        [sys.executable, os.path.join(REPO, "run_recbole_attn.py"), *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "test: {'recall@5'" in proc.stdout
 
 
 def test_recbole_anomaly_detection_is_switched_off():

@@ -1,0 +1,346 @@
+"""All five mechanisms and their SASRec baseline under ONE protocol, on Office, Beauty and
+ml-100k: the comparison no paper makes (docs/reproduction.md).
+
+    python benchmarks/reproduce.py [--datasets=Office,Beauty,ml-100k] [--seeds=2020,2021,2022]
+        [--models=STOSA,PAtt] [--jobs=N] [--device=cuda] [--threads=N]
+    python benchmarks/reproduce.py --report        # only rebuild docs/reproduction.md
+    python benchmarks/reproduce.py --quick [--output=DIR]   # a fixture, one epoch, seconds
+
+Protocol (every model, every dataset): leave-one-out, full ranking, history masked, test
+metrics Recall/NDCG/MRR @5/@10/@20 (and CC/ILD/F1 @10, the datasets all have categories) at
+the epoch of best validation NDCG@10, early stop after 10 validations without improvement, at
+most 200 epochs. Each model keeps its paper's hyperparameters (its yaml); AWRSR is M_simp on
+both backbones. Runs are resumable, one JSON per (model, dataset, seed), through the runner of
+``benchmarks/studies.py``; the report gives mean ± std over seeds, the gain over SASRec with
+its spread over seeds (paired by seed), seconds per epoch as a ratio to SASRec, the device,
+and each paper's number where its protocol is this one.
+
+Datasets are atomic files under ``--data_path`` (``dataset_scripts/``; ``docs/datasets.md``).
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, REPO)
+
+import studies  # noqa: E402
+
+BASELINE = "SASRec"
+#: label -> (model, overrides); the paper's hyperparameters are each model's yaml
+MODELS = {
+    BASELINE: ("SASRecAP", {}),
+    "STOSA": ("STOSA", {}),
+    "PAtt": ("PAtt", {}),
+    "DPAtt": ("DPAtt", {}),
+    "AWRSR simp (SASRec)": ("AWRSR", {"backbone": "SASRec", "refinement": "simp"}),
+    "AWRSR simp (STOSA)": ("AWRSR", {"backbone": "STOSA", "refinement": "simp"}),
+    "PARec": ("PARec", {}),
+    "FPARec": ("FPARec", {}),
+    "RKSA": ("RKSA", {}),
+}
+DATASETS = ("Office", "Beauty", "ml-100k")
+ACCURACY = ["recall@10", "ndcg@10", "mrr@20"]
+DIVERSITY = ["cc@10", "ild@10", "f1@10"]
+PROTOCOL = {
+    "eval_args": studies.FULL,
+    "eval_mask_history": True,
+    "metrics": ["Recall", "NDCG", "MRR", "CC", "ILD", "F1"],
+    "topk": [5, 10, 20],
+    "valid_metric": "NDCG@10",
+    "epochs": 200,
+    "stopping_step": 10,
+}
+#: paper numbers measured under THIS protocol (dataset, full ranking, history masked):
+#: (label, dataset) -> {metric: value}; the other papers' protocols differ (docs/results.md)
+PAPER = {("STOSA", "Office"): {"recall@5": 0.0677, "ndcg@5": 0.0461}}
+QUICK_COLUMNS = {
+    "inter": ["user_id", "item_id", "timestamp"],
+    "item": ["item_id", "categories"],
+}
+QUICK_MODEL = {
+    "hidden_size": 16,
+    "inner_size": 32,
+    "n_layers": 1,
+    "n_heads": 2,
+    "MAX_ITEM_LIST_LENGTH": 12,
+    "train_batch_size": 32,
+}
+
+
+def study_name(dataset):
+    return "reproduce_" + studies.slug(dataset)
+
+
+def register(datasets=DATASETS, quick=False):
+    """Add one study per dataset to the runner's table (also in every worker process,
+    which imports this module)."""
+    for dataset in datasets:
+        protocol = dict(PROTOCOL)
+        variants = dict(MODELS)
+        if quick:  # the fixture's categories are its .item file's `categories`
+            protocol.update(epochs=1, stopping_step=1, load_col=QUICK_COLUMNS)
+            variants = {k: (m, {**o, **QUICK_MODEL}) for k, (m, o) in MODELS.items()}
+        studies.STUDIES[study_name(dataset)] = {
+            "dataset": dataset,
+            "protocol": protocol,
+            "columns": ACCURACY + DIVERSITY,
+            "baseline": BASELINE,
+            "variants": variants,
+            "paper": "each model's own paper (docs/models.md)",
+        }
+
+
+register()
+
+
+def _work(job):
+    """One run in a fresh worker process: importing this module registered the full
+    studies; a quick one is registered from the job."""
+    *run, dataset = job
+    if run[3].quick:
+        register([dataset], quick=True)
+    return studies._work(tuple(run))
+
+
+# ---------------------------------------------------------------------- report
+
+
+def _results(folder):
+    import json
+
+    runs = {}
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if name.endswith(".json"):
+            with open(os.path.join(folder, name)) as f:
+                r = json.load(f)
+            runs.setdefault(r["label"], {})[r["seed"]] = r
+    return runs
+
+
+def _mean_std(values):
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.4f}"
+    return f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
+
+
+def _gain(runs, base, metric):
+    """Relative gain over the baseline, paired by seed: mean ± std in %."""
+    gains = [
+        100.0 * (r["test"][metric] / base[s]["test"][metric] - 1.0)
+        for s, r in runs.items()
+        if s in base and base[s]["test"].get(metric)
+    ]
+    if not gains:
+        return "-"
+    if len(gains) == 1:
+        return f"{gains[0]:+.1f} %"
+    return f"{statistics.mean(gains):+.1f} ± {statistics.stdev(gains):.1f} %"
+
+
+def dataset_table(dataset, folder):
+    """The markdown table of one dataset, and the per-model means for the plots."""
+    runs = _results(folder)
+    if not runs:
+        return f"### {dataset}\n\nNo run yet.\n", {}
+    base = runs.get(BASELINE, {})
+    base_epoch = (
+        statistics.median(r["seconds_per_epoch"] for r in base.values()) if base else 0
+    )
+    columns = ACCURACY + DIVERSITY
+    header = ["model", "seeds"] + columns + [f"NDCG@10 vs {BASELINE}", "s/epoch ratio"]
+    header += ["device", "paper (this protocol)"]
+    lines = [f"### {dataset}", "", "| " + " | ".join(header) + " |"]
+    lines.append("|" + "---|" * len(header))
+    means = {}
+    for label in MODELS:
+        if label not in runs:
+            continue
+        per_seed = runs[label]
+        rs = list(per_seed.values())
+        cells = [label, str(len(rs))]
+        cells += [
+            _mean_std([r["test"][c] for r in rs if c in r["test"]]) for c in columns
+        ]
+        cells.append(
+            "baseline" if label == BASELINE else _gain(per_seed, base, "ndcg@10")
+        )
+        epoch = statistics.median(r["seconds_per_epoch"] for r in rs)
+        cells.append(f"{epoch / base_epoch:.2f}" if base_epoch else "-")
+        cells.append(", ".join(sorted({r["device"] for r in rs})))
+        paper = PAPER.get((label, dataset))
+        cells.append(
+            ", ".join(f"{k} {v:.4f}" for k, v in paper.items()) if paper else "-"
+        )
+        lines.append("| " + " | ".join(cells) + " |")
+        means[label] = {
+            c: statistics.mean([r["test"][c] for r in rs])
+            for c in columns
+            if all(c in r["test"] for r in rs)
+        }
+        means[label]["std ndcg@10"] = (
+            statistics.stdev([r["test"]["ndcg@10"] for r in rs]) if len(rs) > 1 else 0.0
+        )
+    return "\n".join(lines) + "\n", means
+
+
+def plots(all_means, output):
+    """Two PNGs: NDCG@10 per model and dataset (bars, std over seeds) and NDCG@10 against
+    ILD@10 (accuracy vs diversity)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    datasets = [d for d in all_means if all_means[d]]
+    labels = [m for m in MODELS if any(m in all_means[d] for d in datasets)]
+    paths = []
+    fig, ax = plt.subplots(figsize=(2 + 1.2 * len(labels), 4))
+    width = 0.8 / max(1, len(datasets))
+    for j, dataset in enumerate(datasets):
+        xs = [i + j * width for i, m in enumerate(labels) if m in all_means[dataset]]
+        ys = [
+            all_means[dataset][m]["ndcg@10"] for m in labels if m in all_means[dataset]
+        ]
+        err = [
+            all_means[dataset][m]["std ndcg@10"]
+            for m in labels
+            if m in all_means[dataset]
+        ]
+        ax.bar(xs, ys, width, yerr=err, label=dataset, capsize=2)
+    ax.set_xticks(
+        [i + 0.4 - width / 2 for i in range(len(labels))], labels, rotation=30
+    )
+    ax.set_ylabel("test NDCG@10")
+    ax.legend()
+    fig.tight_layout()
+    paths.append(os.path.join(output, "reproduction_accuracy.png"))
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4.5 * len(datasets), 4))
+    axes = axes if len(datasets) > 1 else [axes]
+    for ax, dataset in zip(axes, datasets):
+        for label, values in all_means[dataset].items():
+            if "ild@10" in values:
+                ax.scatter(values["ndcg@10"], values["ild@10"])
+                ax.annotate(label, (values["ndcg@10"], values["ild@10"]), fontsize=7)
+        ax.set_xlabel("test NDCG@10")
+        ax.set_ylabel("test ILD@10")
+        ax.set_title(dataset)
+    fig.tight_layout()
+    paths.append(os.path.join(output, "reproduction_diversity.png"))
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+    return paths
+
+
+def report(datasets, results_root, output, quick=False):
+    """Write ``reproduction.md`` (and the two PNGs) into ``output``; returns its path."""
+    os.makedirs(output, exist_ok=True)
+    text = [
+        "# All mechanisms under one protocol",
+        "",
+        "Leave-one-out, full ranking, history masked; test metrics at the epoch of best "
+        "validation NDCG@10 (early stop after 10 validations without improvement, at most "
+        "200 epochs); every model with its paper's hyperparameters (its yaml), AWRSR with "
+        "M_simp. Mean ± std over seeds; the gain over SASRec is paired by seed. "
+        "Generated by `python benchmarks/reproduce.py` (`--report` rebuilds this page).",
+        "",
+    ]
+    if quick:
+        text += ["**Quick mode: a synthetic fixture, one epoch: no meaning.**", ""]
+    all_means = {}
+    for dataset in datasets:
+        table, means = dataset_table(
+            dataset, os.path.join(results_root, study_name(dataset))
+        )
+        text += [table]
+        all_means[dataset] = means
+    if any(all_means.values()):
+        for path in plots(all_means, output):
+            text.append(f"![{os.path.basename(path)}]({os.path.basename(path)})")
+            text.append("")
+    path = os.path.join(output, "reproduction.md")
+    with open(path, "w") as f:
+        f.write("\n".join(text))
+    return path
+
+
+# ---------------------------------------------------------------------- main
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--datasets", default=",".join(DATASETS))
+    p.add_argument("--models", default=None, help="comma-separated labels")
+    p.add_argument("--seeds", default="2020,2021,2022")
+    p.add_argument("--data_path", default="dataset")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--results", default=os.path.join(HERE, "results", "reproduce"))
+    p.add_argument("--output", default=os.path.join(REPO, "docs"))
+    p.add_argument("--report", action="store_true", help="only rebuild the page")
+    p.add_argument("--quick", action="store_true", help="fixture, one epoch, seconds")
+    args = p.parse_args(argv)
+    # the runner's options that this script does not expose
+    args.epochs = args.stopping_step = None
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    datasets = args.datasets.split(",")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    if args.quick:
+        from recbole_attn.data.synthetic import write_synthetic_dataset
+
+        scratch = tempfile.mkdtemp(prefix="reproduce-quick-")
+        datasets, seeds = ["quick"], seeds[:1]
+        args.data_path = scratch
+        write_synthetic_dataset(scratch, name="quick")
+        args.results = os.path.join(scratch, "results")
+        if args.output == os.path.join(REPO, "docs"):
+            args.output = os.path.join(scratch, "docs")
+        register(datasets, quick=True)
+    labels = list(MODELS) if not args.models else args.models.split(",")
+    jobs = []
+    for dataset in datasets:
+        folder = os.path.join(args.results, study_name(dataset))
+        os.makedirs(folder, exist_ok=True)
+        for seed in seeds:
+            for label in labels:
+                done = os.path.isfile(studies._path(folder, label, seed))
+                if not args.report and not done:
+                    jobs.append(
+                        (study_name(dataset), label, seed, args, folder, dataset)
+                    )
+    if jobs:
+        with ProcessPoolExecutor(
+            max_workers=args.jobs,
+            mp_context=get_context("spawn"),
+            max_tasks_per_child=1,
+        ) as pool:
+            futures = [pool.submit(_work, job) for job in jobs]
+            for future in as_completed(futures):
+                try:
+                    label, seed, test, seconds = future.result()
+                    print(f"done {label} seed {seed} ({seconds:.0f} s)", flush=True)
+                except Exception as err:  # keep the other runs going
+                    print(f"FAILED: {err!r}", flush=True)
+    path = report(datasets, args.results, args.output, quick=args.quick)
+    print(path)
+    return path
+
+
+if __name__ == "__main__":
+    main()

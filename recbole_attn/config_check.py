@@ -1,0 +1,252 @@
+"""
+recbole_attn.config_check
+#########################
+
+Checks of the user's configuration that run before anything heavy (loading the dataset,
+building the model), so that a bad value is one line naming the key instead of a traceback
+from deep inside RecBole or torch, or worse, a run that silently does something else:
+
+* :func:`check_yaml_files`: a malformed yaml file is reported with its path and line;
+* :func:`check_values`: types and ranges of the common keys (``epochs >= 1``, batch sizes,
+  ``learning_rate > 0``, dropout probabilities in ``[0, 1)``, ...);
+* :func:`unknown_keys`: user-given keys that no part of the run reads (not a RecBole key,
+  not a recbole_attn key, not a key of the model), each with the closest known key, for a
+  warning (a misspelled ``--hiden_size=32`` was silently ignored before).
+"""
+
+import difflib
+import glob
+import os
+
+import yaml
+
+from recbole_attn.errors import ConfigError
+
+# ---------------------------------------------------------------------- yaml files
+
+
+def check_yaml_files(paths):
+    """Raise a :class:`ConfigError` naming the file and line of the first malformed yaml
+    file of ``paths``, or the file whose top level is not ``key: value`` lines."""
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            raise ConfigError(
+                f"{path}{where}: not valid yaml ({problem}); config files hold "
+                "'key: value' lines"
+            ) from None
+        if data is not None and not isinstance(data, dict):
+            raise ConfigError(
+                f"{path}: a config file holds 'key: value' lines, got a "
+                f"{type(data).__name__} at its top level"
+            )
+
+
+# ---------------------------------------------------------------------- values
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _integer(minimum):
+    def check(value):
+        if not _is_int(value) or value < minimum:
+            return f"an integer >= {minimum}"
+
+    return check
+
+
+def _positive_number(value):
+    if not _is_number(value) or not value > 0:
+        return "a number > 0"
+
+
+def _non_negative_number(value):
+    if not _is_number(value) or not value >= 0:
+        return "a number >= 0"
+
+
+def _probability(value):
+    if not _is_number(value) or not 0 <= value < 1:
+        return "a probability in [0, 1)"
+
+
+def _topk(value):
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if not values or not all(_is_int(k) and k >= 1 for k in values):
+        return "a positive integer or a list of them, e.g. [5, 10, 20]"
+
+
+#: RecBole's optimizers (``Trainer._build_optimizer``); it falls back to Adam with only a
+#: log warning on any other name
+LEARNERS = ("adam", "sgd", "adagrad", "rmsprop", "sparse_adam")
+
+
+def _learner(value):
+    if not isinstance(value, str) or value.lower() not in LEARNERS:
+        return f"one of {list(LEARNERS)}"
+
+
+#: key -> check returning None (valid) or what the value must be. Checked wherever the key
+#: is set and not None; model-specific constraints are checked by each model.
+VALUE_RULES = {
+    "epochs": _integer(1),
+    "train_batch_size": _integer(1),
+    "eval_batch_size": _integer(1),
+    "stopping_step": _integer(1),
+    "eval_step": _integer(1),
+    "MAX_ITEM_LIST_LENGTH": _integer(1),
+    "hidden_size": _integer(1),
+    "inner_size": _integer(1),
+    "embedding_size": _integer(1),
+    "n_layers": _integer(1),
+    "num_layers": _integer(1),
+    "n_heads": _integer(1),
+    "worker": _integer(0),
+    "seed": _integer(0),
+    "learning_rate": _positive_number,
+    "layer_norm_eps": _positive_number,
+    "initializer_range": _positive_number,
+    "weight_decay": _non_negative_number,
+    "hidden_dropout_prob": _probability,
+    "attn_dropout_prob": _probability,
+    "dropout_prob": _probability,
+    "topk": _topk,
+    "learner": _learner,
+}
+
+
+def check_values(config):
+    """Raise a :class:`ConfigError` for the first key of :data:`VALUE_RULES` whose value is
+    invalid (type or range), and for ``hidden_size`` not divisible by ``n_heads``."""
+    for key, rule in VALUE_RULES.items():
+        value = config[key] if key in config else None
+        if value is None:
+            continue
+        expected = rule(value)
+        if expected:
+            raise ConfigError(
+                f"{key} must be {expected}, got {value!r} (set --{key}=... or {key}: "
+                "in a config file)"
+            )
+    hidden, heads = (
+        config[k] if k in config else None for k in ("hidden_size", "n_heads")
+    )
+    if hidden and heads and hidden % heads:
+        raise ConfigError(
+            f"hidden_size ({hidden}) must be a multiple of n_heads ({heads}): every head "
+            "gets hidden_size / n_heads dimensions"
+        )
+
+
+# ---------------------------------------------------------------------- unknown keys
+
+#: keys RecBole sets or reads without a yaml default (``encoding``: of the atomic files)
+RECBOLE_INTERNAL_KEYS = (
+    "encoding",
+    "model",
+    "dataset",
+    "config_files",
+    "MODEL_TYPE",
+    "MODEL_INPUT_TYPE",
+    "eval_type",
+    "device",
+    "single_spec",
+    "local_rank",
+    "nproc",
+    "world_size",
+    "ip",
+    "port",
+    "offset",
+    "verbose",
+    "valid_neg_sample_args",
+    "test_neg_sample_args",
+)
+
+#: recbole_attn keys read with a default in code (no yaml line): the metrics' options
+PLUGIN_OPTIONAL_KEYS = ("ild_distance", "f1_accuracy_metrics", "f1_diversity_metrics")
+
+
+def yaml_keys(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError):
+        return set()
+    return set(data) if isinstance(data, dict) else set()
+
+
+def _recbole_properties():
+    import recbole
+
+    return os.path.join(os.path.dirname(recbole.__file__), "properties")
+
+
+def _modelyaml_keys(folder):
+    """model name -> keys of its yaml in ``folder``."""
+    return {
+        os.path.basename(path)[: -len(".yaml")]: yaml_keys(path)
+        for path in sorted(glob.glob(os.path.join(folder, "*.yaml")))
+    }
+
+
+def known_keys(model_names, run_files):
+    """The keys a run of the model (``model_names``: its class and base class names) reads:
+    RecBole's general keys, the keys of the yaml files the run loads (``run_files``: ours),
+    RecBole's yaml of the model, and the plugin's optional keys."""
+    props = _recbole_properties()
+    keys = set(RECBOLE_INTERNAL_KEYS) | set(PLUGIN_OPTIONAL_KEYS)
+    general = [os.path.join(props, "overall.yaml")]
+    general += glob.glob(os.path.join(props, "dataset", "*.yaml"))
+    general += glob.glob(os.path.join(props, "quick_start_config", "*.yaml"))
+    for path in general + list(run_files):
+        keys |= yaml_keys(path)
+    recbole_models = _modelyaml_keys(os.path.join(props, "model"))
+    for name in model_names:
+        keys |= recbole_models.get(name, set())
+    return keys
+
+
+def model_keys(properties_dir):
+    """key -> names of the models (ours and RecBole's) whose yaml sets it."""
+    owners = {}
+    for folder in (
+        os.path.join(properties_dir, "model"),
+        os.path.join(_recbole_properties(), "model"),
+    ):
+        for model, keys in _modelyaml_keys(folder).items():
+            for key in keys:
+                owners.setdefault(key, []).append(model)
+    return owners
+
+
+def unknown_keys(given, known, owners, model_name):
+    """Warnings (one line each) for the ``given`` keys that are not in ``known``: the
+    closest known key, or the models that do read the key."""
+    messages = []
+    for key in sorted(set(given) - set(known)):
+        if key in owners:
+            models = ", ".join(sorted(set(owners[key]))[:5])
+            messages.append(
+                f"{key!r} is not read by {model_name} (it is a key of {models}); "
+                "it has no effect"
+            )
+            continue
+        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        messages.append(
+            f"{key!r} is not a RecBole, recbole_attn or {model_name} key and has no "
+            f"effect{hint}"
+        )
+    return messages

@@ -1,0 +1,118 @@
+"""
+recbole_attn.distributed
+########################
+
+Multi-process training as RecBole 1.2 does it (``nproc``, ``world_size``, ``ip``, ``port``,
+``offset``; one process per device, torch DDP, every process trains on its shard of the
+users and evaluation metrics are averaged over the shards), for our models and RecBole's,
+on GPUs (NCCL, RecBole's own path) and on CPUs (gloo; RecBole 1.2.1 hard-codes NCCL and
+CUDA devices).
+
+One machine, two processes::
+
+    python run_recbole_attn.py --model=SASRecAP --dataset=ml-100k --nproc=2
+
+Two machines with two processes each (the first machine's address and a free port)::
+
+    machine A: python run_recbole_attn.py ... --nproc=2 --world_size=4 --ip=A --port=5678 --offset=0
+    machine B: python run_recbole_attn.py ... --nproc=2 --world_size=4 --ip=A --port=5678 --offset=2
+
+The dataset (same path), the package and the configuration must be the same on every
+machine; process 0 (machine A) writes the checkpoints and the log.
+"""
+
+import torch
+
+#: config keys of a multi-process run (RecBole's names), taken out of the overrides by ``run``
+DISTRIBUTED_KEYS = ("nproc", "world_size", "ip", "port", "offset")
+
+
+def distributed_options(config_dict):
+    """Split the multi-process keys out of ``config_dict``: ``(options, rest)``; options
+    is empty for a single-process run."""
+    rest = dict(config_dict or {})
+    options = {k: rest.pop(k) for k in DISTRIBUTED_KEYS if k in rest}
+    nproc = int(options.get("nproc", 1))
+    world_size = int(options.get("world_size", -1))
+    if nproc <= 1 and world_size <= 0:
+        return {}, rest
+    return {
+        "nproc": nproc,
+        "world_size": world_size if world_size > 0 else nproc,
+        "ip": str(options.get("ip", "localhost")),
+        "port": str(options.get("port", "5678")),
+        "offset": int(options.get("offset", 0)),
+    }, rest
+
+
+def cpu_only(config):
+    """Whether this run has no CUDA device to use (then processes talk over gloo)."""
+    gpu_id = str(config["gpu_id"] if config["gpu_id"] is not None else "")
+    return not (config["use_gpu"] and gpu_id and torch.cuda.is_available())
+
+
+def init_cpu_process_group(config):
+    """RecBole's multi-process device set-up with gloo and CPU tensors."""
+    cfg = config.final_config_dict
+    rank = cfg["local_rank"] + cfg["offset"]
+    if not torch.distributed.is_initialized():
+        torch.distributed.init_process_group(
+            backend="gloo",
+            rank=rank,
+            world_size=cfg["world_size"],
+            init_method=f"tcp://{cfg['ip']}:{cfg['port']}",
+        )
+    cfg["device"] = torch.device("cpu")
+    cfg["single_spec"] = False
+    if cfg["local_rank"] != 0:  # as RecBole: only the first process talks
+        cfg["state"] = "error"
+        cfg["show_progress"] = False
+        cfg["verbose"] = False
+
+
+def is_distributed(config):
+    return not config["single_spec"]
+
+
+def is_main_process(config):
+    return config["single_spec"] or (config["local_rank"] + config["offset"]) == 0
+
+
+def broadcast(value, config):
+    """``value`` of process 0, in every process (a no-op in a single-process run)."""
+    if not is_distributed(config):
+        return value
+    box = [value]
+    torch.distributed.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier(config):
+    if is_distributed(config):
+        torch.distributed.barrier()
+
+
+def _process(rank, run_fn, model, dataset, kwargs, queue):
+    config_dict = dict(kwargs.pop("config_dict"))
+    config_dict["local_rank"] = rank
+    result = run_fn(model, dataset, config_dict=config_dict, **kwargs)
+    if rank == 0:
+        queue.put(result)
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+def spawn(run_fn, model, dataset, options, config_dict, **kwargs):
+    """Run ``run_fn(model, dataset, config_dict=..., **kwargs)`` in ``options['nproc']``
+    processes of this machine; the result of process 0."""
+    import torch.multiprocessing as mp
+
+    queue = mp.get_context("spawn").SimpleQueue()
+    kwargs["config_dict"] = {**config_dict, **options}
+    mp.spawn(
+        _process,
+        args=(run_fn, model, dataset, kwargs, queue),
+        nprocs=options["nproc"],
+        join=True,
+    )
+    return None if queue.empty() else queue.get()

@@ -1,0 +1,412 @@
+"""The command line as a user meets it: one clear line (exit code 2, the key named, no
+traceback) for every bad value, checkpoints that know their data, concise console output,
+and every command of the README run as written (on fixtures, one epoch)."""
+
+import os
+import re
+import shlex
+import stat
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import REPO, TINY_MODEL, write_tiny_dataset
+from recbole_attn import config_check
+from recbole_attn.compat import CheckpointError, load_checkpoint, save_checkpoint
+from recbole_attn.errors import ConfigError
+from recbole_attn.quick_start import (
+    config_files,
+    config_warnings,
+    get_model_class,
+    load_data_and_model,
+    make_config,
+    run,
+)
+from test_pipeline import _cli_main
+
+TINY_ARGS = [f"--{k}={v}" for k, v in TINY_MODEL.items()]
+
+
+def _bad_run(tiny_data_path, capsys, *args, model="SASRecAP"):
+    argv = [f"--model={model}", "--dataset=tiny", f"--data_path={tiny_data_path}"]
+    code, err = _cli_main(argv + list(args), capsys)
+    return code, err
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("--epochs=abc", "epochs must be an integer >= 1, got 'abc'"),
+        ("--epochs=0", "epochs must be an integer >= 1, got 0"),
+        ("--epochs=-1", "epochs must be an integer >= 1, got -1"),
+        ("--learning_rate=abc", "learning_rate must be a number > 0"),
+        ("--learning_rate=0", "learning_rate must be a number > 0"),
+        ("--train_batch_size=0", "train_batch_size must be an integer >= 1"),
+        ("--eval_batch_size=1.5", "eval_batch_size must be an integer >= 1"),
+        ("--hidden_dropout_prob=1", "hidden_dropout_prob must be a probability"),
+        ("--attn_dropout_prob=-0.1", "attn_dropout_prob must be a probability"),
+        ("--MAX_ITEM_LIST_LENGTH=0", "MAX_ITEM_LIST_LENGTH must be an integer >= 1"),
+        ("--topk=[0,5]", "topk must be a positive integer or a list"),
+        ("--learner=adamw", "learner must be one of"),
+        ("--hidden_size=30", "hidden_size (30) must be a multiple of n_heads (4)"),
+        ("--metrics=['Recal']", "There is no metric named 'Recal'"),
+    ],
+)
+def test_bad_values_are_one_line_before_anything_runs(
+    tiny_data_path, tmp_path, monkeypatch, capsys, override, message
+):
+    monkeypatch.chdir(tmp_path)
+    code, err = _bad_run(tiny_data_path, capsys, override, "--n_heads=4")
+    assert code == 2
+    assert message in err and "Traceback" not in err
+    assert err.count("\n") == 1, err  # one line
+    # checked before the log file, the dataset or any checkpoint
+    assert not os.path.exists(tmp_path / "saved")
+    assert not os.path.exists(tmp_path / "log")
+
+
+def test_malformed_yaml_names_file_and_line(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("epochs: 2\nload_col:\n  inter: [user_id, item_id\n")
+    code, err = _bad_run(tiny_data_path, capsys, f"--config_files={bad}")
+    assert code == 2 and f"{bad}, line " in err and "Traceback" not in err
+    listing = tmp_path / "list.yaml"
+    listing.write_text("- epochs\n- 2\n")
+    code, err = _bad_run(tiny_data_path, capsys, f"--config_files={listing}")
+    assert code == 2 and "'key: value' lines" in err
+
+
+def test_num_samples_must_be_positive(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, err = _cli_main(["--params_file=x.hyper", "--num_samples=0"], capsys)
+    assert code == 2 and "--num_samples: must be an integer >= 1" in err
+
+
+def test_help_text(capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "run_recbole_attn", os.path.join(REPO, "run_recbole_attn.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = module.build_parser(with_models=True).format_help()
+    for expected in ("STOSA", "RKSA", "SASRec", "GRU4Rec", "--epochs=N", "examples:"):
+        assert expected in text
+    assert "--verbose" in text and "log/<model>/" in text
+
+
+# ---------------------------------------------------------------------- unknown keys
+
+
+def _warnings(model, dataset, tiny_data_path, **overrides):
+    config = make_config(
+        model, dataset, config_dict={"data_path": tiny_data_path, **overrides}
+    )
+    return config_warnings(config, get_model_class(model), config_dict=overrides)
+
+
+def test_misspelled_key_warns_with_the_closest_key(tiny_data_path):
+    (message,) = _warnings("SASRecAP", "tiny", tiny_data_path, hiden_size=32)
+    assert "'hiden_size'" in message and "did you mean 'hidden_size'?" in message
+    (message,) = _warnings("STOSA", "tiny", tiny_data_path, dpp_k=3)
+    assert "not read by STOSA" in message and "PAtt" in message
+    # keys of RecBole, of the plugin, of the model (AWRSR: of its backbone too)
+    assert not _warnings(
+        "AWRSR",
+        "tiny",
+        tiny_data_path,
+        epochs=1,
+        eval_mask_history=True,
+        ild_distance="jaccard",
+        pvn_weight=0.1,
+        refinement="add",
+        backbone="STOSA",
+    )
+    assert not _warnings("GRU4Rec", "tiny", tiny_data_path, num_layers=2)
+
+
+def test_every_key_the_package_reads_is_known():
+    """A key read as config["..."] anywhere in recbole_attn is a key of some yaml we ship
+    (or RecBole's, or a documented optional one): else it would warn as unknown."""
+    from recbole_attn.model import MODELS
+    from recbole_attn.quick_start import properties_dir
+
+    pattern = re.compile(r"config\[\"([A-Za-z_0-9]+)\"\]")
+    read = set()
+    for folder, _, files in os.walk(os.path.join(REPO, "recbole_attn")):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name)) as f:
+                    read |= set(pattern.findall(f.read()))
+    files = [os.path.join(properties_dir(), "overall.yaml")]
+    for cls in MODELS.values():
+        files += config_files(cls, "none")
+    known = config_check.known_keys([], files)
+    assert read - known == set()
+
+
+# ---------------------------------------------------------------------- eval_args
+
+
+def test_eval_args_override_updates_entries(tiny_data_path):
+    config = make_config(
+        "SASRecAP",
+        "tiny",
+        config_dict={"data_path": tiny_data_path, "eval_args": "{'mode': 'uni100'}"},
+    )
+    assert config["eval_args"]["split"] == {"LS": "valid_and_test"}
+    assert config["eval_args"]["order"] == "TO"
+    assert config["eval_args"]["mode"] == {"valid": "uni100", "test": "uni100"}
+
+
+# ---------------------------------------------------------------------- checkpoints
+
+
+def _one_epoch(tiny_config, **extra):
+    return run("SASRecAP", "tiny", config_dict={**tiny_config, "epochs": 1, **extra})
+
+
+@pytest.mark.parametrize("kind", ["missing", "truncated", "garbage", "pickled"])
+def test_unreadable_resume_checkpoint_is_one_line(tiny_config, tmp_path, capsys, kind):
+    path = tmp_path / f"{kind}.pth"
+    if kind == "truncated":
+        good = tmp_path / "good.pth"
+        save_checkpoint({"state_dict": {"w": torch.ones(1000)}}, good)
+        path.write_bytes(good.read_bytes()[:2000])
+    elif kind == "garbage":
+        path.write_bytes(os.urandom(3000))
+    elif kind == "pickled":
+        from argparse import Namespace
+
+        torch.save({"config": Namespace(), "state_dict": {}}, path)
+    argv = [f"--{k}={v}" for k, v in tiny_config.items() if k != "load_col"]
+    code, err = _cli_main(
+        ["--model=SASRecAP", "--dataset=tiny", f"--resume_checkpoint={path}", *argv],
+        capsys,
+    )
+    assert code == 2 and str(path) in err and "Traceback" not in err
+    assert "weights_only=False" not in err  # never advise unsafe loading
+    expected = {
+        "missing": "not found",
+        "truncated": "not a readable checkpoint",
+        "garbage": "not a readable checkpoint",
+        "pickled": "pickled Python objects",
+    }[kind]
+    assert expected in err
+    assert not os.path.exists(tiny_config["checkpoint_dir"])
+
+
+def test_checkpoint_on_other_data_is_a_clear_error(tiny_config, tmp_path):
+    first = _one_epoch(tiny_config)
+    last = first["saved_model_file"][: -len(".pth")] + "-last.pth"
+    assert torch.load(last, weights_only=True)["data"] == {
+        "dataset": "tiny",
+        "n_users": 61,
+        "n_items": 41,
+    }
+    other = tmp_path / "other"
+    write_tiny_dataset(str(other), name="tiny", n_users=30, n_items=25, seed=1)
+    with pytest.raises(
+        CheckpointError, match=r"trained on 'tiny' \(61 users, 41 items"
+    ):
+        run(
+            "SASRecAP",
+            "tiny",
+            config_dict={**tiny_config, "epochs": 2, "data_path": str(other)},
+            resume_checkpoint=last,
+        )
+    with pytest.raises(CheckpointError, match="31 users, 26 items"):
+        load_data_and_model(first["saved_model_file"], {"data_path": str(other)})
+
+
+def test_finished_run_is_not_resumed_over_its_best_model(tiny_config):
+    first = _one_epoch(tiny_config)
+    best = first["saved_model_file"]
+    before = open(best, "rb").read()
+    last = best[: -len(".pth")] + "-last.pth"
+    with pytest.raises(ConfigError, match="nothing to train. Raise --epochs"):
+        _one_epoch(tiny_config, resume_checkpoint=last)
+    assert open(best, "rb").read() == before
+
+
+def test_load_data_and_model_trainer_evaluates_the_loaded_model(tiny_config):
+    result = _one_epoch(tiny_config)
+    _, _, trainer, (_, _, test_data) = load_data_and_model(result["saved_model_file"])
+    assert dict(trainer.evaluate(test_data)) == dict(result["test_result"])
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_checkpoint_files_follow_the_umask(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        save_checkpoint({"state_dict": {}}, tmp_path / "c.pth")
+    finally:
+        os.umask(old)
+    mode = stat.S_IMODE(os.stat(tmp_path / "c.pth").st_mode)
+    assert mode == 0o666 & ~umask
+    assert load_checkpoint(tmp_path / "c.pth")["state_dict"] == {}
+
+
+def test_failed_trial_is_one_line():
+    from recbole_attn.tuning import trial_error_line
+
+    class RayTaskError(Exception):
+        cause = ConfigError("hidden_size must be an integer >= 1, got 0")
+
+    error = RayTaskError("\x1b[36mray::trial()\x1b[39m\nTraceback (most recent...)\n")
+    line = trial_error_line(error, "/tmp/run")
+    assert line == (
+        "a trial failed: ConfigError: hidden_size must be an integer >= 1, got 0 "
+        "(full trace: /tmp/run/error.txt)"
+    )
+    plain = trial_error_line(RuntimeError("\x1b[31mboom\x1b[0m"))
+    assert "\x1b" not in plain and plain.endswith("RuntimeError: boom")
+
+
+# ---------------------------------------------------------------------- the console
+
+
+def test_console_is_concise_and_the_log_has_everything(tiny_data_path, tmp_path):
+    """The real command: progress and results on the console, a warning for a misspelled
+    key, the configuration and model summary only in the log file (and with --verbose).
+    """
+    env = {**os.environ, "PYTHONPATH": REPO}
+    args = ["--model=SASRecAP", "--dataset=tiny", f"--data_path={tiny_data_path}"]
+    args += ["--epochs=1", "--hiden_size=8", *TINY_ARGS]
+    script = os.path.join(REPO, "run_recbole_attn.py")
+
+    def cli(*extra):
+        return subprocess.run(
+            [sys.executable, script, *args, *extra],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    proc = cli()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "test: {'recall@5'" in proc.stdout
+    console = proc.stderr
+    assert "did you mean 'hidden_size'?" in console
+    assert "epoch 0 training" in console
+    assert "General Hyper Parameters" not in console and "Embedding(" not in console
+    assert "FutureWarning" not in console and "Traceback" not in console
+    (log_line,) = [line for line in console.splitlines() if " log: " in line]
+    log_file = tmp_path / log_line.split(" log: ")[1].split(" ")[0]
+    log = log_file.read_text()
+    assert "General Hyper Parameters" in log and "Embedding(" in log
+    verbose = cli("--verbose")
+    assert verbose.returncode == 0
+    assert "General Hyper Parameters" in verbose.stderr
+
+
+# ---------------------------------------------------------------------- README
+
+
+def _readme_commands():
+    """Every ``python run_recbole_attn.py ...`` and ``python dataset_scripts/...`` line of
+    README.md's code blocks (continuation lines joined), in order."""
+    with open(os.path.join(REPO, "README.md")) as f:
+        blocks = f.read().split("```")[1::2]
+    commands = []
+    for block in blocks:
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.strip()
+            if line.startswith(
+                ("python run_recbole_attn.py", "python dataset_scripts/")
+            ):
+                commands.append(shlex.split(line))
+    return commands
+
+
+def _sequences_fixture(path):
+    """An S3Rec-style 'uid i1 i2 ...' file (what README's seqfile line reads)."""
+    with open(path, "w") as f:
+        for u in range(1, 41):
+            items = [(u * 7 + t * 3) % 30 + 1 for t in range(6 + u % 7)]
+            f.write(f"{u} {' '.join(str(i) for i in dict.fromkeys(items))}\n")
+    return path
+
+
+def test_readme_commands_run_as_written(tmp_path, monkeypatch, capsys):
+    """Each README command, as written, on fixtures: converters on a small raw file in
+    place of ../shared, models for one epoch on tiny data in place of the real ones."""
+    commands = _readme_commands()
+    assert any(c[1] == "run_recbole_attn.py" for c in commands)
+    assert any(c[1].startswith("dataset_scripts/") for c in commands)
+    monkeypatch.chdir(tmp_path)
+    fixtures = tmp_path / "fixtures"
+    # the bundled ml-100k's fields: its genres are the token_seq field `class`
+    write_tiny_dataset(str(fixtures), name="ml-100k", category_field="class")
+    sys.path.insert(0, os.path.join(REPO, "dataset_scripts"))
+    try:
+        for command in commands:
+            script, argv = command[1], command[2:]
+            if script == "run_recbole_attn.py":
+                overrides = dict(a[2:].split("=", 1) for a in argv)
+                for key, value in overrides.items():  # repository files, e.g. .hyper
+                    if os.path.isfile(os.path.join(REPO, value)):
+                        overrides[key] = os.path.join(REPO, value)
+                overrides.update(dict(a[2:].split("=", 1) for a in TINY_ARGS))
+                overrides.update(epochs="1", train_batch_size="16", state="ERROR")
+                if overrides.get("dataset", "ml-100k") == "ml-100k":
+                    overrides["data_path"] = str(fixtures)
+                code, err = _cli_main(
+                    [f"--{k}={v}" for k, v in overrides.items()], capsys
+                )
+            else:
+                import importlib.util
+
+                import _cli
+
+                path = os.path.join(REPO, script)
+                spec = importlib.util.spec_from_file_location("readme_script", path)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                fixed = []
+                for arg in argv:
+                    if arg.startswith("../shared/"):
+                        assert script.endswith("seqfile.py"), f"no fixture for {arg}"
+                        arg = _sequences_fixture(str(tmp_path / os.path.basename(arg)))
+                    fixed.append(arg)
+                code = _cli.run_main(module.main, fixed + ["--k_core=2"])
+                err = capsys.readouterr().err
+            assert code == 0, f"{' '.join(command)}\n{err[-2000:]}"
+    finally:
+        sys.path.remove(os.path.join(REPO, "dataset_scripts"))
+
+
+@pytest.mark.parametrize(
+    "value, tty, expected",
+    [
+        (None, True, True),
+        (None, False, False),
+        (False, True, False),
+        (True, False, True),
+    ],
+)
+def test_progress_bar_on_a_terminal_unless_set(monkeypatch, value, tty, expected):
+    from recbole_attn.quick_start import show_progress
+
+    monkeypatch.setattr("sys.stderr.isatty", lambda: tty)
+    assert show_progress({"show_progress": value}) is expected
+
+
+def test_repeated_runs_do_not_nest_the_console_streams(tiny_data_path):
+    """RecBole's init_logger wraps sys.stdout/sys.stderr (colorama) on every call; an
+    in-process search builds hundreds of runs."""
+    from recbole_attn.quick_start import init_logging
+
+    config = make_config("SASRecAP", "tiny", config_dict={"data_path": tiny_data_path})
+    before = (sys.stdout, sys.stderr)
+    for _ in range(3):
+        init_logging(config)
+    assert (sys.stdout, sys.stderr) == before

@@ -1,0 +1,62 @@
+"""Multi-process training (RecBole's nproc/world_size/ip/port/offset) through our pipeline:
+torch DDP over gloo on CPUs."""
+
+import glob
+import os
+import socket
+
+import pytest
+import torch
+
+from recbole_attn.distributed import distributed_options
+from recbole_attn.quick_start import run
+
+
+def test_distributed_options():
+    assert distributed_options({"epochs": 2}) == ({}, {"epochs": 2})
+    assert distributed_options({"nproc": 1, "epochs": 2}) == ({}, {"epochs": 2})
+    options, rest = distributed_options({"nproc": 2, "port": 1234, "epochs": 2})
+    assert rest == {"epochs": 2}
+    assert options == {
+        "nproc": 2,
+        "world_size": 2,
+        "ip": "localhost",
+        "port": "1234",
+        "offset": 0,
+    }
+    options, _ = distributed_options({"nproc": 2, "world_size": 4, "offset": 2})
+    assert options["world_size"] == 4 and options["offset"] == 2
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_train_with_the_single_process_metrics(tiny_config):
+    def logs():
+        return len(glob.glob(os.path.join("log", "SASRecAP", "*.log")))
+
+    single = run("SASRecAP", "tiny", config_dict={**tiny_config, "epochs": 1})
+    before = logs()
+    multi = run(
+        "SASRecAP",
+        "tiny",
+        config_dict={
+            **tiny_config,
+            "epochs": 1,
+            "nproc": 2,
+            "ip": "127.0.0.1",
+            "port": _free_port(),
+        },
+    )
+    assert multi is not None, "process 0 returned no result"
+    assert logs() - before == 2  # two processes ran the pipeline
+    assert set(multi["test_result"]) == set(single["test_result"])
+    assert set(multi["best_valid_result"]) == set(single["best_valid_result"])
+    assert all(0.0 <= v <= 1.0 for v in multi["test_result"].values())
+    # process 0 wrote one checkpoint that every process evaluated
+    state = torch.load(multi["saved_model_file"], weights_only=True)
+    assert state["epoch"] == 0 and os.path.isfile(multi["saved_model_file"])

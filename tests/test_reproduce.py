@@ -1,0 +1,39 @@
+"""benchmarks/reproduce.py --quick: every model on a fixture under the one protocol, a
+well-formed table and the two charts (the real runs are too slow for CI)."""
+
+import os
+import struct
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+pytest.importorskip("matplotlib")
+
+
+@pytest.mark.slow
+def test_quick_mode_writes_the_table_and_charts(tmp_path):
+    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+    try:
+        import reproduce
+
+        path = reproduce.main(["--quick", f"--output={tmp_path}", "--jobs=2"])
+    finally:
+        sys.path.remove(os.path.join(REPO, "benchmarks"))
+    text = open(path).read()
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    header, body = rows[0], rows[1:]
+    columns = header.count("|") - 1
+    assert all(row.count("|") - 1 == columns for row in body)
+    assert {row.split("|")[1].strip() for row in body} == set(reproduce.MODELS)
+    for row in body:
+        cells = [c.strip() for c in row.split("|")[1:-1]]
+        assert cells[1] == "1"  # one seed
+        assert all(0.0 <= float(c) <= 1.0 for c in cells[2:8])  # the six metrics
+    for name in ("reproduction_accuracy.png", "reproduction_diversity.png"):
+        with open(tmp_path / name, "rb") as f:
+            head = f.read(24)
+        assert head[:8] == b"\x89PNG\r\n\x1a\n"
+        assert min(struct.unpack(">II", head[16:24])) > 100
+        assert f"({name})" in text
