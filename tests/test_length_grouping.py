@@ -125,8 +125,8 @@ def loss_and_grads(net, data, groups, seed=7):
     drawn = []
     sample = type(net).sample_negatives
 
-    def record(self, item_seq, targets):
-        drawn.append(sample(self, item_seq, targets))
+    def record(self, item_seq, targets, users=None):
+        drawn.append(sample(self, item_seq, targets, users))
         return drawn[-1]
 
     net.sample_negatives = record.__get__(net)

@@ -21,7 +21,21 @@ CAT_COLS = {
 }
 #: model -> the configurations checked (default: the model's yaml alone)
 VARIANTS = {
-    "STOSA": [{}, {"stosa_legacy_mean_bug": True}],
+    "STOSA": [
+        {},
+        {"stosa_legacy_mean_bug": True},
+        {"stosa_input": "official"},
+        {"stosa_ffn": "official"},
+        {"stosa_init": "official"},
+        {"neg_exclude_heldout": True},
+        {  # every official-code option (benchmarks/studies.py, STOSA_OFFICIAL)
+            "stosa_legacy_mean_bug": True,
+            "stosa_input": "official",
+            "stosa_ffn": "official",
+            "stosa_init": "official",
+            "neg_exclude_heldout": True,
+        },
+    ],
     "SASRecAP": [{}],
     "PAtt": [{}, {"dpp_k": 3}, {"dpp_k": 3, "dpp_triple_samples": 4}],
     "DPAtt": [

@@ -15,7 +15,8 @@ Shared training infrastructure of our sequential models (docs/models.md, "Traini
 * position ids counted from the first item or from the most recent one
   (``position_alignment``);
 * one uniform negative per position, drawn in one tensor operation among the items the user
-  has not interacted with in the training sequence;
+  has not interacted with in the training sequence (and, with the opt-in leak
+  ``neg_exclude_heldout``, not among the user's validation and test items);
 * sequence-level auxiliary loss terms that layers add while encoding;
 * the last-position shortcut of prediction, where the model declares it exact;
 * ``attention_weights``: the matrix every attention layer aggregated with.
@@ -34,6 +35,7 @@ from recbole.model.abstract_recommender import SequentialRecommender
 from recbole.utils import InputType
 
 from recbole_attn.data.dataset import check_training_mode
+from recbole_attn.data.histories import heldout_items
 from recbole_attn.errors import ConfigError
 from recbole_attn.model.layers.attention import MultiHeadSelfAttention
 from recbole_attn.model.layers.context import (
@@ -117,7 +119,10 @@ class AttnSequentialRecommender(SequentialRecommender):
 
     Config keys read here: ``training_mode`` (``all_position`` | ``last_position``),
     ``neg_exclude_seen`` (negatives avoid the items of the user's training sequence, as in
-    the official code of STOSA and PAtt; False = plain uniform sampling), ``trim_batch``,
+    the official code of STOSA and PAtt; False = plain uniform sampling),
+    ``neg_exclude_heldout`` (negatives also avoid the user's validation and test items: a
+    LEAK of held-out data into training that exists only to reproduce the official STOSA
+    and PAtt numbers; default False), ``trim_batch``,
     ``position_alignment`` (``first`` | ``last``), ``length_groups`` and
     ``length_group_overhead`` (exact length grouping of every batch,
     :mod:`recbole_attn.model.length_groups`), ``ce_logits_budget_mb`` (the largest
@@ -144,6 +149,18 @@ class AttnSequentialRecommender(SequentialRecommender):
         self.training_mode = check_training_mode(config)
         self.trim_batch = bool(config["trim_batch"])
         self.neg_exclude_seen = bool(config["neg_exclude_seen"])
+        self.neg_exclude_heldout = bool(config["neg_exclude_heldout"])
+        if self.neg_exclude_heldout:
+            table = heldout_items(dataset)
+            if table is None:
+                raise ConfigError(
+                    "neg_exclude_heldout needs the users' held-out items, which "
+                    "recbole_attn's dataset (AttnSequentialDataset) records on the "
+                    "training split; this dataset has none"
+                )
+            # every user's validation and test items [n_users, W] (0 = none): read only
+            # by sample_negatives, and only under this opt-in leak
+            self.register_buffer("heldout_items", table, persistent=False)
         self.position_alignment = check_position_alignment(config["position_alignment"])
         self.max_length_groups = check_length_groups(config["length_groups"])
         self.length_group_overhead = check_length_group_overhead(
@@ -230,22 +247,32 @@ class AttnSequentialRecommender(SequentialRecommender):
             mask[rows, last] = True
         return targets, mask
 
-    def sample_negatives(self, item_seq, targets):
+    def sample_negatives(self, item_seq, targets, users=None):
         """One negative item per position ``[B, L]``, uniform over ``[1, n_items)``.
 
         With ``neg_exclude_seen`` (default) the draw is uniform over the items that are NOT
         in the user's training sequence (inputs and targets), exactly, in one multinomial
         draw per batch (a ``[B, n_items]`` weight matrix); a user who has seen every item
-        falls back to all items.
+        falls back to all items. With ``neg_exclude_heldout`` (a leak, off by default) the
+        items of the user's validation and test rows (``users [B]``) are excluded too, as
+        the official STOSA and PAtt code does.
         """
         batch, length = targets.shape
-        if not self.neg_exclude_seen:
+        if not (self.neg_exclude_seen or self.neg_exclude_heldout):
             return torch.randint(
                 1, self.n_items, (batch, length), device=targets.device
             )
         weights = torch.ones(batch, self.n_items, device=targets.device)
-        weights.scatter_(1, item_seq, 0.0)
-        weights.scatter_(1, targets, 0.0)
+        if self.neg_exclude_seen:
+            weights.scatter_(1, item_seq, 0.0)
+            weights.scatter_(1, targets, 0.0)
+        if self.neg_exclude_heldout:
+            if users is None:
+                raise ConfigError(
+                    "neg_exclude_heldout needs the user id of every training sequence "
+                    "(the interaction has no user field)"
+                )
+            weights.scatter_(1, self.heldout_items[users], 0.0)
         weights[:, 0] = 0.0
         exhausted = weights.sum(1) == 0
         if bool(exhausted.any()):
@@ -361,7 +388,9 @@ class AttnSequentialRecommender(SequentialRecommender):
         )
         neg_items = None
         if self.needs_negatives:
-            neg_items = self.sample_negatives(item_seq, targets)
+            neg_items = self.sample_negatives(
+                item_seq, targets, self._users(interaction)
+            )
         if groups is None:
             losses, _, aux = self._context_losses(contexts[0], targets, mask, neg_items)
             losses += tuple(term.value for term in aux)

@@ -29,6 +29,14 @@ from recbole_attn.model.layers import (
 from recbole_attn.model.layers.context import select_rows
 
 
+def _choice(config, key, choices):
+    """``config[key]``, one of ``choices``."""
+    value = config[key]
+    if value not in choices:
+        raise ConfigError(f"{key} must be one of {list(choices)}, got {value!r}")
+    return value
+
+
 class LegacyMeanLayer(TransformerLayer):
     """A STOSA layer with the official code's encoder bug: the mean stream it outputs is
     its input mean (the layer's own mean output is dropped), so every layer and the
@@ -53,8 +61,12 @@ class STOSA(AttnSequentialRecommender):
         * Attention sublayer: the paper gives no residual or layer norm around the
           Wasserstein attention; we use SASRec's (output projection, dropout, residual,
           post-LN), as the official code does. The FFN sublayer is the paper's pre-LN
-          eq. 9. Mean and covariance streams have their own LayerNorms (the official code
-          shares one).
+          eq. 9 (``stosa_ffn: paper``; ``official``: the official code's post-LN FFN,
+          ``ELU(.)+1`` on the covariance output in both). The input layer is
+          ``Dropout(LN(E + P))`` per stream with its own LayerNorm (``stosa_input:
+          paper``); ``official`` is the official code's ``ELU(Dropout(LN(E + P)))`` for
+          means and ``ELU(Dropout(LN(E + P))) + 1`` for covariances, with ONE LayerNorm
+          shared by both streams.
         * ``inner_size`` (FFN width) is configurable; the paper uses d, the official code 4d
           (our default, 256 for d = 64).
         * Item covariances used for prediction and in the loss are ``ELU(M^Sigma) + 1``
@@ -64,6 +76,15 @@ class STOSA(AttnSequentialRecommender):
           head), as in the official code; the paper writes :math:`-W_2`.
         * ``stosa_legacy_mean_bug: True`` reproduces the official code's encoder bug (the
           mean stream of every layer is dropped; docs/models.md). Default False.
+        * Initialization: RecBole's N(0, ``initializer_range``) with zero padding rows
+          (``stosa_init: recbole``); ``official``: the official code's N(0.01,
+          ``initializer_range``) for linear and embedding weights, padding rows left
+          non-zero (never trained; prediction never ranks item 0).
+        * The official negatives also avoid the user's validation and test items, a leak
+          of held-out data that only the base-class option ``neg_exclude_heldout: True``
+          reproduces (default False).
+        * The official evaluation masks a repeated target too; the converted Office has
+          no repeated item in any sequence, so this is not an option here.
         * The L2 term of eq. 12 is Adam's ``weight_decay`` (0 by default, as in the
           official runs).
         * Scores returned to RecBole are :math:`-W_2^2`, so that "larger is better".
@@ -90,6 +111,9 @@ class STOSA(AttnSequentialRecommender):
         self.loss_type = config["loss_type"]
         self.pvn_weight = config["pvn_weight"]
         self.legacy_mean_bug = bool(config["stosa_legacy_mean_bug"])
+        self.input_layer = _choice(config, "stosa_input", ("paper", "official"))
+        self.ffn_form = _choice(config, "stosa_ffn", ("paper", "official"))
+        self.init_form = _choice(config, "stosa_init", ("recbole", "official"))
 
         if self.loss_type != "BPR":
             raise ConfigError(
@@ -110,8 +134,18 @@ class STOSA(AttnSequentialRecommender):
         self.cov_position_embedding = nn.Embedding(
             self.max_seq_length, self.hidden_size
         )
-        self.mean_layer_norm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
-        self.cov_layer_norm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
+        if self.input_layer == "official":
+            # one LayerNorm shared by both streams (official code)
+            self.input_layer_norm = nn.LayerNorm(
+                self.hidden_size, eps=self.layer_norm_eps
+            )
+        else:
+            self.mean_layer_norm = nn.LayerNorm(
+                self.hidden_size, eps=self.layer_norm_eps
+            )
+            self.cov_layer_norm = nn.LayerNorm(
+                self.hidden_size, eps=self.layer_norm_eps
+            )
         self.dropout = nn.Dropout(self.hidden_dropout_prob)
         layer = LegacyMeanLayer if self.legacy_mean_bug else TransformerLayer
         self.trm_encoder = TransformerEncoder(
@@ -131,6 +165,7 @@ class STOSA(AttnSequentialRecommender):
                     self.inner_size,
                     self.hidden_dropout_prob,
                     self.layer_norm_eps,
+                    pre_ln=self.ffn_form == "paper",
                 ),
             )
             for _ in range(self.n_layers)
@@ -139,9 +174,20 @@ class STOSA(AttnSequentialRecommender):
         # parameters initialization
         self.apply(self._init_weights)
 
+    #: mean of the official code's normal initialization (``stosa_init: official``)
+    OFFICIAL_INIT_MEAN = 0.01
+
     def _init_weights(self, module):
-        """RecBole's SASRec initialization, with the padding rows set to zero"""
+        """RecBole's SASRec initialization, with the padding rows set to zero; with
+        ``stosa_init: official``, N(0.01, initializer_range) for linear and embedding
+        weights and the padding rows left as drawn."""
         super()._init_weights(module)
+        if self.init_form == "official":
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                module.weight.data.normal_(
+                    mean=self.OFFICIAL_INIT_MEAN, std=self.initializer_range
+                )
+            return
         if isinstance(module, nn.Embedding) and module.padding_idx is not None:
             module.weight.data[module.padding_idx].zero_()
 
@@ -162,8 +208,12 @@ class STOSA(AttnSequentialRecommender):
         mean = mean + self.mean_position_embedding(context.positions)
         cov = self.cov_item_embedding(context.item_seq)
         cov = cov + self.cov_position_embedding(context.positions)
-        mean = self.dropout(self.mean_layer_norm(mean))
-        cov = self.dropout(self.cov_layer_norm(cov))
+        if self.input_layer == "official":
+            mean = F.elu(self.dropout(self.input_layer_norm(mean)))
+            cov = elu_plus_one(self.dropout(self.input_layer_norm(cov)))
+        else:
+            mean = self.dropout(self.mean_layer_norm(mean))
+            cov = self.dropout(self.cov_layer_norm(cov))
         return self.trm_encoder((mean, cov), context)
 
     def position_loss(self, output, pos_items, neg_items):

@@ -70,10 +70,15 @@ GAUSSIAN_STREAMS = (("mean", 1), ("cov", 2))
 
 
 class GaussianFeedForward(nn.Module):
-    r"""STOSA eq. 8-9: a pre-LN residual FFN per stream; :math:`\mathrm{ELU}(\cdot)+1` on
-    the covariance output so that it stays positive."""
+    r"""STOSA eq. 8-9: a residual ELU FFN per stream (:class:`~recbole_attn.model.layers.
+    transformer.FeedForward`), then :math:`\mathrm{ELU}(\cdot)+1` on the covariance
+    output so that it stays positive. ``pre_ln=True``: the paper's
+    :math:`x + \mathrm{Dropout}(\mathrm{FFN}(\mathrm{LN}(x)))`; ``False``: the official
+    code's post-LN :math:`\mathrm{LN}(x + \mathrm{Dropout}(\mathrm{FFN}(x)))`."""
 
-    def __init__(self, hidden_size, inner_size, hidden_dropout_prob, layer_norm_eps):
+    def __init__(
+        self, hidden_size, inner_size, hidden_dropout_prob, layer_norm_eps, pre_ln=True
+    ):
         super().__init__()
 
         def ffn():
@@ -83,7 +88,7 @@ class GaussianFeedForward(nn.Module):
                 hidden_dropout_prob,
                 "elu",
                 layer_norm_eps,
-                pre_ln=True,
+                pre_ln=pre_ln,
             )
 
         self.mean, self.cov = ffn(), ffn()

@@ -1,0 +1,174 @@
+"""STOSA's official-code options (docs/models.md, "What the official code does
+differently"): the input layer, the FFN, the initialization and the held-out negatives leak
+(``neg_exclude_heldout``). The model contract (causality, padding, trimming, shortcut) of
+every option is checked in tests/test_model_contract.py."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from recbole_attn.data.histories import heldout_items, heldout_table
+from recbole_attn.errors import ConfigError
+from recbole_attn.model.layers import GaussianFeedForward, elu_plus_one
+from recbole_attn.quick_start import build
+
+
+def _build(tiny_config, **extra):
+    config = {**tiny_config, "hidden_dropout_prob": 0.0, **extra}
+    _, net, _, data = build("STOSA", "tiny", config_dict=config)
+    return net.eval(), data
+
+
+def _n_params(net):
+    return sum(p.numel() for p in net.parameters())
+
+
+def test_official_input_one_shared_layer_norm(tiny_config):
+    paper, _ = _build(tiny_config)
+    official, _ = _build(tiny_config, stosa_input="official")
+    d = paper.hidden_size
+    assert hasattr(paper, "mean_layer_norm") and hasattr(paper, "cov_layer_norm")
+    assert not hasattr(official, "mean_layer_norm")
+    assert isinstance(official.input_layer_norm, nn.LayerNorm)
+    # one LayerNorm (weight + bias) less
+    assert _n_params(paper) - _n_params(official) == 2 * d
+
+
+def test_official_input_streams(tiny_config):
+    """Mean input ELU(LN(E+P)), covariance input ELU(LN(E+P)) + 1 (eval: no dropout),
+    read at the output through the legacy bug (mean) and with no layer (both)."""
+    net, _ = _build(tiny_config, stosa_input="official", n_layers=0)
+    seq = torch.tensor([[3, 5, 7, 0, 0]])
+    lengths = torch.tensor([3])
+    with torch.no_grad():
+        context = net.sequence_context({net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths})
+        mean, cov = net.encode(context)
+        ln = net.input_layer_norm
+        pos = context.positions
+        want_mean = F.elu(
+            ln(
+                net.mean_item_embedding(context.item_seq)
+                + net.mean_position_embedding(pos)
+            )
+        )
+        want_cov = elu_plus_one(
+            ln(
+                net.cov_item_embedding(context.item_seq)
+                + net.cov_position_embedding(pos)
+            )
+        )
+    torch.testing.assert_close(mean, want_mean)
+    torch.testing.assert_close(cov, want_cov)
+    assert (cov > 0).all()
+
+
+def test_official_ffn_is_post_ln():
+    torch.manual_seed(0)
+    ffn = GaussianFeedForward(8, 32, 0.0, 1e-12, pre_ln=False).eval()
+    x, s = torch.randn(2, 3, 8), torch.randn(2, 3, 8)
+    mean, cov = ffn((x, s))
+
+    def post_ln(block, h):
+        return block.LayerNorm(h + block.dense_2(F.elu(block.dense_1(h))))
+
+    torch.testing.assert_close(mean, post_ln(ffn.mean, x))
+    torch.testing.assert_close(cov, elu_plus_one(post_ln(ffn.cov, s)))
+    # the paper's pre-LN form differs on the same weights
+    ffn.mean.pre_ln = True
+    assert not torch.allclose(ffn.mean(x), mean)
+
+
+def test_stosa_ffn_option_builds_post_ln(tiny_config):
+    paper, _ = _build(tiny_config)
+    official, _ = _build(tiny_config, stosa_ffn="official")
+    for layer in paper.trm_encoder.layer:
+        assert layer.feed_forward.mean.pre_ln and layer.feed_forward.cov.pre_ln
+    for layer in official.trm_encoder.layer:
+        assert not layer.feed_forward.mean.pre_ln
+        assert not layer.feed_forward.cov.pre_ln
+
+
+def test_official_init_mean_and_padding_rows(tiny_config):
+    recbole, _ = _build(tiny_config)
+    official, _ = _build(tiny_config, stosa_init="official")
+    for table in ("mean_item_embedding", "cov_item_embedding"):
+        assert getattr(recbole, table).weight[0].abs().sum() == 0
+        assert getattr(official, table).weight[0].abs().min() > 0  # left non-zero
+    # the initializer on a large table: mean 0.01 (official) vs 0, std initializer_range
+    torch.manual_seed(0)
+    for net, want in ((official, 0.01), (recbole, 0.0)):
+        big = nn.Embedding(20000, 64, padding_idx=0)
+        linear = nn.Linear(512, 512)
+        net._init_weights(big)
+        net._init_weights(linear)
+        for weight in (big.weight, linear.weight):
+            assert weight.mean().item() == pytest.approx(want, abs=5e-4)
+            assert weight.std().item() == pytest.approx(net.initializer_range, rel=0.02)
+        assert linear.bias.abs().sum() == 0
+        assert (big.weight[0].abs().sum() > 0) == (want > 0)
+
+
+def test_invalid_option_values(tiny_config):
+    for key in ("stosa_input", "stosa_ffn", "stosa_init"):
+        with pytest.raises(ConfigError, match=key):
+            _build(tiny_config, **{key: "bogus"})
+
+
+def test_heldout_table():
+    uid = torch.tensor([3, 1, 3, 1, 0])
+    items = torch.tensor([30, 10, 31, 11, 5])
+    table = heldout_table(5, uid, items)
+    want = torch.tensor([[5, 0], [10, 11], [0, 0], [30, 31], [0, 0]])
+    torch.testing.assert_close(table, want)
+    assert heldout_table(2, uid[:0], items[:0]).shape == (2, 1)
+
+
+def test_dataset_records_heldout_items(tiny_config):
+    _, (train, valid, test) = _build(tiny_config)
+    table = heldout_items(train._dataset)
+    for split in (valid, test):
+        feat = split._dataset.inter_feat
+        uid, item = feat[split._dataset.uid_field], feat[split._dataset.iid_field]
+        assert len(uid) > 0
+        for u, i in zip(uid.tolist(), item.tolist()):
+            assert i in table[u].tolist()
+
+
+def _negatives(net, batch, draws, seed):
+    item_seq = batch[net.ITEM_SEQ]
+    targets, _ = net.training_targets(
+        item_seq, batch[net.ITEM_SEQ_LEN], batch[net.POS_ITEM_ID]
+    )
+    torch.manual_seed(seed)
+    users = batch[net.USER_ID]
+    return users, torch.cat(
+        [net.sample_negatives(item_seq, targets, users) for _ in range(draws)], dim=1
+    )
+
+
+def test_heldout_negatives_leak(tiny_config):
+    """With neg_exclude_heldout the user's validation and test items are never drawn as
+    negatives; without it they are, sometimes (same seed, same batch)."""
+    leak, (train, _, _) = _build(tiny_config, neg_exclude_heldout=True)
+    plain, _ = _build(tiny_config)
+    batch = next(iter(train))
+    hits = {}
+    for name, net in (("leak", leak), ("plain", plain)):
+        users, neg = _negatives(net, batch, draws=40, seed=7)
+        held = leak.heldout_items[users]  # [B, W]
+        is_held = (neg.unsqueeze(-1) == held.unsqueeze(1)) & (held.unsqueeze(1) > 0)
+        hits[name] = int(is_held.any(-1).sum())
+        # the training sequence is excluded in both
+        seen = (neg.unsqueeze(-1) == batch[net.ITEM_SEQ].unsqueeze(1)).any(-1)
+        assert not seen.any()
+    assert hits["leak"] == 0
+    assert hits["plain"] > 0
+
+
+def test_heldout_negatives_need_user_ids(tiny_config):
+    net, (train, _, _) = _build(tiny_config, neg_exclude_heldout=True)
+    batch = next(iter(train))
+    seq = batch[net.ITEM_SEQ]
+    with pytest.raises(ConfigError, match="user id"):
+        net.sample_negatives(seq, seq)
