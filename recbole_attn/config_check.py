@@ -110,7 +110,7 @@ VALUE_RULES = {
     "hidden_size": _integer(1),
     "inner_size": _integer(1),
     "embedding_size": _integer(1),
-    "n_layers": _integer(1),
+    "n_layers": _integer(0),  # 0: embeddings only (an ablation; tests use it)
     "num_layers": _integer(1),
     "n_heads": _integer(1),
     "worker": _integer(0),
