@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import warnings
 from logging import getLogger
 
 import yaml
@@ -163,7 +164,9 @@ def convert_value(text):
     """A command-line or config-dict string as the value it spells: a Python literal,
     ``true``/``false`` in any case, else the string itself."""
     try:
-        return ast.literal_eval(text)
+        with warnings.catch_warnings():  # "5x": Python warns while failing to parse it
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return {"true": True, "false": False}.get(text.strip().lower(), text)
 
