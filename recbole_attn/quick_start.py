@@ -164,7 +164,7 @@ def convert_value(text):
     """A command-line or config-dict string as the value it spells: a Python literal,
     ``true``/``false`` in any case, else the string itself."""
     try:
-        with warnings.catch_warnings():  # "5x": Python warns while failing to parse it
+        with warnings.catch_warnings():  # "2in": Python warns while failing to parse it
             warnings.simplefilter("ignore", SyntaxWarning)
             return ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):

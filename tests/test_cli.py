@@ -415,5 +415,5 @@ def test_repeated_runs_do_not_nest_the_console_streams(tiny_data_path):
 def test_value_conversion_is_silent(recwarn):
     from recbole_attn.quick_start import convert_value
 
-    assert convert_value("5x") == "5x" and convert_value("[5, 10]") == [5, 10]
+    assert convert_value("2in") == "2in" and convert_value("[5, 10]") == [5, 10]
     assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning)]
