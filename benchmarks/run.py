@@ -53,6 +53,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 
+from recbole_attn.data.synthetic import write_synthetic_dataset  # noqa: E402
 from recbole_attn.quick_start import build  # noqa: E402
 
 BASELINE = "SASRecAP"
@@ -128,23 +129,10 @@ def parse_args(argv):
 
 
 # ---------------------------------------------------------------- data
-def write_tiny_dataset(root, name="tiny", n_users=60, n_items=40, seed=0):
-    """A tiny atomic-file dataset with categories (users with 6-16 interactions)."""
-    rng = np.random.default_rng(seed)
-    folder = os.path.join(root, name)
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, f"{name}.inter"), "w") as f:
-        f.write("user_id:token\titem_id:token\ttimestamp:float\n")
-        for u in range(1, n_users + 1):
-            length = int(rng.integers(6, 17))
-            items = rng.choice(np.arange(1, n_items + 1), size=length, replace=False)
-            for t, i in enumerate(items):
-                f.write(f"u{u}\ti{i}\t{1000 * u + t}\n")
-    with open(os.path.join(folder, f"{name}.item"), "w") as f:
-        f.write("item_id:token\tcategories:token_seq\n")
-        for i in range(1, n_items + 1):
-            cats = rng.choice(6, size=int(rng.integers(1, 4)), replace=False)
-            f.write(f"i{i}\t{' '.join(f'c{c}' for c in sorted(cats))}\n")
+def write_tiny_dataset(root, name="tiny"):
+    """The package's synthetic dataset (recbole_attn.data.synthetic), with the yaml that
+    loads its categories."""
+    folder = write_synthetic_dataset(root, name=name)
     with open(os.path.join(folder, f"{name}.yaml"), "w") as f:
         f.write(
             "USER_ID_FIELD: user_id\nITEM_ID_FIELD: item_id\nTIME_FIELD: timestamp\n"

@@ -8,8 +8,6 @@ steps end at the same parameters."""
 
 import copy
 import itertools
-import logging
-import os
 import weakref
 
 import numpy as np
@@ -26,8 +24,7 @@ from recbole_attn.model.length_groups import (
     grouping_cost,
     plan_length_groups,
 )
-from recbole_attn.quick_start import build
-from test_model_contract import CASES, CAT_COLS, FAST
+from test_model_contract import CASES, model_builder
 
 RTOL, ATOL = 1e-10, 1e-12
 #: spread lengths (T = 12): the planner splits them into several groups
@@ -37,39 +34,14 @@ LENGTHS = [12, 1, 2, 2, 3, 3, 3, 4, 4, 5, 6, 7, 9, 2, 1, 3]
 @pytest.fixture(scope="module")
 def built(tiny_data_path, tmp_path_factory):
     """model name, extra config -> (config, float64 model without dropout, data)."""
-    cache = {}
     work = tmp_path_factory.mktemp("grouping")
-
-    def get(name, extra):
-        key = (name, repr(sorted(extra.items())))
-        if key not in cache:
-            config = {
-                "data_path": tiny_data_path,
-                "load_col": CAT_COLS,
-                "checkpoint_dir": str(work / "saved"),
-                "state": "ERROR",
-                "seed": 2020,
-                "hidden_size": 16,
-                "inner_size": 32,
-                "n_layers": 2,
-                "n_heads": 2,
-                "MAX_ITEM_LIST_LENGTH": 12,
-                "hidden_dropout_prob": 0.0,
-                "attn_dropout_prob": 0.0,
-                **FAST,
-                **extra,
-            }
-            cwd = os.getcwd()
-            os.chdir(work)
-            try:
-                cfg, net, _, data = build(name, "tiny", config_dict=config)
-            finally:
-                os.chdir(cwd)
-            logging.getLogger().handlers.clear()
-            cache[key] = (cfg, net.double(), data)
-        return cache[key]
-
-    return get
+    return model_builder(
+        tiny_data_path,
+        work,
+        lambda net: net.double(),
+        hidden_dropout_prob=0.0,
+        attn_dropout_prob=0.0,
+    )
 
 
 @pytest.fixture

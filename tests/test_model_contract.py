@@ -66,17 +66,16 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def built(request, tiny_data_path, tmp_path_factory):
-    """model name, extra config -> (config, model in eval mode), built once per module."""
+def model_builder(data_path, work, finish, **common):
+    """``get(name, extra)`` -> (config, ``finish(model)``, data) built on the tiny dataset
+    with small sizes (and ``common`` overrides), once per (name, extra)."""
     cache = {}
-    work = tmp_path_factory.mktemp("contract")
 
     def get(name, extra):
         key = (name, repr(sorted(extra.items())))
         if key not in cache:
             config = {
-                "data_path": tiny_data_path,
+                "data_path": data_path,
                 "load_col": CAT_COLS,
                 "checkpoint_dir": str(work / "saved"),
                 "state": "ERROR",
@@ -86,6 +85,7 @@ def built(request, tiny_data_path, tmp_path_factory):
                 "n_layers": 2,
                 "n_heads": 2,
                 "MAX_ITEM_LIST_LENGTH": 12,
+                **common,
                 **FAST,
                 **extra,
             }
@@ -96,10 +96,17 @@ def built(request, tiny_data_path, tmp_path_factory):
             finally:
                 os.chdir(cwd)
             logging.getLogger().handlers.clear()
-            cache[key] = (cfg, net.eval(), data)
+            cache[key] = (cfg, finish(net), data)
         return cache[key]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def built(request, tiny_data_path, tmp_path_factory):
+    """model name, extra config -> (config, model in eval mode), built once per module."""
+    work = tmp_path_factory.mktemp("contract")
+    return model_builder(tiny_data_path, work, lambda net: net.eval())
 
 
 def batch(net, lengths, seed=0):
