@@ -15,6 +15,7 @@ from deep inside RecBole or torch, or worse, a run that silently does something 
 """
 
 import difflib
+import functools
 import glob
 import os
 
@@ -179,12 +180,18 @@ PLUGIN_OPTIONAL_KEYS = ("ild_distance", "f1_accuracy_metrics", "f1_diversity_met
 
 
 def yaml_keys(path):
+    """The top-level keys of a yaml file (empty when unreadable)."""
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)
     except (OSError, yaml.YAMLError):
         return set()
-    return set(data) if isinstance(data, dict) else set()
+    return frozenset(data) if isinstance(data, dict) else frozenset()
+
+
+#: the shipped yaml files (RecBole's and ours) are read once per process: every run, and
+#: every trial of a search, asks for their keys again
+_shipped_yaml_keys = functools.lru_cache(maxsize=None)(yaml_keys)
 
 
 def _recbole_properties():
@@ -193,10 +200,10 @@ def _recbole_properties():
     return os.path.join(os.path.dirname(recbole.__file__), "properties")
 
 
-def _modelyaml_keys(folder):
+def _model_yaml_keys(folder):
     """model name -> keys of its yaml in ``folder``."""
     return {
-        os.path.basename(path)[: -len(".yaml")]: yaml_keys(path)
+        os.path.basename(path)[: -len(".yaml")]: _shipped_yaml_keys(path)
         for path in sorted(glob.glob(os.path.join(folder, "*.yaml")))
     }
 
@@ -211,8 +218,8 @@ def known_keys(model_names, run_files):
     general += glob.glob(os.path.join(props, "dataset", "*.yaml"))
     general += glob.glob(os.path.join(props, "quick_start_config", "*.yaml"))
     for path in general + list(run_files):
-        keys |= yaml_keys(path)
-    recbole_models = _modelyaml_keys(os.path.join(props, "model"))
+        keys |= _shipped_yaml_keys(path)
+    recbole_models = _model_yaml_keys(os.path.join(props, "model"))
     for name in model_names:
         keys |= recbole_models.get(name, set())
     return keys
@@ -225,7 +232,7 @@ def model_keys(properties_dir):
         os.path.join(properties_dir, "model"),
         os.path.join(_recbole_properties(), "model"),
     ):
-        for model, keys in _modelyaml_keys(folder).items():
+        for model, keys in _model_yaml_keys(folder).items():
             for key in keys:
                 owners.setdefault(key, []).append(model)
     return owners
