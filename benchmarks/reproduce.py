@@ -7,7 +7,8 @@ ml-100k: the comparison no paper makes (docs/reproduction.md).
     python benchmarks/reproduce.py --quick [--output=DIR]   # a fixture, one epoch, seconds
 
 Protocol (every model, every dataset): leave-one-out, full ranking, history masked, test
-metrics Recall/NDCG/MRR @5/@10/@20 (and CC/ILD/F1 @10, the datasets all have categories) at
+metrics Recall/NDCG/MRR @5/@10/@20 (and CC/ILD/F1 @10 where the dataset has categories:
+Beauty and ml-100k; Office has none) at
 the epoch of best validation NDCG@10, early stop after 10 validations without improvement, at
 most 200 epochs. Each model keeps its paper's hyperparameters (its yaml); AWRSR is M_simp on
 both backbones. Runs are resumable, one JSON per (model, dataset, seed), through the runner of
@@ -46,9 +47,12 @@ MODELS = {
     "FPARec": ("FPARec", {}),
     "RKSA": ("RKSA", {}),
 }
+#: models that read item categories themselves (not run where a dataset has none)
+NEEDS_CATEGORIES = {"DPAtt"}
 DATASETS = ("Office", "Beauty", "ml-100k")
 ACCURACY = ["recall@10", "ndcg@10", "mrr@20"]
 DIVERSITY = ["cc@10", "ild@10", "f1@10"]
+ACCURACY_METRICS = ("Recall", "NDCG", "MRR")
 PROTOCOL = {
     "eval_args": studies.FULL,
     "eval_mask_history": True,
@@ -75,6 +79,19 @@ QUICK_MODEL = {
 }
 
 
+def has_categories(dataset):
+    """Whether the dataset's shipped properties name a category field (Office's is ``~``:
+    no category data was published for it); a dataset without properties is assumed to
+    have RecBole's default ``categories`` field."""
+    import yaml
+
+    path = os.path.join(REPO, "properties", "dataset", dataset + ".yaml")
+    if not os.path.isfile(path):
+        return True
+    with open(path) as f:
+        return (yaml.safe_load(f) or {}).get("category_field", "categories") is not None
+
+
 def study_name(dataset):
     return "reproduce_" + studies.slug(dataset)
 
@@ -84,14 +101,24 @@ def register(datasets=DATASETS, quick=False):
     which imports this module)."""
     for dataset in datasets:
         protocol = dict(PROTOCOL)
-        variants = dict(MODELS)
+        columns = ACCURACY + DIVERSITY
+        if not quick and not has_categories(dataset):
+            protocol["metrics"] = [
+                m for m in PROTOCOL["metrics"] if m in ACCURACY_METRICS
+            ]
+            columns = list(ACCURACY)
+        variants = {
+            label: spec
+            for label, spec in MODELS.items()
+            if quick or has_categories(dataset) or label not in NEEDS_CATEGORIES
+        }
         if quick:  # the fixture's categories are its .item file's `categories`
             protocol.update(epochs=1, stopping_step=1, load_col=QUICK_COLUMNS)
-            variants = {k: (m, {**o, **QUICK_MODEL}) for k, (m, o) in MODELS.items()}
+            variants = {k: (m, {**o, **QUICK_MODEL}) for k, (m, o) in variants.items()}
         studies.STUDIES[study_name(dataset)] = {
             "dataset": dataset,
             "protocol": protocol,
-            "columns": ACCURACY + DIVERSITY,
+            "columns": columns,
             "baseline": BASELINE,
             "variants": variants,
             "paper": "each model's own paper (docs/models.md)",
@@ -156,7 +183,7 @@ def dataset_table(dataset, folder):
     base_epoch = (
         statistics.median(r["seconds_per_epoch"] for r in base.values()) if base else 0
     )
-    columns = ACCURACY + DIVERSITY
+    columns = studies.STUDIES[study_name(dataset)]["columns"]
     header = ["model", "seeds"] + columns + [f"NDCG@10 vs {BASELINE}", "s/epoch ratio"]
     header += ["device", "paper (this protocol)"]
     lines = [f"### {dataset}", "", "| " + " | ".join(header) + " |"]
@@ -190,6 +217,15 @@ def dataset_table(dataset, folder):
         means[label]["std ndcg@10"] = (
             statistics.stdev([r["test"]["ndcg@10"] for r in rs]) if len(rs) > 1 else 0.0
         )
+    skipped = [
+        m for m in MODELS if m not in studies.STUDIES[study_name(dataset)]["variants"]
+    ]
+    if skipped:
+        lines += [
+            "",
+            f"Not run on {dataset}: {', '.join(skipped)} (reads item categories; "
+            f"{dataset} has none).",
+        ]
     return "\n".join(lines) + "\n", means
 
 
@@ -312,6 +348,8 @@ def main(argv=None):
         if args.output == os.path.join(REPO, "docs"):
             args.output = os.path.join(scratch, "docs")
         register(datasets, quick=True)
+    else:
+        register(datasets)
     labels = list(MODELS) if not args.models else args.models.split(",")
     jobs = []
     for dataset in datasets:
@@ -319,6 +357,9 @@ def main(argv=None):
         os.makedirs(folder, exist_ok=True)
         for seed in seeds:
             for label in labels:
+                if label not in studies.STUDIES[study_name(dataset)]["variants"]:
+                    print(f"skipped {label} on {dataset}: it needs item categories")
+                    continue
                 done = os.path.isfile(studies._path(folder, label, seed))
                 if not args.report and not done:
                     jobs.append(

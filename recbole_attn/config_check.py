@@ -128,9 +128,20 @@ VALUE_RULES = {
 }
 
 
+#: keys that were renamed: old key -> what to write instead
+RENAMED_KEYS = {
+    "stosa_legacy_mean_bug": "stosa_layer_means: official (was True; now STOSA's "
+    "default) or stosa_layer_means: paper (was False)",
+}
+
+
 def check_values(config):
-    """Raise a :class:`ConfigError` for the first key of :data:`VALUE_RULES` whose value is
-    invalid (type or range), and for ``hidden_size`` not divisible by ``n_heads``."""
+    """Raise a :class:`ConfigError` for a renamed key (:data:`RENAMED_KEYS`), for the first
+    key of :data:`VALUE_RULES` whose value is invalid (type or range), and for
+    ``hidden_size`` not divisible by ``n_heads``."""
+    for key, instead in RENAMED_KEYS.items():
+        if key in config and config[key] is not None:
+            raise ConfigError(f"{key} was renamed; write {instead}")
     for key, rule in VALUE_RULES.items():
         value = config[key] if key in config else None
         if value is None:

@@ -25,6 +25,7 @@ from recbole.utils import get_model, init_logger, init_seed, set_color
 import recbole_attn
 from recbole_attn import config_check, distributed
 from recbole_attn.compat import load_checkpoint
+from recbole_attn.data.bucketing import bucket_train_dataloader, check_grouping
 from recbole_attn.data.dataset import AttnSequentialDataset, check_training_mode
 from recbole_attn.data.hints import converter_hint
 from recbole_attn.errors import (  # noqa: F401  (re-exported)
@@ -210,6 +211,7 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     if cls is not model_class:
         config = configure(cls)
     config_check.check_values(config)
+    check_grouping(config)
     return config
 
 
@@ -390,6 +392,7 @@ def build(model, dataset, config_file_list=None, config_dict=None, verbose=False
         logger.info(data)
         recbole_attn.validate_dataset(config, data)
         train_data, valid_data, test_data = data_preparation(config, data)
+        train_data = bucket_train_dataloader(config, train_data)
 
         init_seed(config["seed"], config["reproducibility"])
         net = model_class(config, train_data._dataset).to(config["device"])

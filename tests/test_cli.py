@@ -417,3 +417,39 @@ def test_value_conversion_is_silent(recwarn):
 
     assert convert_value("2in") == "2in" and convert_value("[5, 10]") == [5, 10]
     assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning)]
+
+
+def _changed_stosa_defaults(monkeypatch, tmp_path, changes):
+    """Make the shipped STOSA.yaml read as if its defaults had changed."""
+    from recbole_attn import quick_start
+
+    shipped = os.path.join(quick_start.properties_dir(), "model", "STOSA.yaml")
+    changed = tmp_path / "STOSA.yaml"
+    text = open(shipped).read()
+    for key, value in changes.items():
+        text = re.sub(rf"(?m)^{key}:.*$", f"{key}: {value}", text)
+    changed.write_text(text)
+    original = quick_start.config_files
+
+    def config_files(*args, **kwargs):
+        return [str(changed) if p == shipped else p for p in original(*args, **kwargs)]
+
+    monkeypatch.setattr(quick_start, "config_files", config_files)
+
+
+PAPER_STOSA = {"stosa_input": "paper", "stosa_layer_means": "paper"}
+
+
+def test_checkpoint_rebuilds_the_model_it_was_trained_with(
+    tiny_config, tmp_path, monkeypatch
+):
+    """A checkpoint records the resolved configuration, shipped defaults included: after
+    a default changes, loading it rebuilds the model as trained (same test result)."""
+    config = {**tiny_config, "epochs": 1}
+    result = run("STOSA", "tiny", config_dict=config)
+    _changed_stosa_defaults(monkeypatch, tmp_path, PAPER_STOSA)
+    config, net, trainer, (_, _, test_data) = load_data_and_model(
+        result["saved_model_file"]
+    )
+    assert config["stosa_input"] == "official" and hasattr(net, "input_layer_norm")
+    assert dict(trainer.evaluate(test_data)) == dict(result["test_result"])

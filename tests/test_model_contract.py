@@ -22,19 +22,19 @@ CAT_COLS = {
 #: model -> the configurations checked (default: the model's yaml alone)
 VARIANTS = {
     "STOSA": [
-        {},
-        {"stosa_legacy_mean_bug": True},
-        {"stosa_input": "official"},
-        {"stosa_ffn": "official"},
-        {"stosa_init": "official"},
-        {"neg_exclude_heldout": True},
-        {  # every official-code option (benchmarks/studies.py, STOSA_OFFICIAL)
-            "stosa_legacy_mean_bug": True,
-            "stosa_input": "official",
-            "stosa_ffn": "official",
-            "stosa_init": "official",
-            "neg_exclude_heldout": True,
+        {},  # the official code's model without its leak
+        {"neg_exclude_heldout": True},  # benchmarks/studies.py, STOSA_OFFICIAL
+        {  # the paper's model
+            "stosa_layer_means": "paper",
+            "stosa_input": "paper",
+            "stosa_ffn": "paper",
+            "stosa_init": "recbole",
+            "position_alignment": "first",
         },
+        {"stosa_layer_means": "paper"},
+        {"stosa_input": "paper"},
+        {"stosa_ffn": "paper"},
+        {"stosa_init": "recbole"},
     ],
     "SASRecAP": [{}],
     "PAtt": [{}, {"dpp_k": 3}, {"dpp_k": 3, "dpp_triple_samples": 4}],

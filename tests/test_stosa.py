@@ -131,22 +131,30 @@ def test_training_loss_gradients_finite(stosa):
     assert grads and all(torch.isfinite(g).all() for g in grads)
 
 
-def test_legacy_mean_bug_flag(tiny_config):
-    """The official code's encoder returns the input mean embedding unchanged."""
-    config, net, _, _ = build(
-        "STOSA",
-        "tiny",
-        config_dict={**tiny_config, "stosa_legacy_mean_bug": True, "n_layers": 2},
-    )
-    net.eval()
-    seq, lengths = _seq(net, [[3, 5, 7]])
-    with torch.no_grad():
-        context = net.sequence_context({net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths})
-        mean, cov = net.encode(context)
-        positions = context.positions
-        embedded = net.mean_layer_norm(
-            net.mean_item_embedding(context.item_seq)
-            + net.mean_position_embedding(positions)
+def test_official_layer_means_pass_the_input_mean(tiny_config):
+    """stosa_layer_means: official (the official encoder) returns the input mean
+    embedding unchanged through every layer; paper updates it."""
+    for layer_means in ("official", "paper"):
+        config, net, _, _ = build(
+            "STOSA",
+            "tiny",
+            config_dict={
+                **tiny_config,
+                "stosa_layer_means": layer_means,
+                "stosa_input": "paper",
+                "n_layers": 2,
+            },
         )
-    torch.testing.assert_close(mean, embedded)
-    assert np.isfinite(cov.numpy()).all()
+        net.eval()
+        seq, lengths = _seq(net, [[3, 5, 7]])
+        with torch.no_grad():
+            context = net.sequence_context(
+                {net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths}
+            )
+            mean, cov = net.encode(context)
+            embedded = net.mean_layer_norm(
+                net.mean_item_embedding(context.item_seq)
+                + net.mean_position_embedding(context.positions)
+            )
+        assert torch.allclose(mean, embedded) == (layer_means == "official")
+        assert np.isfinite(cov.numpy()).all()

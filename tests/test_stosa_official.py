@@ -3,6 +3,9 @@ differently"): the input layer, the FFN, the initialization and the held-out neg
 (``neg_exclude_heldout``). The model contract (causality, padding, trimming, shortcut) of
 every option is checked in tests/test_model_contract.py."""
 
+import os
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,9 +16,27 @@ from recbole_attn.errors import ConfigError
 from recbole_attn.model.layers import GaussianFeedForward, elu_plus_one
 from recbole_attn.quick_start import build
 
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks")
+#: the paper's model (each option's other value); the yaml defaults are the official ones
+PAPER = {
+    "stosa_layer_means": "paper",
+    "stosa_input": "paper",
+    "stosa_ffn": "paper",
+    "stosa_init": "recbole",
+    "position_alignment": "first",
+}
+OFFICIAL = {
+    "stosa_layer_means": "official",
+    "stosa_input": "official",
+    "stosa_ffn": "official",
+    "stosa_init": "official",
+    "position_alignment": "last",
+}
+
 
 def _build(tiny_config, **extra):
-    config = {**tiny_config, "hidden_dropout_prob": 0.0, **extra}
+    """STOSA on the tiny fixture: the paper's model with ``extra`` options on top."""
+    config = {**tiny_config, "hidden_dropout_prob": 0.0, **PAPER, **extra}
     _, net, _, data = build("STOSA", "tiny", config_dict=config)
     return net.eval(), data
 
@@ -109,8 +130,29 @@ def test_official_init_mean_and_padding_rows(tiny_config):
         assert (big.weight[0].abs().sum() > 0) == (want > 0)
 
 
+def test_defaults_are_the_official_model_without_the_leak(tiny_config):
+    """STOSA.yaml = every official behaviour but the held-out leak (the Office ablation's
+    "no held-out leak" row, benchmarks/studies.py STOSA_OFFICIAL)."""
+    sys.path.insert(0, BENCHMARKS)
+    try:
+        import studies
+    finally:
+        sys.path.remove(BENCHMARKS)
+    config, _, _, _ = build("STOSA", "tiny", config_dict=tiny_config)
+    for key, value in OFFICIAL.items():
+        assert config[key] == value, key
+    assert config["neg_exclude_heldout"] is False
+    want = {**studies.STOSA_OFFICIAL, "neg_exclude_heldout": False}
+    assert {k: config[k] for k in want} == want
+
+
+def test_renamed_key_is_a_clear_error(tiny_config):
+    with pytest.raises(ConfigError, match="stosa_layer_means: official"):
+        _build(tiny_config, stosa_legacy_mean_bug=True)
+
+
 def test_invalid_option_values(tiny_config):
-    for key in ("stosa_input", "stosa_ffn", "stosa_init"):
+    for key in ("stosa_layer_means", "stosa_input", "stosa_ffn", "stosa_init"):
         with pytest.raises(ConfigError, match=key):
             _build(tiny_config, **{key: "bogus"})
 
