@@ -67,6 +67,8 @@ VARIANTS = [
     ("SASRec (RecBole, prefix)", "SASRec", {"training_mode": "last_position"}),
     ("STOSA", "STOSA", {}),
     ("STOSA, no grouping", "STOSA", {"length_groups": 1}),
+    ("SASRecAP, bucket batches", "SASRecAP", {"train_batch_grouping": "bucket"}),
+    ("STOSA, bucket batches", "STOSA", {"train_batch_grouping": "bucket"}),
     ("PAtt2", "PAtt", {"dpp_k": 2}),
     ("PAtt3", "PAtt", {"dpp_k": 3}),
     ("DPAtt2", "DPAtt", {"dpp_k": 2}),
