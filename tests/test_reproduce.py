@@ -29,11 +29,30 @@ def test_quick_mode_writes_the_table_and_charts(tmp_path):
     assert {row.split("|")[1].strip() for row in body} == set(reproduce.MODELS)
     for row in body:
         cells = [c.strip() for c in row.split("|")[1:-1]]
-        assert cells[1] == "1"  # one seed
-        assert all(0.0 <= float(c) <= 1.0 for c in cells[2:8])  # the six metrics
+        assert cells[1] == reproduce.LOSS[cells[0]]
+        assert cells[2] == "1"  # one seed
+        metrics = reproduce.ACCURACY + reproduce.DIVERSITY
+        assert all(0.0 <= float(c) <= 1.0 for c in cells[3 : 3 + len(metrics)])
     for name in ("reproduction_accuracy.png", "reproduction_diversity.png"):
         with open(tmp_path / name, "rb") as f:
             head = f.read(24)
         assert head[:8] == b"\x89PNG\r\n\x1a\n"
         assert min(struct.unpack(">II", head[16:24])) > 100
         assert f"({name})" in text
+
+
+def test_loss_column_is_each_models_configured_loss():
+    """The table's loss column (reproduce.LOSS) is what each label trains with."""
+    from recbole_attn.quick_start import make_config
+
+    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+    try:
+        import reproduce
+    finally:
+        sys.path.remove(os.path.join(REPO, "benchmarks"))
+    assert set(reproduce.LOSS) == set(reproduce.MODELS)
+    for label, (model, overrides) in reproduce.MODELS.items():
+        config = make_config(
+            model, "Office", config_dict={**overrides, "state": "ERROR"}
+        )
+        assert config["loss_type"] == reproduce.LOSS[label], label
