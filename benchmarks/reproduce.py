@@ -39,6 +39,7 @@ BASELINE = "SASRec"
 MODELS = {
     BASELINE: ("SASRecAP", {}),
     "SASRec (BCE)": ("SASRecAP", {"loss_type": "BCE"}),
+    "SASRec (BPR)": ("SASRecAP", {"loss_type": "BPR"}),
     "STOSA": ("STOSA", {}),
     "PAtt": ("PAtt", {}),
     "DPAtt": ("DPAtt", {}),
@@ -53,6 +54,7 @@ MODELS = {
 LOSS = {
     BASELINE: "CE",
     "SASRec (BCE)": "BCE",
+    "SASRec (BPR)": "BPR",
     "STOSA": "BPR",
     "PAtt": "BCE",
     "DPAtt": "BCE",
@@ -62,8 +64,8 @@ LOSS = {
     "FPARec": "CE",
     "RKSA": "BCE",
 }
-#: the SASRec each loss is compared with (BPR has none: CE's)
-SAME_LOSS_BASELINE = {"CE": BASELINE, "BCE": "SASRec (BCE)", "BPR": BASELINE}
+#: the SASRec each loss is compared with
+SAME_LOSS_BASELINE = {"CE": BASELINE, "BCE": "SASRec (BCE)", "BPR": "SASRec (BPR)"}
 #: models that read item categories themselves (not run where a dataset has none)
 NEEDS_CATEGORIES = {"DPAtt"}
 DATASETS = ("Office", "Beauty", "ml-100k")
@@ -290,9 +292,13 @@ def plots(all_means, output):
     paths.append(os.path.join(output, "reproduction_accuracy.png"))
     fig.savefig(paths[-1], dpi=100)
     plt.close(fig)
-    fig, axes = plt.subplots(1, len(datasets), figsize=(4.5 * len(datasets), 4))
-    axes = axes if len(datasets) > 1 else [axes]
-    for ax, dataset in zip(axes, datasets):
+    # accuracy vs diversity where the dataset has categories
+    diverse = [d for d in datasets if any("ild@10" in v for v in all_means[d].values())]
+    if not diverse:
+        return paths
+    fig, axes = plt.subplots(1, len(diverse), figsize=(4.5 * len(diverse), 4))
+    axes = axes if len(diverse) > 1 else [axes]
+    for ax, dataset in zip(axes, diverse):
         for label, values in all_means[dataset].items():
             if "ild@10" in values:
                 ax.scatter(values["ndcg@10"], values["ild@10"])
