@@ -34,6 +34,9 @@ class AWRSR(AttnSequentialRecommender):
           exactly 0), B is re-masked (causal + padding) before its softmax, and
           STOSA's covariance stream is aggregated with :math:`\mathrm{softmax}(B) \circ
           \mathrm{softmax}(B)`, as its means with :math:`\mathrm{softmax}(B)`.
+          Under STOSA's default ``stosa_layer_means: official`` (the official code's
+          model) the layers' mean outputs are dropped, so only the covariances are
+          aggregated with the refined weights.
         * :math:`M_{simp}` and :math:`M_{add}`: the paper prints an outer product of two
           rows; we use their inner product (B_kt must be a scalar). Scale
           :math:`\sqrt{d_h}` (per head).
