@@ -33,7 +33,10 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
 import studies  # noqa: E402
+from recbole_attn.model import MODELS as MODEL_CLASSES  # noqa: E402
+from recbole_attn.quick_start import has_categories  # noqa: E402
 
+DATA_PATH = "dataset"
 BASELINE = "SASRec"
 #: label -> (model, overrides); the paper's hyperparameters are each model's yaml
 MODELS = {
@@ -66,8 +69,6 @@ LOSS = {
 }
 #: the SASRec each loss is compared with
 SAME_LOSS_BASELINE = {"CE": BASELINE, "BCE": "SASRec (BCE)", "BPR": "SASRec (BPR)"}
-#: models that read item categories themselves (not run where a dataset has none)
-NEEDS_CATEGORIES = {"DPAtt"}
 DATASETS = ("Office", "Beauty", "ml-100k")
 ACCURACY = ["recall@5", "ndcg@5", "recall@10", "ndcg@10", "mrr@20"]
 DIVERSITY = ["cc@10", "ild@10", "f1@10"]
@@ -98,38 +99,27 @@ QUICK_MODEL = {
 }
 
 
-def has_categories(dataset):
-    """Whether the dataset's shipped properties name a category field (Office's is ``~``:
-    no category data was published for it); a dataset without properties is assumed to
-    have RecBole's default ``categories`` field."""
-    import yaml
-
-    path = os.path.join(REPO, "properties", "dataset", dataset + ".yaml")
-    if not os.path.isfile(path):
-        return True
-    with open(path) as f:
-        return (yaml.safe_load(f) or {}).get("category_field", "categories") is not None
-
-
 def study_name(dataset):
     return "reproduce_" + studies.slug(dataset)
 
 
-def register(datasets=DATASETS, quick=False):
+def register(datasets=DATASETS, data_path=DATA_PATH, quick=False):
     """Add one study per dataset to the runner's table (also in every worker process,
-    which imports this module)."""
+    which imports this module). Where a dataset has no item categories, the diversity
+    metrics and the models that read categories are left out."""
     for dataset in datasets:
         protocol = dict(PROTOCOL)
         columns = ACCURACY + DIVERSITY
-        if not quick and not has_categories(dataset):
+        categories = has_categories(dataset, data_path)
+        if not categories:
             protocol["metrics"] = [
                 m for m in PROTOCOL["metrics"] if m in ACCURACY_METRICS
             ]
             columns = list(ACCURACY)
         variants = {
-            label: spec
-            for label, spec in MODELS.items()
-            if quick or has_categories(dataset) or label not in NEEDS_CATEGORIES
+            label: (model, overrides)
+            for label, (model, overrides) in MODELS.items()
+            if categories or not MODEL_CLASSES[model].needs_item_categories
         }
         if quick:  # the fixture's categories are its .item file's `categories`
             protocol.update(epochs=1, stopping_step=1, load_col=QUICK_COLUMNS)
@@ -148,11 +138,10 @@ register()
 
 
 def _work(job):
-    """One run in a fresh worker process: importing this module registered the full
-    studies; a quick one is registered from the job."""
+    """One run in a fresh worker process: importing this module registered the studies
+    of the default data path; the job's own is registered from its arguments."""
     *run, dataset = job
-    if run[3].quick:
-        register([dataset], quick=True)
+    register([dataset], run[3].data_path, quick=run[3].quick)
     return studies._work(tuple(run))
 
 
@@ -357,7 +346,7 @@ def parse_args(argv=None):
     p.add_argument("--datasets", default=",".join(DATASETS))
     p.add_argument("--models", default=None, help="comma-separated labels")
     p.add_argument("--seeds", default="2020,2021,2022")
-    p.add_argument("--data_path", default="dataset")
+    p.add_argument("--data_path", default=DATA_PATH)
     p.add_argument("--device", default="cpu")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--threads", type=int, default=None)
@@ -385,9 +374,9 @@ def main(argv=None):
         args.results = os.path.join(scratch, "results")
         if args.output == os.path.join(REPO, "docs"):
             args.output = os.path.join(scratch, "docs")
-        register(datasets, quick=True)
+        register(datasets, args.data_path, quick=True)
     else:
-        register(datasets)
+        register(datasets, args.data_path)
     labels = list(MODELS) if not args.models else args.models.split(",")
     jobs = []
     for dataset in datasets:

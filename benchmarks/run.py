@@ -54,7 +54,8 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 
 from recbole_attn.data.synthetic import write_synthetic_dataset  # noqa: E402
-from recbole_attn.quick_start import build  # noqa: E402
+from recbole_attn.quick_start import build, get_model_class  # noqa: E402
+from recbole_attn.quick_start import has_categories  # noqa: E402
 
 BASELINE = "SASRecAP"
 #: (label, model, overrides) of the default section; shared sizes come from the options.
@@ -84,8 +85,6 @@ VARIANTS = [
 ]
 #: the variants of the curves
 CURVE_LABELS = [BASELINE, "SASRecAP, no grouping", "STOSA", "STOSA, no grouping"]
-#: models that need an item file with categories
-NEEDS_CATEGORIES = {"DPAtt"}
 QUICK_SIZES = {"hidden_size": 16, "n_layers": 1, "n_heads": 2, "max_len": 12}
 QUICK_EXTRA = {"dpp_cat_steps": 5, "dpp_cat_rank": 4, "eval_batch_size": 64}
 
@@ -184,10 +183,6 @@ def resolve_dataset(data_path, spec):
         os.replace(tmp, os.path.join(folder, f"{sub}.inter"))
     own = os.path.join(folder, f"{sub}.yaml")
     return sub, own if os.path.isfile(own) else None, name
-
-
-def has_categories(data_path, name):
-    return os.path.isfile(os.path.join(data_path, name, f"{name}.item"))
 
 
 # ---------------------------------------------------------------- machine, memory
@@ -330,7 +325,8 @@ def build_runs(plan, args, data_path, device, notes):
     """``plan``: (key, label, model, overrides, dataset, yaml, max_len) -> Runs."""
     runs = []
     for key, label, model, overrides, dataset, yaml, max_len in plan:
-        if model in NEEDS_CATEGORIES and not has_categories(data_path, dataset):
+        needs = getattr(get_model_class(model), "needs_item_categories", False)
+        if needs and not has_categories(dataset, data_path):
             note = (
                 f"{label}: skipped, {model} needs item categories; {dataset} has none"
             )

@@ -26,6 +26,7 @@ import recbole_attn
 from recbole_attn import config_check, distributed
 from recbole_attn.compat import load_checkpoint
 from recbole_attn.data.bucketing import bucket_train_dataloader, check_grouping
+from recbole_attn.data.categories import dataset_has_categories
 from recbole_attn.data.dataset import AttnSequentialDataset, check_training_mode
 from recbole_attn.data.hints import converter_hint
 from recbole_attn.errors import (  # noqa: F401  (re-exported)
@@ -51,6 +52,16 @@ def properties_dir():
     from importlib.resources import files
 
     return str(files("recbole_attn.properties"))
+
+
+def has_categories(dataset, data_path):
+    """Whether ``dataset`` (read as RecBole reads it from ``data_path``) has item categories:
+    the ``category_field`` of the dataset yaml we ship (``~`` for a dataset published
+    without categories, as Office) names a column of its ``.item`` file. For planning runs
+    without building the dataset (a model with ``needs_item_categories`` cannot run where
+    this is False)."""
+    dataset_yaml = os.path.join(properties_dir(), "dataset", f"{dataset}.yaml")
+    return dataset_has_categories(dataset, data_path, dataset_yaml)
 
 
 def available_models():

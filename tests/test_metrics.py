@@ -408,3 +408,39 @@ def test_package_import_registers():
 
     assert recbole_attn.validate_dataset is not None
     assert {"cc", "ild", "f1"} <= set(register.metrics_dict)
+
+
+def test_dataset_has_categories_answers_from_the_yaml_and_the_item_file(
+    tiny_data_path, tmp_path
+):
+    """The one planning helper (benchmarks skip category models and metrics with it):
+    the dataset yaml's ``category_field`` must name a column of the ``.item`` file."""
+    from recbole_attn.data.categories import dataset_has_categories
+    from recbole_attn.quick_start import has_categories
+
+    assert dataset_has_categories("tiny", tiny_data_path)
+    assert not dataset_has_categories("tiny_nocat", tiny_data_path)  # no .item file
+    assert not dataset_has_categories("absent", tiny_data_path)
+    yaml_path = tmp_path / "tiny.yaml"
+    yaml_path.write_text("category_field: ~\n")  # Office's: none published
+    assert not dataset_has_categories("tiny", tiny_data_path, str(yaml_path))
+    yaml_path.write_text("category_field: genre\n")  # a column the file lacks
+    assert not dataset_has_categories("tiny", tiny_data_path, str(yaml_path))
+    yaml_path.write_text("category_field: categories\n")
+    assert dataset_has_categories("tiny", tiny_data_path, str(yaml_path))
+    # RecBole reads ml-100k from its bundled copy whatever data_path says; its genres
+    # are the column our shipped yaml names (`class`)
+    assert has_categories("ml-100k", str(tmp_path))
+    # Office ships without categories (its yaml says so), whatever files exist
+    office = tmp_path / "Office"
+    office.mkdir()
+    (office / "Office.item").write_text("item_id:token\tcategories:token_seq\n1\ta\n")
+    assert not has_categories("Office", str(tmp_path))
+
+
+def test_only_dpatt_needs_item_categories():
+    from recbole_attn.model import MODELS
+
+    assert {name for name, cls in MODELS.items() if cls.needs_item_categories} == {
+        "DPAtt"
+    }

@@ -56,3 +56,23 @@ def test_loss_column_is_each_models_configured_loss():
             model, "Office", config_dict={**overrides, "state": "ERROR"}
         )
         assert config["loss_type"] == reproduce.LOSS[label], label
+
+
+def test_datasets_without_categories_drop_dpatt_and_the_diversity_metrics(tmp_path):
+    """Office ships without categories: no DPAtt, no CC/ILD/F1; ml-100k (RecBole's bundled
+    copy, genres) keeps both."""
+    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+    try:
+        import reproduce
+        import studies
+    finally:
+        sys.path.remove(os.path.join(REPO, "benchmarks"))
+    reproduce.register(["Office", "ml-100k"], str(tmp_path))
+    office = studies.STUDIES[reproduce.study_name("Office")]
+    ml = studies.STUDIES[reproduce.study_name("ml-100k")]
+    assert "DPAtt" not in office["variants"] and "DPAtt" in ml["variants"]
+    assert set(office["variants"]) == set(reproduce.MODELS) - {"DPAtt"}
+    assert "CC" not in office["protocol"]["metrics"]
+    assert {"CC", "ILD", "F1"} <= set(ml["protocol"]["metrics"])
+    assert office["columns"] == reproduce.ACCURACY
+    assert ml["columns"] == reproduce.ACCURACY + reproduce.DIVERSITY

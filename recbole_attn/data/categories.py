@@ -28,6 +28,39 @@ def category_field_name(config):
     return field or DEFAULT_CATEGORY_FIELD
 
 
+def dataset_folder(dataset, data_path):
+    """The folder RecBole reads ``dataset`` from: ``<data_path>/<dataset>``, except ml-100k,
+    which RecBole always reads from its bundled copy (``recbole/dataset_example``)."""
+    if dataset == "ml-100k":
+        import recbole
+
+        root = os.path.join(os.path.dirname(recbole.__file__), "dataset_example")
+        return os.path.join(root, dataset)
+    return os.path.join(data_path, dataset)
+
+
+def dataset_has_categories(dataset, data_path, dataset_yaml=None):
+    """Whether ``dataset`` has item categories, without building it (for planning runs):
+    the ``category_field`` of its yaml (``dataset_yaml``: the shipped
+    ``properties/dataset/<dataset>.yaml``, if any; ``~`` there means "none published", as for
+    Office) names a column of the dataset's ``.item`` file."""
+    field = DEFAULT_CATEGORY_FIELD
+    if dataset_yaml and os.path.isfile(dataset_yaml):
+        import yaml
+
+        with open(dataset_yaml) as f:
+            settings = yaml.safe_load(f) or {}
+        if "category_field" in settings and not settings["category_field"]:
+            return False
+        field = settings.get("category_field") or field
+    path = os.path.join(dataset_folder(dataset, data_path), f"{dataset}.item")
+    if not os.path.isfile(path):
+        return False
+    with open(path, encoding="utf-8") as f:
+        header = f.readline().rstrip("\r\n").split("\t")
+    return field in [column.split(":")[0] for column in header]
+
+
 def _item_file_columns(config):
     """Column names (``name:type``) in the header of the dataset's ``.item`` file, or None
     if there is no such file."""

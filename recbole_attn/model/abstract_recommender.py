@@ -141,6 +141,10 @@ class AttnSequentialRecommender(SequentialRecommender):
     #: statistics, in-batch negatives, a loss that is no mean over positions or over
     #: counted terms); none of ours does
     length_grouping = True
+    #: whether the model reads item categories (``category_field``) itself, so that it
+    #: cannot run on a dataset without them (planners skip it there:
+    #: :func:`recbole_attn.quick_start.has_categories`)
+    needs_item_categories = False
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)

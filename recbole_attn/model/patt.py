@@ -162,6 +162,8 @@ class DPAtt(PAtt):
           normalizer is built from the sampled weights.
     """
 
+    needs_item_categories = True
+
     def __init__(self, config, dataset):
         super(DPAtt, self).__init__(config, dataset)
 
