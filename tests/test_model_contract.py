@@ -236,6 +236,12 @@ def test_predict_matches_full_sort_and_is_deterministic(built, name, extra):
         torch.testing.assert_close(
             net.predict(repeated).view(3, len(items)), full[:, items]
         )
+        # and in any other row order: runs of equal rows that recur apart
+        order = torch.tensor([0, 0, 1, 1, 2, 2, 0, 0, 1, 2])
+        mixed = {key: value[order] for key, value in data.items()}
+        picks = torch.tensor([0, 1, 0, 3, 2, 1, 2, 3, 2, 0])
+        mixed[net.ITEM_ID] = items[picks]
+        torch.testing.assert_close(net.predict(mixed), full[order, items[picks]])
 
 
 @pytest.mark.parametrize("name,extra", CASES)

@@ -447,8 +447,10 @@ class AttnSequentialRecommender(SequentialRecommender):
 
     def predict(self, interaction):
         """Scores of ``interaction[ITEM_ID]``. RecBole's sampled evaluation (``uni100``,
-        ``pop100``) repeats every sequence once per candidate item: each distinct (user,
-        sequence) is encoded once and its output reused for all its candidates."""
+        ``pop100``) repeats every sequence once per candidate item, in consecutive rows:
+        each run of equal (user, sequence) rows is encoded once and its output reused
+        for all its candidates (runs, not a sort of all rows: O(rows); rows in any other
+        order still get their own scores, only encoded more than once)."""
         fields = [self.ITEM_SEQ, self.ITEM_SEQ_LEN]
         if self.USER_ID in interaction:
             fields.append(self.USER_ID)
@@ -457,7 +459,7 @@ class AttnSequentialRecommender(SequentialRecommender):
             + [interaction[f].unsqueeze(1) for f in fields[1:]],
             dim=1,
         )
-        unique, inverse = torch.unique(key, dim=0, return_inverse=True)
+        unique, inverse = torch.unique_consecutive(key, dim=0, return_inverse=True)
         if len(unique) == len(key):
             output = self.last_output(interaction)
         else:
