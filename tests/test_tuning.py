@@ -229,10 +229,17 @@ def test_hyperopt_tool_tests_only_the_selected_configuration(
     assert explicit == [best_file["saved_model_file"]] * 2
 
 
+def _own_part(part, temp, port):
+    """A command-line part of the fixture's head: its temp dir, or (the Ray client
+    server, which gets the head's address on whatever interface Ray picked) the address
+    of its port."""
+    return temp in part or (part.startswith("--address=") and part.endswith(f":{port}"))
+
+
 @pytest.fixture
 def ray_head():
     """A real Ray head on 127.0.0.1 (``ray start --head``), stopped at the end: only its
-    own processes (found by its temp dir), so that other Ray instances keep running."""
+    own processes (:func:`_own_part`), so that other Ray instances keep running."""
     import psutil
     import ray
 
@@ -264,7 +271,7 @@ def ray_head():
         ray.shutdown()
         for p in psutil.process_iter(["cmdline"]):
             try:
-                if any(temp in part for part in p.info["cmdline"] or []):
+                if any(_own_part(part, temp, port) for part in p.info["cmdline"] or []):
                     p.kill()
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 pass
