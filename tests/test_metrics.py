@@ -428,6 +428,10 @@ def test_dataset_has_categories_answers_from_the_yaml_and_the_item_file(
     assert not dataset_has_categories("tiny", tiny_data_path, str(yaml_path))
     yaml_path.write_text("category_field: categories\n")
     assert dataset_has_categories("tiny", tiny_data_path, str(yaml_path))
+    # a dataset not on this machine: the yaml's word (reports of runs made elsewhere);
+    # one that is here without an item file has none, whatever the yaml says
+    assert dataset_has_categories("elsewhere", str(tmp_path), str(yaml_path))
+    assert not dataset_has_categories("tiny_nocat", tiny_data_path, str(yaml_path))
     # RecBole reads ml-100k from its bundled copy whatever data_path says; its genres
     # are the column our shipped yaml names (`class`)
     assert has_categories("ml-100k", str(tmp_path))

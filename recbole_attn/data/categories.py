@@ -40,11 +40,12 @@ def dataset_folder(dataset, data_path):
 
 
 def dataset_has_categories(dataset, data_path, dataset_yaml=None):
-    """Whether ``dataset`` has item categories, without building it (for planning runs):
-    the ``category_field`` of its yaml (``dataset_yaml``: the shipped
+    """Whether ``dataset`` has item categories, without building it (for planning runs
+    and reports): the ``category_field`` of its yaml (``dataset_yaml``: the shipped
     ``properties/dataset/<dataset>.yaml``, if any; ``~`` there means "none published", as for
-    Office) names a column of the dataset's ``.item`` file."""
-    field = DEFAULT_CATEGORY_FIELD
+    Office) names a column of the dataset's ``.item`` file. Where the dataset's files are
+    not on this machine, the yaml's word alone (a report of runs made elsewhere)."""
+    field, declared = DEFAULT_CATEGORY_FIELD, False
     if dataset_yaml and os.path.isfile(dataset_yaml):
         import yaml
 
@@ -52,10 +53,12 @@ def dataset_has_categories(dataset, data_path, dataset_yaml=None):
             settings = yaml.safe_load(f) or {}
         if "category_field" in settings and not settings["category_field"]:
             return False
+        declared = bool(settings.get("category_field"))
         field = settings.get("category_field") or field
-    path = os.path.join(dataset_folder(dataset, data_path), f"{dataset}.item")
+    folder = dataset_folder(dataset, data_path)
+    path = os.path.join(folder, f"{dataset}.item")
     if not os.path.isfile(path):
-        return False
+        return declared and not os.path.isfile(os.path.join(folder, f"{dataset}.inter"))
     with open(path, encoding="utf-8") as f:
         header = f.readline().rstrip("\r\n").split("\t")
     return field in [column.split(":")[0] for column in header]
