@@ -59,9 +59,14 @@ def dataset_has_categories(dataset, data_path, dataset_yaml=None):
     path = os.path.join(folder, f"{dataset}.item")
     if not os.path.isfile(path):
         return declared and not os.path.isfile(os.path.join(folder, f"{dataset}.inter"))
-    with open(path, encoding="utf-8") as f:
-        header = f.readline().rstrip("\r\n").split("\t")
-    return field in [column.split(":")[0] for column in header]
+    return field in [column.split(":")[0] for column in _header_columns(path)]
+
+
+def _header_columns(path, sep="\t", encoding="utf-8"):
+    """Column names (``name:type``) in the header line of an atomic file."""
+    with open(path, encoding=encoding) as f:
+        header = f.readline().rstrip("\r\n")
+    return [c for c in header.split(sep) if c]
 
 
 def _item_file_columns(config):
@@ -72,9 +77,7 @@ def _item_file_columns(config):
     if not os.path.isfile(path):
         return None, path
     sep = config["field_separator"] or "\t"
-    with open(path, encoding=config["encoding"] or "utf-8") as f:
-        header = f.readline().rstrip("\r\n")
-    return [c for c in header.split(sep) if c], path
+    return _header_columns(path, sep, config["encoding"] or "utf-8"), path
 
 
 def _missing_field_hint(config, field, alternative):
