@@ -134,12 +134,9 @@ def register(datasets=DATASETS, data_path=DATA_PATH, quick=False):
         }
 
 
-register()
-
-
 def _work(job):
-    """One run in a fresh worker process: importing this module registered the studies
-    of the default data path; the job's own is registered from its arguments."""
+    """One run in a fresh worker process: its study is registered from the job's
+    arguments (as ``main`` registered it)."""
     *run, dataset = job
     register([dataset], run[3].data_path, quick=run[3].quick)
     return studies._work(tuple(run))
