@@ -15,8 +15,9 @@ private modules. The pipeline is the same for every source:
 5. atomic writing of ``<out>/<name>/<name>.inter``, ``<name>.item`` and ``<name>.yaml``
    (``_write.py``); an existing dataset is only replaced with ``--overwrite``.
 
-This module has the options every script takes (:func:`add_common_args`), the early check
-for an existing dataset, the final write-and-summary step (:func:`finish`) and
+This module has the options every script takes (:func:`add_common_args`), the one ``main``
+of every script (:func:`convert_main`: options, the early check for an existing dataset, the
+script's reader, conversion, the final write-and-summary step of :func:`finish`) and
 :func:`run_main`, which turns a ``ConversionError`` into ``error: ...`` and exit status 2.
 
 Import from tests or other code by putting this folder on ``sys.path``
@@ -29,9 +30,10 @@ import argparse
 import os
 import shlex
 import sys
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
-from _clean import Converted, Options
+import pandas as pd
+from _clean import Converted, Options, convert
 from _read import BadLines, ConversionError
 from _write import _check_name, _refuse_existing, summary_text, write_dataset
 
@@ -155,6 +157,30 @@ def finish(
     paths = write_dataset(result, args.output_dir, args.name, args.overwrite, command)
     print(f"wrote {', '.join(paths.values())}")
     print(summary_text(result.stats, bad))
+
+
+#: a script's reader: (args, bad lines) -> interactions, item categories, brands or None
+Reader = Callable[
+    [argparse.Namespace, BadLines],
+    Tuple[pd.DataFrame, Dict[str, List[str]], Optional[Dict[str, str]]],
+]
+
+
+def convert_main(
+    argv: Optional[List[str]],
+    parser: argparse.ArgumentParser,
+    script: str,
+    read: Reader,
+) -> None:
+    """A converter's whole run: parse the command line, refuse an existing dataset before
+    reading anything large, read the raw files with the script's ``read``, convert, write.
+    """
+    args = parser.parse_args(argv)
+    options = options_from_args(args)
+    check_fresh(args)
+    bad = BadLines(args.skip_bad_lines)
+    inter, categories, brands = read(args, bad)
+    finish(convert(inter, categories, brands, options), args, bad, script, argv)
 
 
 def run_main(main: Callable[[Optional[List[str]]], None], argv=None) -> int:

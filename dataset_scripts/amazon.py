@@ -27,7 +27,7 @@ import pandas as pd
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _cli  # noqa: E402
-from _clean import clean_token, clean_tokens, convert  # noqa: E402
+from _clean import clean_token, clean_tokens  # noqa: E402
 from _read import ITEM, RATING, TIME, USER, BadLines, ConversionError  # noqa: E402
 from _read import _lines, _to_float  # noqa: E402
 
@@ -205,13 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> None:
-    args = build_parser().parse_args(argv)
-    options = _cli.options_from_args(args)
+def read(args, bad: BadLines):
     if args.brand and not args.meta:
         raise ConversionError("--brand needs --meta")
-    _cli.check_fresh(args)
-    bad = BadLines(args.skip_bad_lines)
     inter = parse_amazon_reviews(args.reviews, bad, args.csv_order)
     categories, brands = {}, None
     if args.meta:
@@ -219,8 +215,11 @@ def main(argv=None) -> None:
             args.meta, set(inter[ITEM].unique()), bad
         )
         brands = all_brands if args.brand else None
-    result = convert(inter, categories, brands, options)
-    _cli.finish(result, args, bad, __file__, argv)
+    return inter, categories, brands
+
+
+def main(argv=None) -> None:
+    _cli.convert_main(argv, build_parser(), __file__, read)
 
 
 if __name__ == "__main__":

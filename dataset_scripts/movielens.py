@@ -20,7 +20,7 @@ import pandas as pd
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _cli  # noqa: E402
-from _clean import clean_tokens, convert  # noqa: E402
+from _clean import clean_tokens  # noqa: E402
 from _read import BadLines, _frame, _lines, _to_float  # noqa: E402
 
 
@@ -75,15 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> None:
-    args = build_parser().parse_args(argv)
-    options = _cli.options_from_args(args)
-    _cli.check_fresh(args)
-    bad = BadLines(args.skip_bad_lines)
+def read(args, bad: BadLines):
     inter = parse_movielens_ratings(args.ratings, bad)
     genres = parse_movielens_movies(args.movies, bad) if args.movies else {}
-    result = convert(inter, genres, None, options)
-    _cli.finish(result, args, bad, __file__, argv)
+    return inter, genres, None
+
+
+def main(argv=None) -> None:
+    _cli.convert_main(argv, build_parser(), __file__, read)
 
 
 if __name__ == "__main__":

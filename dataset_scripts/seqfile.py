@@ -25,7 +25,7 @@ import pandas as pd
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _cli  # noqa: E402
-from _clean import clean_tokens, convert  # noqa: E402
+from _clean import clean_tokens  # noqa: E402
 from _read import ITEM, TIME, USER, BadLines, ConversionError, _lines  # noqa: E402
 from _read import open_text  # noqa: E402
 
@@ -161,18 +161,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> None:
-    args = build_parser().parse_args(argv)
-    options = _cli.options_from_args(args)
-    _cli.check_fresh(args)
-    bad = BadLines(args.skip_bad_lines)
+def read(args, bad: BadLines):
     inter = parse_seqfile(args.sequences, bad)
     categories, brands = {}, None
     if args.attributes:
         attrs = parse_item2attributes(args.attributes)
         categories, brands = split_attributes(attrs, args.attributes_mode)
-    result = convert(inter, categories, brands, options)
-    _cli.finish(result, args, bad, __file__, argv)
+    return inter, categories, brands
+
+
+def main(argv=None) -> None:
+    _cli.convert_main(argv, build_parser(), __file__, read)
 
 
 if __name__ == "__main__":

@@ -348,6 +348,18 @@ def test_amazon_2014_reviews_and_literal_meta_with_brand(tmp_path):
     assert conf["load_col"]["inter"] == ["user_id", "item_id", "timestamp"]
 
 
+def test_amazon_brand_without_meta_is_a_clean_error(tmp_path, capsys):
+    reviews = write(
+        tmp_path / "reviews.json",
+        "".join(json.dumps(r) + "\n" for r in REVIEWS_2014),
+    )
+    out = tmp_path / "out"
+    argv = ["--reviews", reviews, "--brand", "--name", "Am", "--output_dir", out]
+    assert run(amazon, *argv) == 2
+    assert "--brand needs --meta" in capsys.readouterr().err
+    assert not out.exists()  # nothing written
+
+
 def test_amazon_min_rating_implicit_and_k_core(tmp_path):
     reviews = write(
         tmp_path / "reviews_Beauty_5.json",
