@@ -178,9 +178,10 @@ def _gain(runs, base, metric):
     ]
     if not gains:
         return "-"
+    mean = round(statistics.mean(gains), 1) + 0.0  # no "-0.0"
     if len(gains) == 1:
-        return f"{gains[0]:+.1f} %"
-    return f"{statistics.mean(gains):+.1f} ± {statistics.stdev(gains):.1f} %"
+        return f"{mean:+.1f} %"
+    return f"{mean:+.1f} ± {statistics.stdev(gains):.1f} %"
 
 
 def dataset_table(dataset, folder):
@@ -237,14 +238,24 @@ def dataset_table(dataset, folder):
         means[label]["std ndcg@10"] = (
             statistics.stdev([r["test"]["ndcg@10"] for r in rs]) if len(rs) > 1 else 0.0
         )
-    skipped = [
-        m for m in MODELS if m not in studies.STUDIES[study_name(dataset)]["variants"]
-    ]
+    variants = studies.STUDIES[study_name(dataset)]["variants"]
+    skipped = [m for m in MODELS if m not in variants]
     if skipped:
         lines += [
             "",
             f"Not run on {dataset}: {', '.join(skipped)} (reads item categories; "
             f"{dataset} has none).",
+        ]
+    missing = [m for m in MODELS if m in variants and m not in runs]
+    if missing:
+        lines += ["", f"Not run yet on {dataset}: {', '.join(missing)}."]
+    one_seed = [m for m in MODELS if len(runs.get(m, {})) == 1]
+    if one_seed:
+        which = "every model" if len(one_seed) == len(runs) else ", ".join(one_seed)
+        lines += [
+            "",
+            f"One seed only for {which}: no spread over seeds, so a gain of a few "
+            "percent may be seed noise (`--seeds` adds seeds; finished runs are kept).",
         ]
     return "\n".join(lines) + "\n", means
 

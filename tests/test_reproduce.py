@@ -76,3 +76,51 @@ def test_datasets_without_categories_drop_dpatt_and_the_diversity_metrics(tmp_pa
     assert {"CC", "ILD", "F1"} <= set(ml["protocol"]["metrics"])
     assert office["columns"] == reproduce.ACCURACY
     assert ml["columns"] == reproduce.ACCURACY + reproduce.DIVERSITY
+
+
+def test_table_pairs_gains_by_seed_and_says_what_is_missing(tmp_path):
+    """Gains over SASRec are paired by seed (a seed without its baseline run is left out);
+    labels not run yet and labels with one seed are named under the table."""
+    import json
+
+    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+    try:
+        import reproduce
+    finally:
+        sys.path.remove(os.path.join(REPO, "benchmarks"))
+    reproduce.register(["Office"], str(tmp_path))
+    ndcg = {  # label -> {seed: ndcg@10}
+        "SASRec": {2020: 0.10, 2021: 0.20},
+        "PARec": {2020: 0.11, 2021: 0.24, 2022: 0.50},  # 2022 has no baseline
+        "PAtt": {2020: 0.11, 2021: 0.18},
+        "FPARec": {2020: 0.12},
+    }
+    for label, seeds in ndcg.items():
+        model, _ = reproduce.MODELS[label]
+        for seed, value in seeds.items():
+            run = {
+                "label": label,
+                "model": model,
+                "seed": seed,
+                "test": {m: value for m in reproduce.ACCURACY},
+                "seconds_per_epoch": 1.0,
+                "device": "CPU (1 threads)",
+            }
+            path = tmp_path / f"{label}_{seed}.json"
+            path.write_text(json.dumps(run))
+    text, means = reproduce.dataset_table("Office", str(tmp_path))
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]]
+        for line in text.splitlines()
+        if line.startswith("| ") and not line.startswith("| model")
+    }
+    gain = rows["PARec"][3 + len(reproduce.ACCURACY)]
+    assert gain == "+15.0 ± 7.1 %"  # +10 % and +20 %, not the unpaired seed 2022
+    assert rows["PAtt"][3 + len(reproduce.ACCURACY)] == "+0.0 ± 14.1 %"  # not -0.0
+    assert rows["FPARec"][3 + len(reproduce.ACCURACY)] == "+20.0 %"
+    assert rows["PARec"][2] == "3" and rows["FPARec"][2] == "1"
+    assert means["PARec"]["ndcg@10"] == pytest.approx((0.11 + 0.24 + 0.50) / 3)
+    missing = set(reproduce.MODELS) - {"DPAtt"} - set(ndcg)
+    line = next(x for x in text.splitlines() if x.startswith("Not run yet on Office"))
+    assert set(line.split(": ", 1)[1].rstrip(".").split(", ")) == missing
+    assert "One seed only for FPARec:" in text
