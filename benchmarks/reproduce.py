@@ -302,7 +302,9 @@ def plots(all_means, output):
     for ax, dataset in zip(axes, diverse):
         for label, values in all_means[dataset].items():
             if "ild@10" in values:
-                ax.scatter(values["ndcg@10"], values["ild@10"])
+                # one color per model, the same on every dataset's panel
+                color = plt.cm.tab20(list(MODELS).index(label) % 20)
+                ax.scatter(values["ndcg@10"], values["ild@10"], color=color)
                 ax.annotate(label, (values["ndcg@10"], values["ild@10"]), fontsize=7)
         ax.set_xlabel("test NDCG@10")
         ax.set_ylabel("test ILD@10")
