@@ -161,14 +161,6 @@ def _results(folder):
     return runs
 
 
-def _mean_std(values):
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return f"{values[0]:.4f}"
-    return f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
-
-
 def _gain(runs, base, metric):
     """Relative gain over the baseline, paired by seed: mean ± std in %."""
     gains = [
@@ -211,7 +203,7 @@ def dataset_table(dataset, folder):
         rs = list(per_seed.values())
         cells = [label, LOSS[label], str(len(rs))]
         cells += [
-            _mean_std([r["test"][c] for r in rs if c in r["test"]]) for c in columns
+            studies._fmt([r["test"][c] for r in rs if c in r["test"]]) for c in columns
         ]
         cells.append(
             "baseline" if label == BASELINE else _gain(per_seed, base, "ndcg@10")
