@@ -171,12 +171,15 @@ def convert_main(
     parser: argparse.ArgumentParser,
     script: str,
     read: Reader,
+    check: Optional[Callable[[argparse.Namespace], None]] = None,
 ) -> None:
-    """A converter's whole run: parse the command line, refuse an existing dataset before
-    reading anything large, read the raw files with the script's ``read``, convert, write.
-    """
+    """A converter's whole run: parse the command line (the script's ``check`` of its own
+    options first), refuse an existing dataset before reading anything large, read the raw
+    files with the script's ``read``, convert, write."""
     args = parser.parse_args(argv)
     options = options_from_args(args)
+    if check is not None:
+        check(args)
     check_fresh(args)
     bad = BadLines(args.skip_bad_lines)
     inter, categories, brands = read(args, bad)

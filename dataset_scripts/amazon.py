@@ -205,9 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def read(args, bad: BadLines):
+def check(args) -> None:
     if args.brand and not args.meta:
         raise ConversionError("--brand needs --meta")
+
+
+def read(args, bad: BadLines):
     inter = parse_amazon_reviews(args.reviews, bad, args.csv_order)
     categories, brands = {}, None
     if args.meta:
@@ -219,7 +222,7 @@ def read(args, bad: BadLines):
 
 
 def main(argv=None) -> None:
-    _cli.convert_main(argv, build_parser(), __file__, read)
+    _cli.convert_main(argv, build_parser(), __file__, read, check)
 
 
 if __name__ == "__main__":

@@ -358,6 +358,11 @@ def test_amazon_brand_without_meta_is_a_clean_error(tmp_path, capsys):
     assert run(amazon, *argv) == 2
     assert "--brand needs --meta" in capsys.readouterr().err
     assert not out.exists()  # nothing written
+    # the option error comes before the check for an existing dataset
+    write(out / "Am" / "Am.inter", "mine\n")
+    assert run(amazon, *argv) == 2
+    assert "--brand needs --meta" in capsys.readouterr().err
+    assert read(out / "Am" / "Am.inter") == "mine\n"
 
 
 def test_amazon_min_rating_implicit_and_k_core(tmp_path):
