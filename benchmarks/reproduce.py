@@ -382,7 +382,9 @@ def main(argv=None):
             args.output = os.path.join(scratch, "docs")
         register(datasets, args.data_path, quick=True)
     else:
-        register(datasets, args.data_path)
+        # the page shows every dataset, not only those of this call (it is rewritten whole)
+        shown = list(dict.fromkeys(list(DATASETS) + datasets))
+        register(shown, args.data_path)
     labels = list(MODELS) if not args.models else args.models.split(",")
     jobs = []
     for dataset in datasets:
@@ -411,7 +413,9 @@ def main(argv=None):
                     print(f"done {label} seed {seed} ({seconds:.0f} s)", flush=True)
                 except Exception as err:  # keep the other runs going
                     print(f"FAILED: {err!r}", flush=True)
-    path = report(datasets, args.results, args.output, quick=args.quick)
+    path = report(
+        datasets if args.quick else shown, args.results, args.output, quick=args.quick
+    )
     print(path)
     return path
 

@@ -124,3 +124,36 @@ def test_table_pairs_gains_by_seed_and_says_what_is_missing(tmp_path):
     line = next(x for x in text.splitlines() if x.startswith("Not run yet on Office"))
     assert set(line.split(": ", 1)[1].rstrip(".").split(", ")) == missing
     assert "One seed only for FPARec:" in text
+
+
+def test_a_run_on_one_dataset_keeps_the_other_tables(tmp_path):
+    """The page is rewritten whole: ``--datasets=Office`` must not drop ml-100k's table."""
+    import json
+
+    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+    try:
+        import reproduce
+    finally:
+        sys.path.remove(os.path.join(REPO, "benchmarks"))
+    folder = tmp_path / "results" / reproduce.study_name("ml-100k")
+    folder.mkdir(parents=True)
+    run = {
+        "label": "SASRec",
+        "model": "SASRecAP",
+        "seed": 2020,
+        "test": {m: 0.1 for m in reproduce.ACCURACY + reproduce.DIVERSITY},
+        "seconds_per_epoch": 1.0,
+        "device": "CPU (1 threads)",
+    }
+    (folder / "SASRec_2020.json").write_text(json.dumps(run))
+    path = reproduce.main(
+        [
+            "--report",
+            "--datasets=Office",
+            f"--results={tmp_path / 'results'}",
+            f"--output={tmp_path / 'docs'}",
+        ]
+    )
+    text = open(path).read()
+    assert "### Office" in text and "### ml-100k" in text
+    assert "| SASRec | CE | 1 | 0.1000 |" in text
