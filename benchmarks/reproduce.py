@@ -289,19 +289,36 @@ def plots(all_means, output):
     diverse = [d for d in datasets if any("ild@10" in v for v in all_means[d].values())]
     if not diverse:
         return paths
-    fig, axes = plt.subplots(1, len(diverse), figsize=(4.5 * len(diverse), 4))
+    fig, axes = plt.subplots(1, len(diverse), figsize=(4.5 * len(diverse) + 2.4, 4))
     axes = axes if len(diverse) > 1 else [axes]
+    marker = {"CE": "o", "BCE": "s", "BPR": "^"}
+    handles = {}
     for ax, dataset in zip(axes, diverse):
         for label, values in all_means[dataset].items():
             if "ild@10" in values:
-                # one color per model, the same on every dataset's panel
+                # one color per model and one marker per loss, the same on every panel;
+                # a legend, not labels at the points (models of one loss overlap)
                 color = plt.cm.tab20(list(MODELS).index(label) % 20)
-                ax.scatter(values["ndcg@10"], values["ild@10"], color=color)
-                ax.annotate(label, (values["ndcg@10"], values["ild@10"]), fontsize=7)
+                handles[label] = ax.scatter(
+                    values["ndcg@10"],
+                    values["ild@10"],
+                    color=color,
+                    marker=marker[LOSS[label]],
+                    edgecolors="black",
+                    linewidths=0.4,
+                )
         ax.set_xlabel("test NDCG@10")
         ax.set_ylabel("test ILD@10")
         ax.set_title(dataset)
-    fig.tight_layout()
+    labels = [m for m in MODELS if m in handles]
+    fig.legend(
+        [handles[m] for m in labels],
+        [m if f"({LOSS[m]})" in m else f"{m} ({LOSS[m]})" for m in labels],
+        loc="center right",
+        bbox_to_anchor=(0.99, 0.5),
+        fontsize=8,
+    )
+    fig.tight_layout(rect=(0, 0, 1 - 2.4 / (4.5 * len(diverse) + 2.4), 1))
     paths.append(os.path.join(output, "reproduction_diversity.png"))
     fig.savefig(paths[-1], dpi=100)
     plt.close(fig)
