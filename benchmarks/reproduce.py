@@ -289,7 +289,9 @@ def plots(all_means, output):
     diverse = [d for d in datasets if any("ild@10" in v for v in all_means[d].values())]
     if not diverse:
         return paths
-    fig, axes = plt.subplots(1, len(diverse), figsize=(4.5 * len(diverse) + 2.4, 4))
+    legend_width = 2.4  # inches, right of the panels
+    width = 4.5 * len(diverse) + legend_width
+    fig, axes = plt.subplots(1, len(diverse), figsize=(width, 4))
     axes = axes if len(diverse) > 1 else [axes]
     marker = {"CE": "o", "BCE": "s", "BPR": "^"}
     handles = {}
@@ -318,7 +320,7 @@ def plots(all_means, output):
         bbox_to_anchor=(0.99, 0.5),
         fontsize=8,
     )
-    fig.tight_layout(rect=(0, 0, 1 - 2.4 / (4.5 * len(diverse) + 2.4), 1))
+    fig.tight_layout(rect=(0, 0, 1 - legend_width / width, 1))
     paths.append(os.path.join(output, "reproduction_diversity.png"))
     fig.savefig(paths[-1], dpi=100)
     plt.close(fig)
