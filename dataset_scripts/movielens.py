@@ -6,84 +6,14 @@ Both files are ``::``-separated and latin-1 encoded; genres (``|``-separated in
 
     python dataset_scripts/movielens.py --ratings ml-1m/ratings.dat \\
         --movies ml-1m/movies.dat --name ml-1m --output_dir dataset
+
+A thin entry point of a checkout: the converter is :mod:`recbole_attn.data.convert.movielens`
+(``recbole-attn convert movielens`` where the package is installed).
 """
 
-from __future__ import annotations
-
-import argparse
-import os
 import sys
-from typing import Dict, List, Optional
 
-import pandas as pd
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import _cli  # noqa: E402
-from _clean import clean_tokens  # noqa: E402
-from _read import BadLines, _frame, _lines, _to_float  # noqa: E402
-
-
-def parse_movielens_ratings(path: str, bad: Optional[BadLines] = None) -> pd.DataFrame:
-    """``ratings.dat`` (ML-1M/ML-10M): ``UserID::MovieID::Rating::Timestamp``."""
-    bad = bad or BadLines()
-    rows = []
-    for lineno, line in _lines(path, encoding="latin-1"):
-        parts = line.split("::")
-        try:
-            if len(parts) != 4:
-                raise ValueError(
-                    f"expected 'UserID::MovieID::Rating::Timestamp', got {line!r}"
-                )
-            user, item = parts[0].strip(), parts[1].strip()
-            if not (user.isdigit() and item.isdigit()):
-                raise ValueError("UserID and MovieID must be integers")
-            rows.append(
-                (str(int(user)), str(int(item)), int(parts[3]), _to_float(parts[2]))
-            )
-        except ValueError as exc:
-            bad(path, lineno, str(exc))
-    return _frame(rows, with_rating=True)
-
-
-def parse_movielens_movies(
-    path: str, bad: Optional[BadLines] = None
-) -> Dict[str, List[str]]:
-    """``movies.dat``: ``MovieID::Title::Genre|Genre|...`` (latin-1) -> movie -> genres.
-
-    ``(no genres listed)`` (later MovieLens releases) means no genre.
-    """
-    bad = bad or BadLines()
-    genres: Dict[str, List[str]] = {}
-    for lineno, line in _lines(path, encoding="latin-1"):
-        parts = line.split("::")
-        if len(parts) < 3 or not parts[0].strip().isdigit():
-            bad(path, lineno, f"expected 'MovieID::Title::Genres', got {line!r}")
-            continue
-        names = [g for g in parts[-1].split("|") if g.strip() != "(no genres listed)"]
-        tokens = clean_tokens(names)
-        if tokens:
-            genres[str(int(parts[0]))] = tokens
-    return genres
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _cli.ConverterParser(description=__doc__)
-    parser.add_argument("--ratings", required=True, help="ratings.dat")
-    parser.add_argument("--movies", help="movies.dat (genres)")
-    _cli.add_common_args(parser)
-    return parser
-
-
-def read(args, bad: BadLines):
-    inter = parse_movielens_ratings(args.ratings, bad)
-    genres = parse_movielens_movies(args.movies, bad) if args.movies else {}
-    return inter, genres, None
-
-
-def main(argv=None) -> None:
-    _cli.convert_main(argv, build_parser(), __file__, read)
-
+from recbole_attn.data.convert import cli, movielens
 
 if __name__ == "__main__":
-    sys.exit(_cli.run_main(main))
+    sys.exit(cli.run_main(movielens.main, prog="python dataset_scripts/movielens.py"))

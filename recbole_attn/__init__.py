@@ -10,12 +10,12 @@ from recbole_attn.compat import (
     undo_recbole_anomaly_detection,
 )
 
+silence_harmless_recbole_warnings()  # first: importing RecBole's models raises some
 undo_recbole_anomaly_detection()
-silence_harmless_recbole_warnings()
 
 from recbole_attn.evaluator import register_metrics, validate_dataset  # noqa: E402
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 register_metrics()
 

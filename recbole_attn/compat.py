@@ -18,6 +18,17 @@ our own pipeline calls explicitly.
   every backward node. Measured here on Office (STOSA, batch 256) that made backward several
   times slower. :func:`undo_recbole_anomaly_detection` switches it off again once, right
   after RecBole's models are imported; it is a debugging mode that changes no result.
+* numpy 2. RecBole's ``Config.compatibility_settings`` re-creates numpy's removed aliases
+  (``np.float``, ``np.int``, ...) from ``np.float_``, ``np.complex_`` and ``np.unicode_``,
+  which numpy 2 removed too, so every ``Config()`` fails. RecBole's own code still uses the
+  aliases (``np.float`` in its metrics, interactions and NaN filling), so
+  :func:`set_numpy_aliases` gives them the values RecBole gives them, from numpy 2's names.
+* pandas 3. Copy-on-Write makes RecBole's chained in-place fills
+  (``df[field].fillna(x, inplace=True)``) no-ops, and ``Series.agg(len)`` over array
+  cells returns the length of the Series instead of one length per cell. The methods of
+  RecBole's ``Dataset`` that do either are overridden, for pandas >= 3 only, by
+  :class:`DatasetFixes` (a mixin of our dataset classes): the same results by assignment
+  and ``Series.map(len)``.
 """
 
 import os
@@ -27,11 +38,16 @@ import zipfile
 from collections.abc import Mapping
 
 import numpy as np
+import pandas as pd
 import torch
 
 from recbole_attn.errors import RecboleAttnError
 
 __all__ = [
+    "NUMPY_2",
+    "PANDAS_3",
+    "set_numpy_aliases",
+    "DatasetFixes",
     "to_plain",
     "save_checkpoint",
     "load_checkpoint",
@@ -39,6 +55,187 @@ __all__ = [
     "undo_recbole_anomaly_detection",
     "silence_harmless_recbole_warnings",
 ]
+
+
+#: numpy >= 2 (the aliases of :func:`numpy_aliases` and ``np.float_`` are gone)
+NUMPY_2 = int(np.__version__.split(".")[0]) >= 2
+
+
+def set_numpy_aliases():
+    """What RecBole 1.2.1's ``Config.compatibility_settings`` does: set the numpy aliases
+    its code reads (``np.float``, ``np.int``, ...). On numpy 1 RecBole's own method runs;
+    on numpy 2 (where that method fails: it reads ``np.float_``, ``np.complex_`` and
+    ``np.unicode_``) the same aliases get the same values from numpy 2's names."""
+    from recbole.config import Config
+
+    if not NUMPY_2:
+        return Config.compatibility_settings(None)
+    for name, value in {
+        "bool": np.bool_,
+        "int": np.int_,
+        "float": np.float64,
+        "complex": np.complex128,
+        "object": np.object_,
+        "str": np.str_,
+        "long": np.int_,
+        "unicode": np.str_,
+    }.items():
+        setattr(np, name, value)
+
+
+#: pandas >= 3 (Copy-on-Write; ``Series.agg(len)`` aggregates; :class:`DatasetFixes`)
+PANDAS_3 = int(pd.__version__.split(".")[0]) >= 3
+
+
+def cell_lengths(series):
+    """The length of every array cell of ``series`` (RecBole: ``series.agg(len)``, which
+    pandas 3 turns into the length of the Series)."""
+    return series.map(len).to_numpy()
+
+
+class DatasetFixes:
+    """Mixin for RecBole 1.2.1's ``Dataset`` classes (put it first among the bases): on
+    pandas >= 3, the methods whose chained in-place fills or ``Series.agg(len)`` pandas 3
+    changes, rewritten by assignment; on pandas 2 RecBole's own methods run unchanged.
+    """
+
+    def _load_feat(self, filepath, source):
+        """RecBole's atomic-file reader; the missing cells of ``token_seq`` and
+        ``float_seq`` fields become empty sequences (RecBole fills them in place)."""
+        if not PANDAS_3:
+            return super()._load_feat(filepath, source)
+        from recbole.utils import FeatureSource, FeatureType
+
+        load_col, unload_col = self._get_load_and_unload_col(source)
+        if load_col == set():
+            return None
+        separator, encoding = self.config["field_separator"], self.config["encoding"]
+        with open(filepath, "r", encoding=encoding) as f:
+            head = f.readline()[:-1]
+        columns, usecols, dtype = [], [], {}
+        for field_type in head.split(separator):
+            field, ftype = field_type.split(":")
+            try:
+                ftype = FeatureType(ftype)
+            except ValueError:
+                raise ValueError(f"Type {ftype} from field {field} is not supported.")
+            if (load_col is not None and field not in load_col) or (
+                unload_col is not None and field in unload_col
+            ):
+                continue
+            if isinstance(source, FeatureSource) or source != "link":
+                self.field2source[field] = source
+                self.field2type[field] = ftype
+                if not ftype.value.endswith("seq"):
+                    self.field2seqlen[field] = 1
+                if "float" in ftype.value:
+                    self.field2bucketnum[field] = 2
+            columns.append(field)
+            usecols.append(field_type)
+            dtype[field_type] = np.float64 if ftype == FeatureType.FLOAT else str
+        if not columns:
+            self.logger.warning(f"No columns has been loaded from [{source}]")
+            return None
+        df = pd.read_csv(
+            filepath,
+            delimiter=separator,
+            usecols=usecols,
+            dtype=dtype,
+            encoding=encoding,
+            engine="python",
+        )
+        df.columns = columns
+        seq_separator, seq_len = self.config["seq_separator"], self.config["seq_len"]
+        for field in columns:
+            ftype = self.field2type[field]
+            if not ftype.value.endswith("seq"):
+                continue
+            cast = float if ftype == FeatureType.FLOAT_SEQ else str
+            cells = df[field].fillna("").to_numpy()
+            df[field] = [
+                np.array([cast(t) for t in cell.split(seq_separator) if t])
+                for cell in cells
+            ]
+            longest = max(map(len, df[field].values))
+            if seq_len and field in seq_len:
+                df[field] = [seq[: seq_len[field]] for seq in df[field].values]
+                self.field2seqlen[field] = min(seq_len[field], longest)
+            else:
+                self.field2seqlen[field] = longest
+        return df
+
+    def _fill_nan(self):
+        """RecBole's missing-value imputation (tokens: 0, floats: the mean, sequences:
+        empty), by assignment."""
+        if not PANDAS_3:
+            return super()._fill_nan()
+        from recbole.utils import FeatureType
+
+        for feat_name in self.feat_name_list:
+            feat = getattr(self, feat_name)
+            for field in feat:
+                ftype = self.field2type[field]
+                if ftype == FeatureType.TOKEN:
+                    feat[field] = feat[field].fillna(value=0)
+                elif ftype == FeatureType.FLOAT:
+                    feat[field] = feat[field].fillna(value=feat[field].mean())
+                else:
+                    dtype = np.int64 if ftype == FeatureType.TOKEN_SEQ else np.float64
+                    empty = np.array([], dtype=dtype)
+                    feat[field] = feat[field].apply(
+                        lambda x: empty if isinstance(x, float) else x
+                    )
+
+    def _remap(self, remap_list):
+        """RecBole's token remapping, with the sequence lengths of ``token_seq`` fields
+        taken cell by cell."""
+        if not PANDAS_3:
+            return super()._remap(remap_list)
+        from recbole.utils import FeatureType
+
+        if len(remap_list) == 0:
+            return
+        tokens, split_point = self._concat_remaped_tokens(remap_list)
+        new_ids_list, mp = pd.factorize(tokens)
+        new_ids_list = np.split(new_ids_list + 1, split_point)
+        mp = np.array(["[PAD]"] + list(mp))
+        token_id = {t: i for i, t in enumerate(mp)}
+        for (feat, field, ftype), new_ids in zip(remap_list, new_ids_list):
+            if field not in self.field2id_token:
+                self.field2id_token[field] = mp
+                self.field2token_id[field] = token_id
+            if ftype == FeatureType.TOKEN:
+                feat[field] = new_ids
+            elif ftype == FeatureType.TOKEN_SEQ:
+                split = np.cumsum(cell_lengths(feat[field]))[:-1]
+                feat[field] = np.split(new_ids, split)
+
+    def _normalize(self):
+        if PANDAS_3:
+            fields = self.config["normalize_field"] or (
+                self.float_like_fields if self.config["normalize_all"] else []
+            )
+            self._refuse_float_seq(fields, "normalize_field / normalize_all")
+        return super()._normalize()
+
+    def _discretization(self):
+        if PANDAS_3:
+            fields = self.config["numerical_features"] or []
+            self._refuse_float_seq(fields, "numerical_features / discretization")
+        return super()._discretization()
+
+    def _refuse_float_seq(self, fields, keys):
+        """RecBole normalizes and discretizes ``float_seq`` fields after splitting their
+        values with ``Series.agg(len)``: on pandas 3 a wrong result, refused here."""
+        from recbole.utils import FeatureType
+
+        seq = [f for f in fields if self.field2type.get(f) == FeatureType.FLOAT_SEQ]
+        if seq:
+            raise RecboleAttnError(
+                f"{keys} on the float_seq fields {seq} is not supported with pandas 3 "
+                "(RecBole 1.2.1 splits their values with Series.agg(len)); leave these "
+                "fields out of load_col or of those keys, or install pandas<3"
+            )
 
 
 def undo_recbole_anomaly_detection():
@@ -56,10 +253,11 @@ def undo_recbole_anomaly_detection():
 
 
 #: (message regex, category, module regex) of the warnings that RecBole 1.2.1 raises on
-#: every run with the pinned stack and that change nothing under our pins: pandas' chained
-#: assignment notices (pandas 3 behaviour; we pin pandas<3, where the in-place fill works),
-#: pandas' ``agg(len)`` deprecation (same result in 2.x) and torch's
-#: ``torch.cuda.amp.GradScaler`` rename (RecBole creates a disabled scaler on CPU).
+#: every run and that change nothing: pandas 2's chained-assignment and ``agg(len)``
+#: notices (on pandas 2 the in-place fill works and ``agg(len)`` is per cell; on pandas 3
+#: :class:`DatasetFixes` replaces those methods), torch's ``torch.cuda.amp.GradScaler``
+#: rename (RecBole creates a disabled scaler on CPU), pandas 3's read-only arrays and the
+#: invalid escape sequences of RecBole's docstrings (Python >= 3.12).
 HARMLESS_RECBOLE_WARNINGS = (
     (r"A value is trying to be set on a copy", FutureWarning, r"recbole\.data\."),
     (
@@ -68,6 +266,13 @@ HARMLESS_RECBOLE_WARNINGS = (
         r"recbole\.data\.",
     ),
     (r"`torch\.cuda\.amp\.GradScaler", FutureWarning, r"recbole\.trainer\."),
+    # pandas 3 (Copy-on-Write) hands out read-only arrays; RecBole wraps a column's array
+    # in a tensor once, when the DataFrame is converted and then dropped, and never
+    # writes through it
+    (r"The given NumPy array is not writable", UserWarning, r"recbole\.data\."),
+    # Python >= 3.12 compiling RecBole's docstrings (dien.py: "\p"); the module of a
+    # compile-time warning is the file's path
+    (r"invalid escape sequence", SyntaxWarning, r".*recbole[/\\]"),
 )
 
 

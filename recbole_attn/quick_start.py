@@ -23,11 +23,15 @@ from recbole.data import data_preparation
 from recbole.utils import get_model, init_logger, init_seed, set_color
 
 import recbole_attn
-from recbole_attn import config_check, distributed
+from recbole_attn import compat, config_check, distributed
 from recbole_attn.compat import load_checkpoint
 from recbole_attn.data.bucketing import bucket_train_dataloader, check_grouping
 from recbole_attn.data.categories import dataset_has_categories
-from recbole_attn.data.dataset import AttnSequentialDataset, check_training_mode
+from recbole_attn.data.dataset import (
+    AttnSequentialDataset,
+    check_training_mode,
+    recbole_dataset_class,
+)
 from recbole_attn.data.hints import converter_hint
 from recbole_attn.errors import (  # noqa: F401  (re-exported)
     CategoryFieldError,
@@ -126,7 +130,9 @@ class AttnConfig(Config):
     * ``eval_args`` given in a later file or override updates the earlier one entry by
       entry (``--eval_args="{'mode': 'uni100'}"`` keeps our leave-one-out ``split`` and
       ``order``); RecBole replaces the whole dict and then fills the gaps with its own
-      defaults, a random 80/10/10 split, silently.
+      defaults, a random 80/10/10 split, silently;
+    * on numpy 2, the numpy aliases RecBole's code reads are set from numpy 2's names
+      (:func:`recbole_attn.compat.set_numpy_aliases`; RecBole's own method fails there).
     """
 
     #: dict-valued keys whose entries later sources update one by one
@@ -157,6 +163,9 @@ class AttnConfig(Config):
 
     def _load_cmd_line(self):
         return dict()
+
+    def compatibility_settings(self):
+        compat.set_numpy_aliases()
 
     def _init_device(self):
         # a process of a multi-process run without CUDA: gloo (RecBole: NCCL only)
@@ -367,16 +376,16 @@ def check_model_training_mode(config, model_class=None):
 
 
 def create_dataset(config, model_class=None):
-    """Our sequential dataset (training modes) for sequential models; RecBole's otherwise.
-    With ``model_class``, checks that the model can train in ``training_mode``."""
-    from recbole.data import create_dataset as recbole_create_dataset
+    """Our sequential dataset (training modes) for sequential models; RecBole's dataset
+    class otherwise (:func:`~recbole_attn.data.dataset.recbole_dataset_class`). With
+    ``model_class``, checks that the model can train in ``training_mode``."""
     from recbole.utils import ModelType
 
     check_dataset_exists(config)
     if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:
         check_model_training_mode(config, model_class)
         return AttnSequentialDataset(config)
-    return recbole_create_dataset(config)
+    return recbole_dataset_class(config)(config)
 
 
 def build(model, dataset, config_file_list=None, config_dict=None, verbose=False):

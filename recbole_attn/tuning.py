@@ -29,6 +29,7 @@ starts.
 """
 
 import csv
+import itertools
 import json
 import math
 import os
@@ -69,11 +70,42 @@ class Param:
         return self.kind != "choice"
 
 
+def shipped_spaces():
+    """Model name -> path of the search space the package ships
+    (``properties/hyper/<Model>.hyper``)."""
+    from recbole_attn.quick_start import properties_dir
+
+    folder = os.path.join(properties_dir(), "hyper")
+    return {
+        name[: -len(".hyper")]: os.path.join(folder, name)
+        for name in sorted(os.listdir(folder))
+        if name.endswith(".hyper")
+    }
+
+
+def resolve_params_file(value):
+    """The search-space file ``value`` names: a file that exists, else a shipped space
+    named by its model (``STOSA``, ``STOSA.hyper``, or the checkout path
+    ``properties/hyper/STOSA.hyper`` run from another folder)."""
+    if os.path.isfile(value):
+        return value
+    name = os.path.basename(value)
+    name = name[: -len(".hyper")] if name.endswith(".hyper") else name
+    parent = os.path.dirname(os.path.normpath(value))
+    shipped = shipped_spaces()
+    if name in shipped and parent in ("", os.path.join("properties", "hyper")):
+        return shipped[name]
+    raise RecboleAttnError(
+        f"params file not found: {value}; give a RecBole hyper-parameter file, or the "
+        f"name of a shipped search space: {', '.join(shipped)}"
+    )
+
+
 def read_params_file(path):
     """The :class:`Param` lines of a RecBole hyper-parameter file (comments and blank lines
-    skipped); a malformed line or an empty file is a :class:`RecboleAttnError`."""
-    if not os.path.isfile(path):
-        raise RecboleAttnError(f"params file not found: {path}")
+    skipped), or of a shipped space named by its model (:func:`resolve_params_file`); a
+    missing file, a malformed line or an empty file is a :class:`RecboleAttnError`."""
+    path = resolve_params_file(path)
     params = []
     with open(path, encoding="utf-8") as f:
         for number, raw in enumerate(f, 1):
@@ -253,17 +285,19 @@ def ray_trial(
 ):
     """One Ray Tune trial: its own checkpoint folder, a report after every evaluation."""
     import torch
-    from ray.air import session
+    from ray import tune
 
     torch.set_num_threads(max(1, int(threads)))
     config_dict = dict(config_dict or {})
     # one checkpoint folder per trial: RecBole names files by model and second, so
     # concurrent trials would overwrite each other's best model
     base = config_dict.get("checkpoint_dir") or os.path.join(os.getcwd(), "saved")
-    config_dict["checkpoint_dir"] = os.path.join(base, session.get_trial_id())
+    config_dict["checkpoint_dir"] = os.path.join(
+        base, tune.get_context().get_trial_id()
+    )
 
     def report(epoch, valid_score, best_valid_score, metrics, saved_model_file):
-        session.report(
+        tune.report(
             {
                 "valid_score": valid_score,
                 "best_valid_score": best_valid_score,
@@ -314,15 +348,9 @@ def check_ray_address(address, timeout=3.0):
 
 
 def _quiet_ray():
-    """Ray 2.6's console output that says nothing a tuning user needs: the deprecation
-    warning of its own ``pkg_resources`` import, and the experiment box and result-folder
-    lines of its new output engine (``verbose=0`` does not reach them)."""
-    import warnings
-
+    """Ray's console output that says nothing a tuning user needs: the experiment box and
+    result-folder lines of its output engine (``verbose=0`` does not reach them)."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    warnings.filterwarnings(
-        "ignore", r"pkg_resources is deprecated", UserWarning, r"ray\._private\."
-    )
 
 
 def _init_ray(address, num_cpus):
@@ -385,7 +413,7 @@ def _progress_callback(total, params_names, echo):
 def _search_ray(
     params, algo, model, dataset, files, overrides, mode, epochs, options, echo
 ):
-    from ray import air, tune
+    from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
     from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 
@@ -438,7 +466,7 @@ def _search_ray(
             scheduler=scheduler,
             search_alg=searcher,
         ),
-        run_config=air.RunConfig(
+        run_config=tune.RunConfig(
             storage_path=options["storage_path"],
             name="recbole_attn",
             verbose=0,
@@ -506,8 +534,12 @@ def _search_hyperopt(params, algo, model, dataset, files, overrides, options, ec
             "test_result": None,  # the test split is evaluated once, for the best only
         }
 
-    if options["seed"] is not None:
-        os.environ["HYPEROPT_FMIN_SEED"] = str(options["seed"])
+    if algo == "exhaustive":
+        # every combination of the choice values once, in order (RecBole's exhaustive
+        # search samples them at random with hyperopt's old RandomState API)
+        for values in itertools.product(*(p.values for p in params)):
+            objective(dict(zip((p.name for p in params), values)), None)
+        return trials
     tuner = HyperTuning(
         objective,
         space=hyperopt_space(params),
@@ -519,8 +551,18 @@ def _search_hyperopt(params, algo, model, dataset, files, overrides, options, ec
     import contextlib
     import io
 
-    with contextlib.redirect_stdout(io.StringIO()):  # RecBole prints every trial's dict
-        tuner.run()
+    # hyperopt's fmin seeds itself from HYPEROPT_FMIN_SEED (RecBole passes no rstate)
+    seed_before = os.environ.get("HYPEROPT_FMIN_SEED")
+    if options["seed"] is not None:
+        os.environ["HYPEROPT_FMIN_SEED"] = str(options["seed"])
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # RecBole prints each trial
+            tuner.run()
+    finally:
+        if seed_before is None:
+            os.environ.pop("HYPEROPT_FMIN_SEED", None)
+        else:
+            os.environ["HYPEROPT_FMIN_SEED"] = seed_before
     return trials
 
 
@@ -547,7 +589,8 @@ def tune_model(
     """Search hyperparameters of ``model`` on ``dataset``; select on validation, test once.
 
     Args:
-        params_file (str): RecBole hyper-parameter file (``properties/hyper/<Model>.hyper``).
+        params_file (str): RecBole hyper-parameter file, or the name of a shipped space
+            (``STOSA``: ``properties/hyper/STOSA.hyper``; :func:`resolve_params_file`).
         num_samples (int): trials of ``random`` and ``bayes`` (``exhaustive``: every
             combination once).
         algo (str): ``random`` | ``bayes`` (TPE) | ``exhaustive``.

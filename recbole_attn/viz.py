@@ -7,8 +7,10 @@ saved model, the attention matrix of every layer and head over the user's last p
 with the items on the axes; for models with a refiner (AWRSR) the normalized matrix ``A``
 and the refined ``B`` side by side.
 
-    python -m recbole_attn.viz --model_file=saved/STOSA-....pth --user=196 --output=plots
+    recbole-attn viz --model_file=saved/STOSA-....pth --user=196 --output=plots
     [--positions=15] [--label_field=movie_title]
+
+(``python -m recbole_attn.viz ...`` works too).
 
 From Python: :func:`attention_maps` (the matrices and the item labels) and
 :func:`plot_attention` (writes one PNG per layer and head, returns the paths).
@@ -16,7 +18,7 @@ From Python: :func:`attention_maps` (the matrices and the item labels) and
 The matrices are those ``model.attention_weights`` returns in evaluation mode, for the
 user's TEST input sequence (the items before the test item). RecBole's own ``SASRec`` is drawn
 through ``SASRecAP``, which has the same architecture and parameter names and loads its
-weights. Plotting needs matplotlib: ``pip install -e ".[plot]"``.
+weights. Plotting needs matplotlib: ``uv pip install -e ".[plot]"``.
 """
 
 import argparse
@@ -49,7 +51,7 @@ def _matplotlib():
         import matplotlib.pyplot as plt
     except ImportError:
         raise RecboleAttnError(
-            'attention heatmaps need matplotlib: pip install -e ".[plot]" '
+            'attention heatmaps need matplotlib: uv pip install -e ".[plot]" '
             "(or pip install matplotlib)"
         ) from None
     return plt
@@ -192,9 +194,11 @@ def plot_attention(
     return paths
 
 
-def main(argv=None):
+def main(argv=None, prog=None):
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=prog,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--model_file", required=True, help="a checkpoint in saved/")
     parser.add_argument("--user", required=True, help="the dataset's user token")
@@ -220,4 +224,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="python -m recbole_attn.viz"))

@@ -311,20 +311,37 @@ def test_console_is_concise_and_the_log_has_everything(tiny_data_path, tmp_path)
 # ---------------------------------------------------------------------- README
 
 
+#: the README lines the test runs: the package's command, and the checkout's entry points
+README_PREFIXES = (
+    "recbole-attn ",
+    "python run_recbole_attn.py",
+    "python dataset_scripts/",
+)
+
+
 def _readme_commands():
-    """Every ``python run_recbole_attn.py ...`` and ``python dataset_scripts/...`` line of
-    README.md's code blocks (continuation lines joined), in order."""
+    """Every ``recbole-attn ...``, ``python run_recbole_attn.py ...`` and ``python
+    dataset_scripts/...`` line of README.md's code blocks (continuation lines joined), in
+    order."""
     with open(os.path.join(REPO, "README.md")) as f:
         blocks = f.read().split("```")[1::2]
     commands = []
     for block in blocks:
         for line in block.replace("\\\n", " ").splitlines():
             line = line.strip()
-            if line.startswith(
-                ("python run_recbole_attn.py", "python dataset_scripts/")
-            ):
+            if line.startswith(README_PREFIXES):
                 commands.append(shlex.split(line))
     return commands
+
+
+def _cli_argv(command):
+    """A README command as the arguments of ``recbole_attn.cli.main``."""
+    if command[0] == "recbole-attn":
+        return command[1:]
+    if command[1] == "run_recbole_attn.py":
+        return command[2:]
+    name = os.path.basename(command[1])[: -len(".py")]  # dataset_scripts/<name>.py
+    return ["convert", name] + command[2:]
 
 
 def _sequences_fixture(path):
@@ -338,50 +355,33 @@ def _sequences_fixture(path):
 
 def test_readme_commands_run_as_written(tmp_path, monkeypatch, capsys):
     """Each README command, as written, on fixtures: converters on a small raw file in
-    place of ../shared, models for one epoch on tiny data in place of the real ones."""
+    place of the downloaded one, models for one epoch on tiny data in place of the real
+    ones."""
+    from recbole_attn.cli import main
+
     commands = _readme_commands()
-    assert any(c[1] == "run_recbole_attn.py" for c in commands)
-    assert any(c[1].startswith("dataset_scripts/") for c in commands)
+    assert any(c[0] == "recbole-attn" and "--model=STOSA" in c for c in commands)
+    assert any(_cli_argv(c)[0] == "convert" for c in commands)
     monkeypatch.chdir(tmp_path)
     fixtures = tmp_path / "fixtures"
     # the bundled ml-100k's fields: its genres are the token_seq field `class`
     write_tiny_dataset(str(fixtures), name="ml-100k", category_field="class")
-    sys.path.insert(0, os.path.join(REPO, "dataset_scripts"))
-    try:
-        for command in commands:
-            script, argv = command[1], command[2:]
-            if script == "run_recbole_attn.py":
-                overrides = dict(a[2:].split("=", 1) for a in argv)
-                for key, value in overrides.items():  # repository files, e.g. .hyper
-                    if os.path.isfile(os.path.join(REPO, value)):
-                        overrides[key] = os.path.join(REPO, value)
-                overrides.update(dict(a[2:].split("=", 1) for a in TINY_ARGS))
-                overrides.update(epochs="1", train_batch_size="16", state="ERROR")
-                if overrides.get("dataset", "ml-100k") == "ml-100k":
-                    overrides["data_path"] = str(fixtures)
-                code, err = _cli_main(
-                    [f"--{k}={v}" for k, v in overrides.items()], capsys
-                )
-            else:
-                import importlib.util
-
-                import _cli
-
-                path = os.path.join(REPO, script)
-                spec = importlib.util.spec_from_file_location("readme_script", path)
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-                fixed = []
-                for arg in argv:
-                    if arg.startswith("../shared/"):
-                        assert script.endswith("seqfile.py"), f"no fixture for {arg}"
-                        arg = _sequences_fixture(str(tmp_path / os.path.basename(arg)))
-                    fixed.append(arg)
-                code = _cli.run_main(module.main, fixed + ["--k_core=2"])
-                err = capsys.readouterr().err
-            assert code == 0, f"{' '.join(command)}\n{err[-2000:]}"
-    finally:
-        sys.path.remove(os.path.join(REPO, "dataset_scripts"))
+    for command in commands:
+        argv = _cli_argv(command)
+        if argv[0] == "convert":
+            assert argv[1] == "seqfile", f"no fixture for {command}"
+            at = argv.index("--sequences") + 1
+            argv[at] = _sequences_fixture(str(tmp_path / os.path.basename(argv[at])))
+            code = main(argv + ["--k_core=2"])
+        else:
+            overrides = dict(a[2:].split("=", 1) for a in argv)
+            overrides.update(dict(a[2:].split("=", 1) for a in TINY_ARGS))
+            overrides.update(epochs="1", train_batch_size="16", state="ERROR")
+            if overrides.get("dataset", "ml-100k") == "ml-100k":
+                overrides["data_path"] = str(fixtures)
+            code = main([f"--{k}={v}" for k, v in overrides.items()])
+        err = capsys.readouterr().err
+        assert code == 0, f"{' '.join(command)}\n{err[-2000:]}"
 
 
 @pytest.mark.parametrize(

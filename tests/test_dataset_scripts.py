@@ -1,4 +1,5 @@
-"""Tests of the dataset converters in dataset_scripts/.
+"""Tests of the dataset converters (recbole_attn.data.convert; dataset_scripts/ and
+``recbole-attn convert`` are their command lines).
 
 Fixture files are written into tmp_path by the tests; the real raw files are read from
 ``<repo>/../shared/datasets/raw`` when present (the tests that need them skip otherwise).
@@ -20,17 +21,14 @@ from recbole_attn.data import hints
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(REPO, "dataset_scripts")
 RAW = os.path.normpath(os.path.join(REPO, os.pardir, "shared", "datasets", "raw"))
-if SCRIPTS not in sys.path:
-    sys.path.insert(0, SCRIPTS)
 
-import _clean  # noqa: E402
-import _cli  # noqa: E402
-import _write  # noqa: E402
-import amazon  # noqa: E402
-import anime  # noqa: E402
-import movielens  # noqa: E402
-import seqfile  # noqa: E402
-from _read import ITEM, TIME, USER, ConversionError  # noqa: E402
+from recbole_attn.data.convert import amazon, anime  # noqa: E402
+from recbole_attn.data.convert import clean as _clean  # noqa: E402
+from recbole_attn.data.convert import cli as _cli  # noqa: E402
+from recbole_attn.data.convert import movielens, seqfile  # noqa: E402
+from recbole_attn.data.convert import write as _write  # noqa: E402
+from recbole_attn.data.convert.read import ITEM, TIME, USER  # noqa: E402
+from recbole_attn.data.convert.read import ConversionError  # noqa: E402
 
 INTER_HEADER = "user_id:token\titem_id:token\ttimestamp:float\n"
 INTER_HEADER_R = "user_id:token\titem_id:token\ttimestamp:float\trating:float\n"
@@ -500,8 +498,12 @@ def test_anime_file_order_timestamps_unrated_and_genres(tmp_path):
 def test_converted_dataset_loads_in_recbole_and_splits_leave_one_out(
     tmp_path, monkeypatch
 ):
-    from recbole.config import Config
-    from recbole.data import create_dataset, data_preparation
+    # RecBole's Config and dataset with the fixes RecBole 1.2.1 needs on numpy 2 and
+    # pandas 3 (recbole_attn.compat); on numpy 1 / pandas 2 they are RecBole's own
+    from recbole.data import data_preparation
+
+    from recbole_attn.quick_start import AttnConfig as Config
+    from recbole_attn.quick_start import create_dataset
 
     monkeypatch.chdir(tmp_path)  # RecBole writes log/ into the working directory
     # 6 users x 5 items; item 7 has only a brand-like attribute -> uncategorized
@@ -534,6 +536,7 @@ def test_converted_dataset_loads_in_recbole_and_splits_leave_one_out(
             },
             "train_neg_sample_args": None,
             "loss_type": "CE",
+            "training_mode": "last_position",
             "state": "ERROR",
             "show_progress": False,
         },
@@ -649,52 +652,41 @@ def test_checked_in_dataset_yaml_matches_what_the_converter_writes(
     )
 
 
-def test_converter_hint_commands(tmp_path, monkeypatch):
-    hint = hints.converter_hint("Office", "dataset", cwd=REPO)
-    office = os.path.join(RAW, "office", "Office_Products.txt")
-    if os.path.exists(office):
-        assert hint == (
-            "python dataset_scripts/seqfile.py --sequences "
-            "../shared/datasets/raw/office/Office_Products.txt "
-            "--name Office --output_dir dataset"
-        )
-    monkeypatch.setattr(hints, "SHARED_RAW_DIR", str(tmp_path / "nowhere"))
-    assert hints.converter_hint("beauty", "data dir", cwd=REPO) == (
-        "python dataset_scripts/seqfile.py --sequences <path/to/Beauty.txt> "
+def test_converter_hint_commands():
+    assert hints.converter_hint("beauty", "data dir") == (
+        "recbole-attn convert seqfile --sequences <path/to/Beauty.txt> "
         "--attributes <path/to/Beauty_item2attributes.json> --name beauty "
-        "--output_dir 'data dir'"
+        "--output_dir 'data dir'\n(the raw files: aHuiWang/CIKM2020-S3Rec data/)"
     )
-    assert hints.converter_hint("ml-1m", "dataset", cwd=REPO) == (
-        "python dataset_scripts/movielens.py --ratings <path/to/ml-1m/ratings.dat> "
+    assert hints.converter_hint("ml-1m", "dataset") == (
+        "recbole-attn convert movielens --ratings <path/to/ml-1m/ratings.dat> "
         "--movies <path/to/ml-1m/movies.dat> --name ml-1m --output_dir dataset"
     )
-    assert hints.converter_hint("anime", "dataset", cwd=SCRIPTS).startswith(
-        "python anime.py --ratings <path/to/rating.csv> --anime <path/to/anime.csv> "
+    assert hints.converter_hint("anime", "dataset").startswith(
+        "recbole-attn convert anime --ratings <path/to/rating.csv> "
+        "--anime <path/to/anime.csv> "
     )
-    generic = hints.converter_hint("Yelp", "dataset", cwd=REPO)
-    for script in ("amazon.py", "seqfile.py", "movielens.py", "anime.py"):
-        assert f"python dataset_scripts/{script} " in generic
+    generic = hints.converter_hint("Yelp", "dataset")
+    for name in ("amazon", "seqfile", "movielens", "anime"):
+        assert f"recbole-attn convert {name} " in generic
     assert "--name Yelp --output_dir dataset" in generic
 
 
-def test_converter_hint_for_shared_files_runs(tmp_path, monkeypatch):
-    raw("toys", "Toys_and_Games.txt")
-    monkeypatch.chdir(REPO)
-    hint = hints.converter_hint("Toys", str(tmp_path / "data"))
+def test_converter_hint_runs_with_the_raw_files(tmp_path):
+    """The hint's command, placeholders replaced by the real files, converts."""
+    seq, attrs = raw("toys", "Toys_and_Games.txt"), raw(
+        "toys", "Toys_and_Games_item2attributes.json"
+    )
+    hint = hints.converter_hint("Toys", str(tmp_path / "data")).splitlines()[0]
     argv = shlex.split(hint)
-    assert argv[:2] == ["python", "dataset_scripts/seqfile.py"]
-    assert "--attributes" in argv
-    assert run(seqfile, *argv[2:]) == 0
+    assert argv[:3] == ["recbole-attn", "convert", "seqfile"]
+    argv = [{"<path/to/Toys_and_Games.txt>": seq}.get(a, a) for a in argv[3:]]
+    argv = [
+        {"<path/to/Toys_and_Games_item2attributes.json>": attrs}.get(a, a) for a in argv
+    ]
+    assert run(seqfile, *argv) == 0
     inter = pd.read_csv(tmp_path / "data" / "Toys" / "Toys.inter", sep="\t", dtype=str)
     assert len(inter) == 167597
-
-
-def test_converter_hint_without_the_scripts_folder(monkeypatch):
-    """An installed package has no dataset_scripts/: the hint says where they are."""
-    monkeypatch.setattr(hints, "SCRIPTS_DIR", "/nonexistent/dataset_scripts")
-    hint = hints.converter_hint("Office", "dataset")
-    assert "source repository" in hint and "seqfile.py" in hint
-    assert os.path.join("dataset", "Office") in hint
 
 
 def test_options_take_underscores_and_hyphenated_aliases(tmp_path, capsys):

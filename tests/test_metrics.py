@@ -97,9 +97,9 @@ def numpy_aliases():
     """RecBole's own metrics (Recall, NDCG, used by F1) need the numpy aliases (np.float,
     ...) that every RecBole ``Config()`` installs; the dict configs below bypass Config.
     """
-    from recbole.config import Config
+    from recbole_attn.compat import set_numpy_aliases
 
-    Config.compatibility_settings(None)
+    set_numpy_aliases()
 
 
 def metric_config(**extra):

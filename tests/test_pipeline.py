@@ -203,7 +203,9 @@ def test_cli_missing_dataset(tmp_path, monkeypatch, capsys):
     assert code == 2
     assert "Office.inter" in err
     assert os.path.join("nowhere", "Office") in err
-    assert "dataset_scripts/seqfile.py" in err
+    assert (
+        "recbole-attn convert seqfile --sequences <path/to/Office_Products.txt>" in err
+    )
     assert not os.path.exists(tmp_path / "saved"), "nothing trained"
 
 

@@ -69,7 +69,9 @@ def test_rescore_scores_the_best_model_under_other_rankings(
     # items: it can only rise, so every Hit@K is at least the full-ranking one
     for k in (5, 10):
         assert uni100[f"hit@{k}"] >= full[f"hit@{k}"]
-    assert uni100["hit@10"] > full["hit@10"]  # and on this fixture strictly
+    # and on this fixture strictly (NDCG@10 moves with any rank in the top 10; Hit@10 only
+    # when a target crosses 10, which torch 2.6's dropout stream does not make it do)
+    assert uni100["ndcg@10"] > full["ndcg@10"]
 
     # runs from before the option get it afterwards (where the model file still exists),
     # and the report shows a second table

@@ -312,3 +312,24 @@ def test_shipped_hyper_files_search_keys_their_model_reads(tmp_path):
         params = read_params_file(path)
         known = known_config_keys(cls, make_config(name, "ml-100k"))
         assert {p.name for p in params} <= known, name
+
+
+def test_a_shipped_search_space_is_found_by_its_model_name(tmp_path, monkeypatch):
+    """From any folder: the model's name, its file name, or the checkout path."""
+    from recbole_attn.tuning import resolve_params_file, shipped_spaces
+
+    monkeypatch.chdir(tmp_path)
+    shipped = shipped_spaces()["STOSA"]
+    assert os.path.isfile(shipped)
+    for value in ("STOSA", "STOSA.hyper", "properties/hyper/STOSA.hyper"):
+        assert resolve_params_file(value) == shipped
+    assert [p.name for p in read_params_file("STOSA")] == [
+        p.name for p in read_params_file(shipped)
+    ]
+    # a file of the user's comes first; other folders are not guessed
+    (tmp_path / "STOSA.hyper").write_text("hidden_size choice [8]\n")
+    assert resolve_params_file("STOSA.hyper") == "STOSA.hyper"
+    with pytest.raises(RecboleAttnError, match="shipped search space: .*STOSA"):
+        resolve_params_file("elsewhere/STOSA.hyper")
+    with pytest.raises(RecboleAttnError, match="params file not found: NoModel"):
+        resolve_params_file("NoModel")

@@ -83,6 +83,6 @@ def test_unknown_user_and_missing_matplotlib(
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    with pytest.raises(RecboleAttnError, match=r"pip install -e \"\.\[plot\]\""):
+    with pytest.raises(RecboleAttnError, match=r"uv pip install -e \"\.\[plot\]\""):
         plot_attention(path, "u3", str(tmp_path / "png"))
     assert not os.path.exists(tmp_path / "png")

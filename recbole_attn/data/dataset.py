@@ -17,6 +17,8 @@ RecBole's leave-one-out samples, unchanged.
 import torch
 from recbole.data.dataset import SequentialDataset
 
+from recbole_attn.compat import DatasetFixes
+
 from recbole_attn.data.histories import (
     HELDOUT_ATTR,
     HISTORIES_ATTR,
@@ -55,7 +57,7 @@ def last_sample_per_user(interaction, uid_field):
     return last[last >= 0]
 
 
-class AttnSequentialDataset(SequentialDataset):
+class AttnSequentialDataset(DatasetFixes, SequentialDataset):
     """:class:`SequentialDataset` whose training split follows ``training_mode``.
 
     In ``all_position`` mode the training split holds one sample per user (its longest
@@ -63,7 +65,8 @@ class AttnSequentialDataset(SequentialDataset):
     training split carries the users' complete training histories
     (:func:`~recbole_attn.data.histories.training_histories`) and, for the opt-in leak
     ``neg_exclude_heldout`` only, their held-out items
-    (:func:`~recbole_attn.data.histories.heldout_items`).
+    (:func:`~recbole_attn.data.histories.heldout_items`). RecBole 1.2.1's loader gets
+    the fixes it needs on pandas 3 (:class:`~recbole_attn.compat.DatasetFixes`).
     """
 
     def __init__(self, config):
@@ -97,3 +100,21 @@ class AttnSequentialDataset(SequentialDataset):
             keep = last_sample_per_user(train.inter_feat, self.uid_field)
             train.inter_feat = train.inter_feat[keep]
         return datasets
+
+
+def recbole_dataset_class(config):
+    """The dataset class RecBole's ``create_dataset`` would build for a non-sequential
+    model (its ``<Model>Dataset`` if RecBole has one, else by model type), with the fixes of
+    :class:`~recbole_attn.compat.DatasetFixes`. RecBole's ``create_dataset`` itself is
+    never called: it unpickles a saved dataset file whenever one exists."""
+    import importlib
+
+    from recbole.utils import ModelType
+
+    module = importlib.import_module("recbole.data.dataset")
+    name = f"{config['model']}Dataset"
+    if not hasattr(module, name):
+        by_type = {ModelType.KNOWLEDGE: "KnowledgeBasedDataset"}
+        name = by_type.get(config["MODEL_TYPE"], "Dataset")
+    base = getattr(module, name)
+    return type(base.__name__, (DatasetFixes, base), {})

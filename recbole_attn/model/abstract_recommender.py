@@ -209,7 +209,7 @@ class AttnSequentialRecommender(SequentialRecommender):
 
     @staticmethod
     def sampled_loss(pos_score, neg_score, loss_type):
-        """Loss of one positive and one sampled negative score per position: ``BCE``
+        r"""Loss of one positive and one sampled negative score per position: ``BCE``
         (:math:`-\log\sigma(s^+) - \log(1-\sigma(s^-))`, the SASRec and PAtt papers') or
         ``BPR`` (:math:`-\log\sigma(s^+ - s^-)`), averaged over positions."""
         if loss_type == "BPR":

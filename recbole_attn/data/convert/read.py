@@ -1,4 +1,4 @@
-"""Reading raw input for the dataset converters (step 1 of the pipeline, see ``_cli.py``).
+"""Reading raw input for the dataset converters (step 1 of the pipeline, see ``cli.py``).
 
 The format-specific parsers live in their scripts (``seqfile.py``, ``amazon.py``,
 ``movielens.py``, ``anime.py``); what they share is here: the column names of the parsed

@@ -1,4 +1,4 @@
-"""Writing a converted dataset (step 5 of the pipeline, see ``_cli.py``).
+"""Writing a converted dataset (step 5 of the pipeline, see ``cli.py``).
 
 Atomic writing of ``<out>/<name>/<name>.inter``, ``<name>.item`` and ``<name>.yaml``
 (:func:`write_dataset`, :func:`write_atomic`): every file is written to a temporary file in
@@ -18,8 +18,8 @@ from typing import Callable, Dict, Iterable, Mapping, Optional
 import numpy as np
 import pandas as pd
 
-from _clean import Converted
-from _read import (
+from recbole_attn.data.convert.clean import Converted
+from recbole_attn.data.convert.read import (
     BRAND,
     CATEGORIES,
     ITEM,

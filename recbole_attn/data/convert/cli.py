@@ -1,27 +1,25 @@
 """The command line shared by the dataset converters (raw public files -> RecBole atomic
-files).
+files): ``recbole-attn convert <name>``, or ``python dataset_scripts/<name>.py`` in a
+checkout.
 
-Each script in this folder (``amazon.py``, ``seqfile.py``, ``movielens.py``, ``anime.py``)
+Each converter module of this package (``amazon``, ``seqfile``, ``movielens``, ``anime``)
 holds the parsers of its source format and is otherwise a thin command line over the shared
-private modules. The pipeline is the same for every source:
+modules. The pipeline is the same for every source:
 
 1. parse the raw interactions into a table ``user_id, item_id, timestamp[, rating]`` (the
-   script's own parser, with the reading helpers of ``_read.py``; a malformed line raises
+   script's own parser, with the reading helpers of ``read.py``; a malformed line raises
    ``ConversionError`` naming the file and the line, or is counted and skipped with
    ``--skip_bad_lines``);
-2. ``--min_rating`` filter, then chronological order (``_clean.py``);
-3. repeated (user, item) pairs keep only their earliest interaction (``_clean.py``);
-4. k-core filtering on users and items, iterated to a fixed point (``_clean.k_core``);
+2. ``--min_rating`` filter, then chronological order (``clean.py``);
+3. repeated (user, item) pairs keep only their earliest interaction (``clean.py``);
+4. k-core filtering on users and items, iterated to a fixed point (``clean.k_core``);
 5. atomic writing of ``<out>/<name>/<name>.inter``, ``<name>.item`` and ``<name>.yaml``
-   (``_write.py``); an existing dataset is only replaced with ``--overwrite``.
+   (``write.py``); an existing dataset is only replaced with ``--overwrite``.
 
 This module has the options every script takes (:func:`add_common_args`), the one ``main``
 of every script (:func:`convert_main`: options, the early check for an existing dataset, the
 script's reader, conversion, the final write-and-summary step of :func:`finish`) and
 :func:`run_main`, which turns a ``ConversionError`` into ``error: ...`` and exit status 2.
-
-Import from tests or other code by putting this folder on ``sys.path``
-(``sys.path.insert(0, "<repo>/dataset_scripts")``; ``import _cli``).
 """
 
 from __future__ import annotations
@@ -33,11 +31,20 @@ import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
 import pandas as pd
-from _clean import Converted, Options, convert
-from _read import BadLines, ConversionError
-from _write import _check_name, _refuse_existing, summary_text, write_dataset
+from recbole_attn.data.convert.clean import Converted, Options, convert
+from recbole_attn.data.convert.read import BadLines, ConversionError
+from recbole_attn.data.convert.write import (
+    _check_name,
+    _refuse_existing,
+    summary_text,
+    write_dataset,
+)
 
-SCRIPTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+def prog(name: str) -> str:
+    """How converter ``name`` is invoked by default (its usage line and the command the
+    dataset's yaml records)."""
+    return f"recbole-attn convert {name}"
 
 
 def _underscored(arg: str) -> str:
@@ -147,13 +154,13 @@ def finish(
     result: Converted,
     args: argparse.Namespace,
     bad: Optional[BadLines],
-    script: str,
+    prog: str,
     argv: Optional[List[str]] = None,
 ) -> None:
-    """Write the dataset (the yaml records the command) and print the summary."""
+    """Write the dataset (the yaml records the command: ``prog`` and the options) and
+    print the summary."""
     argv = sys.argv[1:] if argv is None else argv
-    script = os.path.join(os.path.basename(SCRIPTS_DIR), os.path.basename(script))
-    command = " ".join(shlex.quote(a) for a in ["python", script, *argv])
+    command = " ".join([prog] + [shlex.quote(str(a)) for a in argv])
     paths = write_dataset(result, args.output_dir, args.name, args.overwrite, command)
     print(f"wrote {', '.join(paths.values())}")
     print(summary_text(result.stats, bad))
@@ -169,7 +176,6 @@ Reader = Callable[
 def convert_main(
     argv: Optional[List[str]],
     parser: argparse.ArgumentParser,
-    script: str,
     read: Reader,
     check: Optional[Callable[[argparse.Namespace], None]] = None,
 ) -> None:
@@ -183,14 +189,14 @@ def convert_main(
     check_fresh(args)
     bad = BadLines(args.skip_bad_lines)
     inter, categories, brands = read(args, bad)
-    finish(convert(inter, categories, brands, options), args, bad, script, argv)
+    finish(convert(inter, categories, brands, options), args, bad, parser.prog, argv)
 
 
-def run_main(main: Callable[[Optional[List[str]]], None], argv=None) -> int:
-    """Run a script's main; a :class:`ConversionError` becomes ``error: ...`` on stderr and
-    exit status 2 (no traceback)."""
+def run_main(main: Callable[..., None], argv=None, prog: Optional[str] = None) -> int:
+    """Run a converter's main; a :class:`ConversionError` becomes ``error: ...`` on
+    stderr and exit status 2 (no traceback)."""
     try:
-        main(argv)
+        main(argv, prog=prog)
     except ConversionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

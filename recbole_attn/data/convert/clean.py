@@ -1,5 +1,5 @@
 """Cleaning and filtering of the parsed interactions (steps 2-4 of the pipeline, see
-``_cli.py``), and the category tokens every parser uses.
+``cli.py``), and the category tokens every parser uses.
 
 :func:`convert` runs the steps on a parsed table ``user_id, item_id, timestamp[, rating]``:
 
@@ -29,7 +29,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from _read import ITEM, RATING, TIME, USER, ConversionError
+from recbole_attn.data.convert.read import ITEM, RATING, TIME, USER, ConversionError
 
 # ------------------------------------------------------------------ category tokens
 
@@ -127,7 +127,7 @@ def item_table(
 
 @dataclass
 class Options:
-    """Filtering options shared by the converters (see ``_cli.add_common_args``)."""
+    """Filtering options shared by the converters (see ``cli.add_common_args``)."""
 
     k: int = 5
     item_k: Optional[int] = None

@@ -1,0 +1,124 @@
+#!/usr/bin/env python
+"""Convert the Kaggle anime recommendations data (``rating.csv`` + ``anime.csv``) to
+RecBole atomic files.
+
+``rating.csv`` has no timestamps: the row number in the file is used as the timestamp (the
+file order is taken as the chronological order). A rating of -1 means "watched without a
+rating"; it is kept as -1 unless ``--min_rating`` drops it. Genres become the categories,
+with inner spaces replaced by ``_`` (``Slice of Life`` -> ``Slice_of_Life``):
+
+    recbole-attn convert anime --ratings rating.csv --anime anime.csv \\
+        --name anime --output_dir dataset
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+from typing import Dict, List, Optional
+
+import pandas as pd
+
+from recbole_attn.data.convert import cli
+from recbole_attn.data.convert.clean import clean_tokens
+from recbole_attn.data.convert.read import (
+    BadLines,
+    ConversionError,
+    _frame,
+    _lines,
+    _to_float,
+)
+from recbole_attn.data.convert.read import open_text
+
+
+def parse_anime_ratings(path: str, bad: Optional[BadLines] = None) -> pd.DataFrame:
+    """Kaggle anime ``rating.csv`` (``user_id,anime_id,rating``; rating -1 = watched
+    without a rating). There are no timestamps: the row number in the file (1, 2, ...)
+    is used as the timestamp, i.e. the file order is taken as the chronological order.
+    """
+    bad = bad or BadLines()
+    rows = []
+    header_seen = False
+    position = 0
+    for lineno, line in _lines(path):
+        parts = [p.strip() for p in line.split(",")]
+        if not header_seen:
+            header_seen = True
+            if parts[:3] != ["user_id", "anime_id", "rating"]:
+                raise ConversionError(
+                    f"{path}, line {lineno}: expected the header "
+                    f"'user_id,anime_id,rating', got {line!r}"
+                )
+            continue
+        position += 1
+        try:
+            if len(parts) != 3 or not (parts[0].isdigit() and parts[1].isdigit()):
+                raise ValueError(f"expected 'user_id,anime_id,rating', got {line!r}")
+            rows.append(
+                (str(int(parts[0])), str(int(parts[1])), position, _to_float(parts[2]))
+            )
+        except ValueError as exc:
+            bad(path, lineno, str(exc))
+    return _frame(rows, with_rating=True)
+
+
+def parse_anime_genres(
+    path: str, bad: Optional[BadLines] = None
+) -> Dict[str, List[str]]:
+    """Kaggle ``anime.csv`` (``anime_id,name,genre,...``; ``genre`` is a quoted,
+    comma-separated list) -> anime -> genre tokens (``Slice of Life`` -> ``Slice_of_Life``).
+    """
+    try:
+        return _anime_genres(path, bad or BadLines())
+    except (UnicodeDecodeError, OSError, EOFError, csv.Error) as exc:
+        raise ConversionError(f"{path}: cannot read: {exc}") from None
+
+
+def _anime_genres(path: str, bad: BadLines) -> Dict[str, List[str]]:
+    genres: Dict[str, List[str]] = {}
+    with open_text(path) as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if not header or "anime_id" not in header or "genre" not in header:
+            raise ConversionError(
+                f"{path}, line 1: expected a header with anime_id and genre columns"
+            )
+        id_col, genre_col = header.index("anime_id"), header.index("genre")
+        lineno = reader.line_num
+        for row in reader:
+            start, lineno = lineno + 1, reader.line_num
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) != len(header) or not row[id_col].strip().isdigit():
+                bad(path, start, f"expected {len(header)} columns with an integer id")
+                continue
+            tokens = clean_tokens(row[genre_col].split(","))
+            if tokens:
+                genres[str(int(row[id_col]))] = tokens
+    return genres
+
+
+def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
+    parser = cli.ConverterParser(prog=prog or cli.prog("anime"), description=__doc__)
+    parser.add_argument("--ratings", required=True, help="rating.csv")
+    parser.add_argument("--anime", help="anime.csv (genres)")
+    cli.add_common_args(parser)
+    return parser
+
+
+def read(args, bad: BadLines):
+    inter = parse_anime_ratings(args.ratings, bad)
+    genres = parse_anime_genres(args.anime, bad) if args.anime else {}
+    return inter, genres, None
+
+
+def main(argv=None, prog: Optional[str] = None) -> None:
+    """Convert (``argv``: the options; ``prog``: how the converter was invoked, for
+    usage lines and the command the dataset's yaml records)."""
+    cli.convert_main(argv, build_parser(prog), read)
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run_main(main, prog=f"python -m {__spec__.name}"))
