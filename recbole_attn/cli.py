@@ -83,7 +83,7 @@ def build_parser(with_models=False, prog=PROG):
     epilog = (_models_text() if with_models else "") + COMMON_OVERRIDES.replace(
         "{prog}", prog
     )
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=prog,
         description=USAGE.replace("{prog}", prog),
         epilog=epilog,
@@ -152,7 +152,12 @@ def build_parser(with_models=False, prog=PROG):
         "--output",
         default=None,
         help="folder of the trial table, best.yaml and result.json "
-        "(default: tune/<model>-<dataset>-<time>)",
+        "(default: a new tune/<model>-<dataset>-<time>-<token>)",
+    )
+    tuning.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="let --output replace the results of an earlier search in that folder",
     )
     return parser
 
@@ -180,27 +185,52 @@ def parse_args(argv, prog=PROG):
     return args, overrides
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with errors of one line (argparse prints its whole usage block first)."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def guarded(command, *args, **kwargs):
+    """Run a command: a :class:`~recbole_attn.errors.RecboleAttnError` becomes one
+    ``error:`` line and its exit status (2; 130 for an interrupted run), a Ctrl-C outside
+    training one line and 130; returns the command's exit status."""
+    from recbole_attn.errors import RecboleAttnError
+
+    try:
+        return command(*args, **kwargs)
+    except RecboleAttnError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_status
+    except KeyboardInterrupt:
+        print("error: interrupted; nothing was saved", file=sys.stderr)
+        return 130
+
+
 def run_main(argv=None, prog=PROG):
     """Train and test (or, with ``--params_file``, search); returns the exit status."""
     args, overrides = parse_args(sys.argv[1:] if argv is None else argv, prog)
-    from recbole_attn.quick_start import RecboleAttnError, run
-
     files = args.config_files.split(",") if args.config_files else None
-    try:
-        if args.params_file:
-            return _tune(args, files, overrides)
-        result = run(
-            args.model,
-            args.dataset,
-            config_file_list=files,
-            config_dict=overrides,
-            verbose=args.verbose,
-        )
-    except RecboleAttnError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    if args.params_file:
+        return guarded(_tune, args, files, overrides)
+    return guarded(_run, args, files, overrides)
+
+
+def _run(args, files, overrides):
+    from recbole_attn.quick_start import run
+
+    result = run(
+        args.model,
+        args.dataset,
+        config_file_list=files,
+        config_dict=overrides,
+        verbose=args.verbose,
+    )
     print(f"best valid: {dict(result['best_valid_result'] or {})}")
     print(f"test: {dict(result['test_result'] or {})}")
+    if result["saved_model_file"]:
+        print(f"model: {result['saved_model_file']}")
     return 0
 
 
@@ -223,6 +253,7 @@ def _tune(args, files, overrides):
         gpus_per_trial=args.gpus_per_trial,
         ray_address=args.ray_address,
         output=args.output,
+        overwrite=args.overwrite,
     )
     out = result["output"]
     print(f"best params: {result['best_params']}")

@@ -18,6 +18,7 @@ import difflib
 import functools
 import glob
 import os
+import re
 
 import yaml
 
@@ -60,33 +61,87 @@ def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _integer(minimum):
-    def check(value):
-        if not _is_int(value) or value < minimum:
-            return f"an integer >= {minimum}"
+class Option:
+    """What a configuration key must hold: :meth:`problem` says what it must be, or None.
+    Models declare theirs in ``options`` (name -> Option), checked by
+    :func:`check_model_options` before any data is loaded."""
 
-    return check
-
-
-def _positive_number(value):
-    if not _is_number(value) or not value > 0:
-        return "a number > 0"
+    def problem(self, value):
+        raise NotImplementedError
 
 
-def _non_negative_number(value):
-    if not _is_number(value) or not value >= 0:
-        return "a number >= 0"
+class OneOf(Option):
+    """One of the given values (e.g. ``OneOf("paper", "official")``); ``hint`` says what
+    they mean."""
+
+    def __init__(self, *values, hint=None):
+        self.values, self.hint = values, hint
+
+    def problem(self, value):
+        if not any(value == v and type(value) is type(v) for v in self.values):
+            return f"one of {list(self.values)}" + (
+                f" ({self.hint})" if self.hint else ""
+            )
 
 
-def _probability(value):
-    if not _is_number(value) or not 0 <= value < 1:
-        return "a probability in [0, 1)"
+class Integer(Option):
+    """An integer ``>= minimum``."""
+
+    def __init__(self, minimum):
+        self.minimum = minimum
+
+    def problem(self, value):
+        if not (_is_int(value) and value >= self.minimum):
+            return f"an integer >= {self.minimum}"
 
 
-def _topk(value):
-    values = value if isinstance(value, (list, tuple)) else [value]
-    if not values or not all(_is_int(k) and k >= 1 for k in values):
-        return "a positive integer or a list of them, e.g. [5, 10, 20]"
+class Number(Option):
+    """A number ``> 0`` (``positive``), ``>= 0`` (``non-negative``), or in ``[0, 1)``
+    (``probability``)."""
+
+    def __init__(self, kind="non-negative"):
+        self.kind = kind
+
+    def problem(self, value):
+        if self.kind == "positive" and not (_is_number(value) and value > 0):
+            return "a number > 0"
+        if self.kind == "non-negative" and not (_is_number(value) and value >= 0):
+            return "a number >= 0"
+        if self.kind == "probability" and not (_is_number(value) and 0 <= value < 1):
+            return "a probability in [0, 1)"
+
+
+class Flag(Option):
+    """True or False."""
+
+    def problem(self, value):
+        if not isinstance(value, bool):
+            return "True or False"
+
+
+class Subset(Option):
+    """A non-empty list of distinct names from the given ones."""
+
+    def __init__(self, *names):
+        self.names = names
+
+    def problem(self, value):
+        values = list(value) if isinstance(value, (list, tuple)) else None
+        if (
+            not values
+            or len(set(values)) != len(values)
+            or not all(v in self.names for v in values)
+        ):
+            return f"a non-empty list of distinct names from {list(self.names)}"
+
+
+class TopK(Option):
+    """A positive integer or a non-empty list of them."""
+
+    def problem(self, value):
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if not values or not all(_is_int(k) and k >= 1 for k in values):
+            return "a positive integer or a list of them, e.g. [5, 10, 20]"
 
 
 #: RecBole's optimizers (``Trainer._build_optimizer``); it falls back to Adam with only a
@@ -94,37 +149,81 @@ def _topk(value):
 LEARNERS = ("adam", "sgd", "adagrad", "rmsprop", "sparse_adam")
 
 
-def _learner(value):
-    if not isinstance(value, str) or value.lower() not in LEARNERS:
-        return f"one of {list(LEARNERS)}"
+class Learner(Option):
+    def problem(self, value):
+        if not isinstance(value, str) or value.lower() not in LEARNERS:
+            return f"one of {list(LEARNERS)}"
 
 
-#: key -> check returning None (valid) or what the value must be. Checked wherever the key
-#: is set and not None; model-specific constraints are checked by each model.
+class EvalArgs(Option):
+    """RecBole's ``eval_args``: ``split`` ``{LS: valid_and_test | valid_only | test_only}``
+    or ``{RS: [ratios]}``, ``order`` RO | TO, ``group_by`` user | none, ``mode`` full |
+    labeled | uni<N> | pop<N> (or one per phase: ``{valid: ..., test: ...}``)."""
+
+    MODE = re.compile(r"^(full|labeled|uni[1-9][0-9]*|pop[1-9][0-9]*)$")
+    LS = ("valid_and_test", "valid_only", "test_only")
+
+    def problem(self, value):
+        if not isinstance(value, dict):
+            return "a dict with split, order, group_by and mode"
+        split = value.get("split")
+        if split is not None and not (
+            isinstance(split, dict)
+            and len(split) == 1
+            and (
+                split.get("LS") in self.LS
+                or (
+                    isinstance(split.get("RS"), (list, tuple))
+                    and all(_is_number(r) and r >= 0 for r in split["RS"])
+                )
+            )
+        ):
+            return (
+                "a dict whose split is {'LS': 'valid_and_test'} (or valid_only, "
+                f"test_only) or {{'RS': [0.8, 0.1, 0.1]}}, got split {split!r}"
+            )
+        if value.get("order") not in (None, "RO", "TO"):
+            return f"a dict whose order is RO or TO, got order {value.get('order')!r}"
+        if value.get("group_by") not in (None, "user", "none"):
+            return "a dict whose group_by is user or none"
+        mode = value.get("mode")
+        modes = mode.values() if isinstance(mode, dict) else [mode]
+        if mode is None or not all(
+            isinstance(m, str) and self.MODE.match(m) for m in modes
+        ):
+            return (
+                "a dict whose mode is full, labeled, uni<N> or pop<N> (N >= 1 sampled "
+                f"negatives, e.g. uni100), got mode {mode!r}"
+            )
+
+
+#: key -> :class:`Option` of the keys every run reads (RecBole's and the pipeline's);
+#: checked wherever the key is set and not None. Models declare theirs (``options``).
 VALUE_RULES = {
-    "epochs": _integer(1),
-    "train_batch_size": _integer(1),
-    "eval_batch_size": _integer(1),
-    "stopping_step": _integer(1),
-    "eval_step": _integer(1),
-    "MAX_ITEM_LIST_LENGTH": _integer(1),
-    "hidden_size": _integer(1),
-    "inner_size": _integer(1),
-    "embedding_size": _integer(1),
-    "n_layers": _integer(0),  # 0: embeddings only (an ablation; tests use it)
-    "num_layers": _integer(1),
-    "n_heads": _integer(1),
-    "worker": _integer(0),
-    "seed": _integer(0),
-    "learning_rate": _positive_number,
-    "layer_norm_eps": _positive_number,
-    "initializer_range": _positive_number,
-    "weight_decay": _non_negative_number,
-    "hidden_dropout_prob": _probability,
-    "attn_dropout_prob": _probability,
-    "dropout_prob": _probability,
-    "topk": _topk,
-    "learner": _learner,
+    "epochs": Integer(1),
+    "train_batch_size": Integer(1),
+    "eval_batch_size": Integer(1),
+    "stopping_step": Integer(1),
+    "eval_step": Integer(1),
+    "MAX_ITEM_LIST_LENGTH": Integer(1),
+    "hidden_size": Integer(1),
+    "inner_size": Integer(1),
+    "embedding_size": Integer(1),
+    "n_layers": Integer(0),  # 0: embeddings only (an ablation; tests use it)
+    "num_layers": Integer(1),
+    "n_heads": Integer(1),
+    "worker": Integer(0),
+    "seed": Integer(0),
+    "learning_rate": Number("positive"),
+    "layer_norm_eps": Number("positive"),
+    "initializer_range": Number("positive"),
+    "weight_decay": Number(),
+    "hidden_dropout_prob": Number("probability"),
+    "attn_dropout_prob": Number("probability"),
+    "dropout_prob": Number("probability"),
+    "topk": TopK(),
+    "learner": Learner(),
+    "eval_args": EvalArgs(),
 }
 
 
@@ -135,6 +234,34 @@ RENAMED_KEYS = {
 }
 
 
+def check_options(config, options):
+    """A :class:`ConfigError` for the first key of ``options`` (name -> :class:`Option`)
+    whose value in ``config`` is set and is not what the option says."""
+    for key, option in options.items():
+        value = config[key] if key in config else None
+        if value is None:
+            continue
+        expected = option.problem(value)
+        if expected:
+            raise ConfigError(
+                f"{key} must be {expected}, got {value!r} (set --{key}=... or {key}: "
+                "in a config file)"
+            )
+
+
+def check_model_options(model_class, config):
+    """The options the model declares (``options`` of its class and base classes, name ->
+    :class:`Option`), then its cross-option rules (``option_rules``: functions of the
+    config returning a message or None), before any data is loaded."""
+    for cls in reversed(model_class.__mro__):
+        check_options(config, vars(cls).get("options", {}))
+    for cls in reversed(model_class.__mro__):
+        for rule in vars(cls).get("option_rules", ()):
+            message = rule(config)
+            if message:
+                raise ConfigError(message)
+
+
 def check_values(config):
     """Raise a :class:`ConfigError` for a renamed key (:data:`RENAMED_KEYS`), for the first
     key of :data:`VALUE_RULES` whose value is invalid (type or range), and for
@@ -142,16 +269,7 @@ def check_values(config):
     for key, instead in RENAMED_KEYS.items():
         if key in config and config[key] is not None:
             raise ConfigError(f"{key} was renamed; write {instead}")
-    for key, rule in VALUE_RULES.items():
-        value = config[key] if key in config else None
-        if value is None:
-            continue
-        expected = rule(value)
-        if expected:
-            raise ConfigError(
-                f"{key} must be {expected}, got {value!r} (set --{key}=... or {key}: "
-                "in a config file)"
-            )
+    check_options(config, VALUE_RULES)
     hidden, heads = (
         config[k] if k in config else None for k in ("hidden_size", "n_heads")
     )

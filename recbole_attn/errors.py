@@ -9,7 +9,16 @@ without importing the pipeline; ``recbole_attn.quick_start`` re-exports them.
 
 
 class RecboleAttnError(Exception):
-    """An error in the user's input, reported without a stack trace by the CLI."""
+    """An error in the user's input, reported without a stack trace by the CLI (one
+    ``error:`` line, exit status :attr:`exit_status`)."""
+
+    exit_status = 2
+
+
+class Interrupted(RecboleAttnError, KeyboardInterrupt):
+    """The user interrupted a run (Ctrl-C); the message says what was saved."""
+
+    exit_status = 130
 
 
 class ConfigError(RecboleAttnError, ValueError):

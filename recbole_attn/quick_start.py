@@ -8,315 +8,55 @@ and cannot load plugin models; these functions resolve our models first and RecB
 built-in models otherwise, so that every comparison goes through one pipeline.
 """
 
-import ast
-import contextlib
 import json
-import logging
 import os
-import sys
-import warnings
 from logging import getLogger
 
-import yaml
-from recbole.config import Config
-from recbole.data import data_preparation
-from recbole.utils import get_model, init_logger, init_seed, set_color
+from recbole.utils import init_seed, set_color
 
 import recbole_attn
-from recbole_attn import compat, config_check, distributed
+from recbole_attn import distributed
 from recbole_attn.compat import load_checkpoint
-from recbole_attn.data.bucketing import bucket_train_dataloader, check_grouping
-from recbole_attn.data.categories import dataset_has_categories
-from recbole_attn.data.dataset import (
-    AttnSequentialDataset,
-    check_training_mode,
-    recbole_dataset_class,
+from recbole_attn.config import (  # noqa: F401  (re-exported: RecBole's quick_start names)
+    AttnConfig,
+    available_models,
+    check_model_training_mode,
+    check_valid_metric,
+    config_files,
+    config_warnings,
+    convert_value,
+    get_model_class,
+    has_categories,
+    implementation_class,
+    known_config_keys,
+    make_config,
+    properties_dir,
 )
+from recbole_attn.data.bucketing import bucket_train_dataloader
+from recbole_attn.data.categories import check_category_field_loads
+from recbole_attn.data.checks import check_atomic_files
+from recbole_attn.data.dataset import AttnSequentialDataset, recbole_dataset_class
 from recbole_attn.data.hints import converter_hint
+from recbole_attn.data.preparation import data_preparation
+from recbole_attn.evaluator.collector import check_metrics_category_field_loads
+from recbole_attn.files import check_writable_folder
 from recbole_attn.errors import (  # noqa: F401  (re-exported)
     CategoryFieldError,
     ConfigError,
     DatasetNotFoundError,
+    Interrupted,
     MetricConfigError,
     RecboleAttnError,
     UnknownModelError,
 )
-from recbole_attn.model import MODELS, AttnSequentialRecommender
-from recbole_attn.trainer import AttnTrainer, data_signature
-
-PROPERTIES_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "properties"
+from recbole_attn.logs import (  # noqa: F401  (re-exported)
+    DETAIL,
+    init_logging,
+    log_file_only,
+    quiet_logging,
+    show_progress,
 )
-
-
-def properties_dir():
-    """The folder of the shipped yaml defaults (source checkout or installed package)."""
-    if os.path.isdir(PROPERTIES_DIR):
-        return PROPERTIES_DIR
-    from importlib.resources import files
-
-    return str(files("recbole_attn.properties"))
-
-
-def has_categories(dataset, data_path):
-    """Whether ``dataset`` (read as RecBole reads it from ``data_path``) has item categories:
-    the ``category_field`` of the dataset yaml we ship (``~`` for a dataset published
-    without categories, as Office) names a column of its ``.item`` file. For planning runs
-    without building the dataset (a model with ``needs_item_categories`` cannot run where
-    this is False)."""
-    dataset_yaml = os.path.join(properties_dir(), "dataset", f"{dataset}.yaml")
-    return dataset_has_categories(dataset, data_path, dataset_yaml)
-
-
-def available_models():
-    """Our model names, then RecBole's sequential models."""
-    import recbole.model.sequential_recommender as seq
-
-    recbole_models = sorted(
-        name
-        for name in dir(seq)
-        if isinstance(getattr(seq, name), type) and name not in MODELS
-    )
-    return list(MODELS), recbole_models
-
-
-def get_model_class(model):
-    """Resolve ``model`` (a name or a class) to a model class: ours first, then RecBole's."""
-    if isinstance(model, type):
-        return model
-    if model in MODELS:
-        return MODELS[model]
-    try:
-        return get_model(model)
-    # RecBole raises ValueError for an unknown name, after trying to import its optional
-    # exlib models (ImportError without lightgbm/xgboost)
-    except (ValueError, AttributeError, ImportError):
-        ours, theirs = available_models()
-        raise UnknownModelError(
-            f"unknown model {model!r}. recbole_attn models: {', '.join(ours)}. "
-            f"RecBole's sequential models also work, e.g. {', '.join(theirs[:8])} "
-            f"(any name from recbole.model)."
-        ) from None
-
-
-def config_files(model_class, dataset, config_file_list=None):
-    """overall.yaml, the model's yaml files (those of its base classes first, so that
-    DPAtt.yaml adds to PAtt.yaml), the dataset's yaml (if we ship one), then the user's.
-    """
-    props = properties_dir()
-    files = [os.path.join(props, "overall.yaml")]
-    names = [("model", cls.__name__) for cls in reversed(model_class.__mro__)]
-    for sub, name in names + [("dataset", dataset)]:
-        path = os.path.join(props, sub, f"{name}.yaml")
-        if os.path.isfile(path):
-            files.append(path)
-    for path in config_file_list or []:
-        if not os.path.isfile(path):
-            raise RecboleAttnError(f"config file not found: {path}")
-        files.append(path)
-    return files
-
-
-class AttnConfig(Config):
-    """RecBole's ``Config`` with two changes:
-
-    * no implicit read of ``sys.argv``: command-line overrides reach it as ``config_dict``
-      (``run_recbole_attn.py`` parses them), so that a program importing recbole_attn is
-      not configured by its own command line;
-    * string values are converted with ``ast.literal_eval`` (numbers, lists, dicts,
-      ``True``/``true``...). RecBole 1.2.1 calls ``eval`` inside a function whose local
-      variables are named ``key``, ``param`` and ``value``, so ``--refinement=value`` became
-      the previous option's value;
-    * ``eval_args`` given in a later file or override updates the earlier one entry by
-      entry (``--eval_args="{'mode': 'uni100'}"`` keeps our leave-one-out ``split`` and
-      ``order``); RecBole replaces the whole dict and then fills the gaps with its own
-      defaults, a random 80/10/10 split, silently;
-    * on numpy 2, the numpy aliases RecBole's code reads are set from numpy 2's names
-      (:func:`recbole_attn.compat.set_numpy_aliases`; RecBole's own method fails there).
-    """
-
-    #: dict-valued keys whose entries later sources update one by one
-    MERGED_KEYS = ("eval_args",)
-
-    def _merge_into(self, merged, source):
-        for key, value in (source or {}).items():
-            if (
-                key in self.MERGED_KEYS
-                and isinstance(value, dict)
-                and isinstance(merged.get(key), dict)
-            ):
-                value = {**merged[key], **value}
-            merged[key] = value
-        return merged
-
-    def _load_config_files(self, file_list):
-        merged = dict()
-        for path in file_list or []:
-            with open(path, "r", encoding="utf-8") as f:
-                self._merge_into(merged, yaml.load(f.read(), Loader=self.yaml_loader))
-        return merged
-
-    def _merge_external_config_dict(self):
-        merged = self._merge_into(dict(), self.file_config_dict)
-        self._merge_into(merged, self.variable_config_dict)
-        self.external_config_dict = self._merge_into(merged, self.cmd_config_dict)
-
-    def _load_cmd_line(self):
-        return dict()
-
-    def compatibility_settings(self):
-        compat.set_numpy_aliases()
-
-    def _init_device(self):
-        # a process of a multi-process run without CUDA: gloo (RecBole: NCCL only)
-        if "local_rank" in self.final_config_dict and distributed.cpu_only(self):
-            distributed.init_cpu_process_group(self)
-        else:
-            super()._init_device()
-
-    def _convert_config_dict(self, config_dict):
-        for key, param in config_dict.items():
-            if isinstance(param, str):
-                config_dict[key] = convert_value(param)
-        return config_dict
-
-
-def convert_value(text):
-    """A command-line or config-dict string as the value it spells: a Python literal,
-    ``true``/``false`` in any case, else the string itself."""
-    try:
-        with warnings.catch_warnings():  # "2in": Python warns while failing to parse it
-            warnings.simplefilter("ignore", SyntaxWarning)
-            return ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return {"true": True, "false": False}.get(text.strip().lower(), text)
-
-
-def implementation_class(model_class, config):
-    """The class whose yaml files configure ``model_class`` (AWRSR: its backbone's)."""
-    implementation = getattr(model_class, "implementation", None)
-    return implementation(config) if implementation is not None else model_class
-
-
-def make_config(model, dataset, config_file_list=None, config_dict=None):
-    """The Config of ``model`` on ``dataset``. A model whose class depends on its
-    configuration (``implementation(config)``, e.g. AWRSR's backbone) gets the yaml files
-    of that class (the backbone's, then its own). Malformed yaml files and invalid values
-    of the common keys are a :class:`ConfigError` (``recbole_attn.config_check``)."""
-    model_class = get_model_class(model)
-    config_check.check_yaml_files(config_files(model_class, dataset, config_file_list))
-
-    def configure(cls):
-        # RecBole converts string values ("64", "[5,10]", "True") as on its command line
-        try:
-            return AttnConfig(
-                model=model_class,
-                dataset=dataset,
-                config_file_list=config_files(cls, dataset, config_file_list),
-                config_dict=dict(config_dict or {}),
-            )
-        except NotImplementedError as err:  # RecBole: an unknown metric name
-            from recbole.evaluator import metric_types
-
-            raise MetricConfigError(
-                f"{err}. Known metrics: {', '.join(sorted(metric_types))} (any case)"
-            ) from None
-        except RecboleAttnError:
-            raise
-        except ValueError as err:  # RecBole's own checks of topk, eval_args, ...
-            raise ConfigError(str(err)) from None
-
-    config = configure(model_class)
-    cls = implementation_class(model_class, config)
-    if cls is not model_class:
-        config = configure(cls)
-    config_check.check_values(config)
-    check_grouping(config)
-    return config
-
-
-def known_config_keys(model_class, config):
-    """The keys a run of ``model_class`` with ``config`` reads: RecBole's, the plugin's and
-    the model's (AWRSR: its backbone's too)."""
-    cls = implementation_class(model_class, config)
-    names = [c.__name__ for c in cls.__mro__] + [model_class.__name__]
-    return config_check.known_keys(names, config_files(cls, config["dataset"]))
-
-
-def config_warnings(config, model_class, config_file_list=None, config_dict=None):
-    """One line per user-given key (files and overrides) that the run does not read."""
-    given = set(config_dict or {})
-    for path in config_file_list or []:
-        given |= config_check.yaml_keys(path)
-    known = known_config_keys(model_class, config)
-    owners = config_check.model_keys(properties_dir())
-    return config_check.unknown_keys(given, known, owners, model_class.__name__)
-
-
-class _ConsoleFilter(logging.Filter):
-    """Keeps records logged with ``extra={"detail": True}`` (the configuration, dataset and
-    model summaries), and RecBole's messages below WARNING while :attr:`quiet` is set
-    (loading the data), out of the console; the log file still gets them."""
-
-    quiet = False
-
-    def filter(self, record):
-        if self.quiet and record.levelno < logging.WARNING:
-            return False
-        return not getattr(record, "detail", False)
-
-
-@contextlib.contextmanager
-def _log_file_only():
-    """RecBole's INFO messages inside the block (dataset and dataloader summaries) go to
-    the log file only, where the console is concise."""
-    filters = [
-        f
-        for handler in logging.getLogger().handlers
-        for f in handler.filters
-        if isinstance(f, _ConsoleFilter)
-    ]
-    for f in filters:
-        f.quiet = True
-    try:
-        yield
-    finally:
-        for f in filters:
-            f.quiet = False
-
-
-def init_logging(config, verbose=False):
-    """RecBole's logger (console + ``log/<model>/...log``); unless ``verbose``, the
-    console gets the run's progress and results and the log file everything. Returns the
-    log file's path (None when logging was configured elsewhere)."""
-    init_logger(config)
-    # RecBole's init_logger calls colorama.init(), which wraps sys.stdout and sys.stderr
-    # once more on every call: after a few hundred runs in one process (an in-process
-    # search) the nested wrappers overflow the stack. Its handler keeps the wrapped stream.
-    import colorama
-
-    colorama.deinit()
-    root = logging.getLogger()
-    path = None
-    for handler in root.handlers:
-        if isinstance(handler, logging.FileHandler):
-            path = getattr(handler, "baseFilename", None)
-        elif isinstance(handler, logging.StreamHandler):
-            for f in [f for f in handler.filters if isinstance(f, _ConsoleFilter)]:
-                handler.removeFilter(f)
-            if not verbose:
-                handler.addFilter(_ConsoleFilter())
-    return path
-
-
-DETAIL = {"detail": True}
-
-
-def show_progress(config):
-    """``show_progress``: a progress bar per epoch; unset (the default) = when the console
-    (stderr) is a terminal; RecBole logs one summary line per epoch in any case."""
-    value = config["show_progress"]
-    return sys.stderr.isatty() if value is None else bool(value)
+from recbole_attn.trainer import AttnTrainer, data_signature
 
 
 def check_dataset_exists(config):
@@ -328,51 +68,36 @@ def check_dataset_exists(config):
         names = [f"{dataset}.{part}.inter" for part in config["benchmark_filename"]]
     missing = [n for n in names if not os.path.isfile(os.path.join(data_path, n))]
     if missing:
+        hint = converter_hint(dataset, os.path.dirname(os.path.normpath(data_path)))
         raise DatasetNotFoundError(
             f"dataset {dataset!r} not found: no {', '.join(missing)} in "
-            f"{os.path.abspath(data_path)}.\nCreate it with:\n  "
-            f"{converter_hint(dataset, os.path.dirname(os.path.normpath(data_path)))}\n"
-            "or point --data_path to the folder that contains the "
-            f"'{dataset}/' directory."
+            f"{os.path.abspath(data_path)}; create it with: {hint}; or point "
+            f"--data_path to the folder that holds {dataset}/"
         )
 
 
-def check_valid_metric(config):
-    """``valid_metric`` must be one of the computed metrics, at one of the ``topk`` cutoffs
-    (RecBole only finds out after the first epoch, with a KeyError)."""
-    valid = config["valid_metric"]
-    name, _, cutoff = valid.partition("@")
-    metrics = [m.lower() for m in config["metrics"]]
-    if name.lower() not in metrics:
-        raise MetricConfigError(
-            f"valid_metric {valid!r} is not computed: metrics are {config['metrics']}. "
-            f"Add {name} to metrics or choose another --valid_metric."
-        )
-    if cutoff and (not cutoff.isdigit() or int(cutoff) not in config["topk"]):
-        raise MetricConfigError(
-            f"valid_metric {valid!r} needs the cutoff {cutoff} in topk {config['topk']}. "
-            f"Add it to topk or choose another --valid_metric."
-        )
+def check_before_loading(config, model_class):
+    """Everything about a run that can be checked before its data loads, so that a bad
+    value, a broken file or a folder that cannot be written fails in seconds, not after
+    an epoch: the validation metric, the dataset's files (:func:`check_dataset_exists`,
+    :func:`~recbole_attn.data.checks.check_atomic_files`), the category field the model
+    or the metrics need, and the checkpoint folder."""
+    from recbole.utils import ModelType
 
-
-def check_model_training_mode(config, model_class=None):
-    """``training_mode``, checked against the model: only recbole_attn's models put a loss
-    at every position, so any other model (RecBole's SASRec, GRU4Rec, ...) needs
-    ``last_position`` (RecBole's prefix samples)."""
-    mode = check_training_mode(config)
-    if (
-        model_class is not None
-        and mode == "all_position"
-        and not issubclass(model_class, AttnSequentialRecommender)
-    ):
+    check_valid_metric(config)
+    check_dataset_exists(config)
+    sequential = config["MODEL_TYPE"] == ModelType.SEQUENTIAL
+    if sequential:
+        check_model_training_mode(config, model_class)
+    check_atomic_files(config, sequential)
+    cls = implementation_class(model_class, config)
+    if getattr(cls, "needs_item_categories", False):
         name = model_class.__name__
-        raise ConfigError(
-            f"{name} is not a recbole_attn model: it trains on RecBole's prefix samples "
-            "with a loss at the last position only, so training_mode: all_position would "
-            f"silently train it on one sample per user. Use training_mode: last_position "
-            f"with {name}, or the all-position SASRec of this package, SASRecAP."
+        check_category_field_loads(
+            config, f"{name} needs", "use a model that needs no categories (PAtt)"
         )
-    return mode
+    check_metrics_category_field_loads(config)
+    check_writable_folder(config["checkpoint_dir"], "checkpoint_dir")
 
 
 def create_dataset(config, model_class=None):
@@ -393,8 +118,8 @@ def build(model, dataset, config_file_list=None, config_dict=None, verbose=False
     configuration, dataset and model summaries go to the log file (and to the console
     with ``verbose``)."""
     config = make_config(model, dataset, config_file_list, config_dict)
-    check_valid_metric(config)
     model_class = get_model_class(model)
+    check_before_loading(config, model_class)
     init_seed(config["seed"], config["reproducibility"])
     log_file = init_logging(config, verbose)
     logger = getLogger()
@@ -407,7 +132,7 @@ def build(model, dataset, config_file_list=None, config_dict=None, verbose=False
         logger.warning(message)
     logger.info(config, extra=DETAIL)
 
-    with _log_file_only():
+    with log_file_only():
         data = create_dataset(config, model_class)
         logger.info(data)
         recbole_attn.validate_dataset(config, data)
@@ -419,6 +144,71 @@ def build(model, dataset, config_file_list=None, config_dict=None, verbose=False
         logger.info(net)
     trainer = AttnTrainer(config, net, data=data_signature(data))
     return config, net, trainer, (train_data, valid_data, test_data)
+
+
+def train_and_evaluate(
+    config,
+    trainer,
+    train_data,
+    valid_data,
+    test_data=None,
+    saved=True,
+    show_progress=False,
+    callback=None,
+    verbose=True,
+):
+    """The training loop of every run, search trial and experiment: fit on ``train_data``
+    with validation after every evaluation step (early stopping on ``valid_metric``; the
+    best model saved when ``saved``), then, given ``test_data``, one test evaluation of
+    the best model (of the last one without ``saved``). ``callback(epoch, valid_score)``
+    after every evaluation. A Ctrl-C is an :class:`~recbole_attn.errors.Interrupted` that
+    says what was saved and how to resume.
+
+    Returns:
+        dict: ``best_valid_score``, ``valid_score_bigger``, ``best_valid_result``,
+        ``test_result`` (None without ``test_data``), ``saved_model_file`` (None without
+        ``saved``), ``epochs`` (the epochs trained, resumed ones included) and
+        ``stop_reason``.
+    """
+    evaluated = []
+
+    def on_evaluated(epoch, valid_score):
+        evaluated.append(epoch)
+        if callback is not None:
+            callback(epoch, valid_score)
+
+    try:
+        best_valid_score, best_valid_result = trainer.fit(
+            train_data,
+            valid_data,
+            verbose=verbose,
+            saved=saved,
+            show_progress=show_progress,
+            callback_fn=on_evaluated,
+        )
+        test_result = None
+        if test_data is not None:
+            test_result = trainer.evaluate(
+                test_data, load_best_model=saved, show_progress=show_progress
+            )
+    except KeyboardInterrupt:
+        epoch = "" if trainer.epoch is None else f" in epoch {trainer.epoch}"
+        raise Interrupted(f"interrupted{epoch}; {trainer.saved_state_text()}") from None
+    epochs = (evaluated[-1] + 1) if evaluated else trainer.start_epoch
+    early = epochs < config["epochs"]
+    return {
+        "best_valid_score": best_valid_score,
+        "valid_score_bigger": config["valid_metric_bigger"],
+        "best_valid_result": best_valid_result,
+        "test_result": test_result,
+        "saved_model_file": trainer.saved_model_file if saved else None,
+        "epochs": epochs,
+        "stop_reason": (
+            f"early stopping (stopping_step {config['stopping_step']})"
+            if early
+            else "all epochs"
+        ),
+    }
 
 
 def run(
@@ -446,8 +236,7 @@ def run(
     several processes (torch DDP; ``recbole_attn.distributed``); the result is process 0's.
 
     Returns:
-        dict: ``best_valid_score``, ``valid_score_bigger``, ``best_valid_result``,
-        ``test_result``.
+        dict: :func:`train_and_evaluate`'s.
     """
     options, rest = distributed.distributed_options(config_dict)
     if options and "local_rank" not in rest:  # start the processes; each runs this
@@ -470,29 +259,32 @@ def run(
     config, net, trainer, (train_data, valid_data, test_data) = build(
         model, dataset, config_file_list, config_dict, verbose=verbose
     )
-    resume_checkpoint = resume_checkpoint or config["resume_checkpoint"]
-    if resume_checkpoint:
-        trainer.resume_checkpoint(resume_checkpoint)
-    progress = show_progress(config)
-    best_valid_score, best_valid_result = trainer.fit(
-        train_data, valid_data, saved=saved, show_progress=progress
-    )
-    test_result = trainer.evaluate(
-        test_data, load_best_model=saved, show_progress=progress
-    )
+    try:
+        resume_checkpoint = resume_checkpoint or config["resume_checkpoint"]
+        if resume_checkpoint:
+            trainer.resume_checkpoint(resume_checkpoint)
+        result = train_and_evaluate(
+            config,
+            trainer,
+            train_data,
+            valid_data,
+            test_data,
+            saved=saved,
+            show_progress=show_progress(config),
+        )
+    finally:
+        trainer.release()  # the claimed model file, if nothing was saved into it
     logger = getLogger()
     # the CLI prints both; the log file keeps them
     logger.info(
-        set_color("best valid ", "yellow") + f": {best_valid_result}", extra=DETAIL
+        set_color("best valid ", "yellow") + f": {result['best_valid_result']}",
+        extra=DETAIL,
     )
-    logger.info(set_color("test result", "yellow") + f": {test_result}", extra=DETAIL)
-    return {
-        "best_valid_score": best_valid_score,
-        "valid_score_bigger": config["valid_metric_bigger"],
-        "best_valid_result": best_valid_result,
-        "test_result": test_result,
-        "saved_model_file": trainer.saved_model_file if saved else None,
-    }
+    logger.info(
+        set_color("test result", "yellow") + f": {result['test_result']}",
+        extra=DETAIL,
+    )
+    return result
 
 
 def load_data_and_model(model_file, config_dict=None):
@@ -511,12 +303,7 @@ def load_data_and_model(model_file, config_dict=None):
         checkpoint["model"], checkpoint["dataset"], config_dict=overrides
     )
     # checks the data the checkpoint was trained on; trainer.evaluate(test_data) then
-    # reloads this file (the trainer's own new file name does not exist)
+    # reloads this file
     trainer.load_model_file(model_file)
-    trainer.saved_model_file = str(model_file)
+    trainer.use_model_file(model_file)
     return config, net, trainer, data
-
-
-def quiet_logging():
-    """Silence RecBole's console output (tests, tuning)."""
-    logging.getLogger().setLevel(logging.ERROR)

@@ -6,6 +6,10 @@ recbole_attn.trainer
 
 * weights-only checkpoints (docs/environment.md): the best model is saved as plain tensors and numbers
   and reloaded with ``torch.load(weights_only=True)``;
+* run files no other run can take: the best model goes to
+  ``<checkpoint_dir>/<model>-<time>-<token>.pth``, claimed by exclusive creation when the
+  trainer is built (RecBole's ``<model>-<time>.pth`` is shared by runs started in the
+  same second), and a run only ever reloads the file it wrote;
 * resumable training: after every evaluation the full training state (model, optimizer,
   early-stopping state, RNG states of torch and of the training dataloader) is written to
   ``<saved_model_file>-last.pth``; ``resume_checkpoint(path)`` continues from it and gives the
@@ -28,9 +32,14 @@ from torch.nn.parallel import DistributedDataParallel
 from recbole_attn import distributed
 from recbole_attn.compat import CheckpointError, load_checkpoint, save_checkpoint
 from recbole_attn.evaluator.collector import CategoryCollector
-from recbole_attn.errors import ConfigError
+from recbole_attn.errors import ConfigError, RecboleAttnError
+from recbole_attn.files import claim_file, release_if_empty, run_stem
 
 CHECKPOINT_FORMAT = "recbole_attn-checkpoint-1"
+
+
+class TrainingError(RecboleAttnError, RuntimeError):
+    """Training cannot go on (a non-finite loss); the message says what to change."""
 
 
 def _plain_result(result):
@@ -45,6 +54,25 @@ def data_signature(dataset):
         "n_users": int(dataset.user_num),
         "n_items": int(dataset.item_num),
     }
+
+
+def _shape_differences(saved, current):
+    """The parameters whose shapes differ (or that only one side has), a few of them."""
+    lines = []
+    for key in sorted(set(saved) | set(current)):
+        a, b = saved.get(key), current.get(key)
+        if a is None or b is None:
+            lines.append(f"{key} {'only in the checkpoint' if b is None else 'is new'}")
+        elif tuple(a.shape) != tuple(b.shape):
+            lines.append(f"{key} is {list(a.shape)} there, {list(b.shape)} here")
+    return "; ".join(lines[:3]) + ("; ..." if len(lines) > 3 else "")
+
+
+def _options_text(checkpoint):
+    """The options a checkpoint's run was given (its user-given configuration)."""
+    given = json.loads(checkpoint.get("external_config_json") or "{}")
+    shown = {k: v for k, v in given.items() if k not in ("data_path", "checkpoint_dir")}
+    return ", ".join(f"{k}={v}" for k, v in sorted(shown.items())) or "the defaults"
 
 
 def _describe(signature):
@@ -71,7 +99,12 @@ class AttnTrainer(Trainer):
             self.distributed_model = DistributedDataParallel(self.model)
         else:
             super().__init__(config, model)
-        # one file name for every process (RecBole's names hold each process's clock)
+        # a name no concurrent run can take, claimed by process 0 and shared by every
+        # process (RecBole's name holds the second of each process's clock)
+        if distributed.is_main_process(config):
+            self.saved_model_file = claim_file(
+                self.checkpoint_dir, run_stem(config["model"]), ".pth"
+            )
         self.saved_model_file = distributed.broadcast(self.saved_model_file, config)
         self.data_signature = data
         # collects the item->category table for CC / ILD / F1 (recbole_attn.evaluator)
@@ -81,6 +114,8 @@ class AttnTrainer(Trainer):
         self._train_generator = None
         self._pending_generator_state = None
         self.last_valid_result = None
+        self.epoch = None  # the epoch being trained
+        self.resume_epoch = None  # the epoch whose state the resume file holds
 
     # ------------------------------------------------------------------ checkpoints
     def _state(self, epoch):
@@ -119,6 +154,7 @@ class AttnTrainer(Trainer):
         if self._train_generator is not None:
             state["rng_train_dataloader"] = self._train_generator.get_state()
         save_checkpoint(state, self.resume_file)
+        self.resume_epoch = epoch
 
     def load_model_file(self, path):
         """Load the model weights of checkpoint ``path`` (its model and data checked
@@ -136,9 +172,28 @@ class AttnTrainer(Trainer):
                 f"{_describe(current)}; pass --dataset={saved['dataset']} (and its "
                 "--data_path), or train a new model on this data"
             )
-        self.model.load_state_dict(checkpoint["state_dict"])
+        try:
+            self.model.load_state_dict(checkpoint["state_dict"])
+        except RuntimeError:
+            raise CheckpointError(
+                f"checkpoint {path} does not fit this model: "
+                f"{_shape_differences(checkpoint['state_dict'], self.model.state_dict())}"
+                f". It was trained with {_options_text(checkpoint)}; pass the same "
+                "model options (or train a new model with these)"
+            ) from None
         self.model.load_other_parameter(checkpoint.get("other_parameter"))
         return checkpoint
+
+    def use_model_file(self, path):
+        """Make ``path`` (a checkpoint written by an earlier run) this trainer's model
+        file; the file this trainer claimed is released if nothing was written to it."""
+        if str(path) != self.saved_model_file:
+            release_if_empty(self.saved_model_file)
+        self.saved_model_file = str(path)
+
+    def release(self):
+        """Remove this trainer's claimed model file if no model was saved into it."""
+        release_if_empty(self.saved_model_file)
 
     def resume_checkpoint(self, resume_file):
         """Continue training from a checkpoint written by this trainer.
@@ -151,7 +206,7 @@ class AttnTrainer(Trainer):
         self.cur_step = checkpoint["cur_step"]
         self.best_valid_score = checkpoint["best_valid_score"]
         self.best_valid_result = checkpoint.get("best_valid_result")
-        self.saved_model_file = checkpoint.get("saved_model_file", str(resume_file))
+        self.use_model_file(checkpoint.get("saved_model_file", str(resume_file)))
         self.resume_file = str(resume_file)
         self.optimizer.load_state_dict(checkpoint["optimizer"])
         if "rng_torch" in checkpoint:
@@ -195,6 +250,29 @@ class AttnTrainer(Trainer):
             saved=saved,
             show_progress=show_progress,
             callback_fn=on_evaluated,
+        )
+
+    def _train_epoch(self, train_data, epoch_idx, *args, **kwargs):
+        self.epoch = epoch_idx
+        return super()._train_epoch(train_data, epoch_idx, *args, **kwargs)
+
+    def _check_nan(self, loss):
+        """A non-finite training loss stops the run with what to change (RecBole raises
+        a ValueError for NaN only)."""
+        if not bool(torch.isfinite(loss).all()):
+            raise TrainingError(
+                f"the training loss became {float(loss)} in epoch {self.epoch} "
+                f"(learning_rate {self.config['learning_rate']}): lower --learning_rate "
+                f"(or check the data); {self.saved_state_text()}"
+            )
+
+    def saved_state_text(self):
+        """What an interrupted or failed run leaves to resume from."""
+        if self.resume_epoch is None:
+            return "nothing was saved (no evaluation had finished)"
+        return (
+            f"the state after epoch {self.resume_epoch} is saved: resume with "
+            f"--resume_checkpoint={self.resume_file}"
         )
 
     # ------------------------------------------------------------------ evaluation

@@ -42,12 +42,16 @@ from dataclasses import dataclass, field
 import yaml
 
 from recbole_attn.errors import RecboleAttnError
+from recbole_attn.files import claim_folder, refuse_existing, run_stem
 
 #: per-trial keys that must be absolute because Ray runs each trial in its own directory
 PATH_KEYS = ("data_path", "checkpoint_dir")
 ALGOS = ("random", "bayes", "exhaustive")
 SCHEDULERS = ("fifo", "asha")
 TOOLS = ("ray", "hyperopt")
+#: what a search writes into its output folder (an earlier search's are never replaced
+#: without ``overwrite``)
+OUTPUTS = ("trials.csv", "trials.md", "best.yaml", "result.json", "saved", "ray")
 #: written by a trial that ran to its end (all epochs or early stopping); a Ray trial
 #: without it was stopped by the scheduler
 STATUS_FILE = "trial_status.json"
@@ -240,16 +244,14 @@ def train_trial(params, model, dataset, config_file_list, config_dict, report=No
     """Train one configuration, validating after every evaluation; never touches the test
     split. ``report(epoch, valid_score, best_valid_score, metrics, saved_model_file)`` is
     called after every evaluation. Returns the trial's summary."""
-    from recbole_attn.quick_start import build
+    from recbole_attn.quick_start import build, train_and_evaluate
 
     config_dict = {**(config_dict or {}), **_plain(params)}
     config, _, trainer, (train_data, valid_data, _) = build(
         model, dataset, config_file_list, config_dict
     )
-    epochs = []
 
     def on_evaluated(epoch_idx, valid_score):
-        epochs.append(epoch_idx)
         if report is not None:
             metrics = {k: float(v) for k, v in trainer.last_valid_result.items()}
             report(
@@ -260,20 +262,14 @@ def train_trial(params, model, dataset, config_file_list, config_dict, report=No
                 trainer.saved_model_file,
             )
 
-    best_valid_score, _ = trainer.fit(
-        train_data, valid_data, verbose=False, callback_fn=on_evaluated
+    result = train_and_evaluate(
+        config, trainer, train_data, valid_data, callback=on_evaluated, verbose=False
     )
-    ran = (epochs[-1] + 1) if epochs else 0
-    stopped_early = ran < config["epochs"]
     summary = {
-        "best_valid_score": float(best_valid_score),
-        "epochs": ran,
-        "stop_reason": (
-            f"early stopping (stopping_step {config['stopping_step']})"
-            if stopped_early
-            else "all epochs"
-        ),
-        "saved_model_file": trainer.saved_model_file,
+        "best_valid_score": float(result["best_valid_score"]),
+        "epochs": result["epochs"],
+        "stop_reason": result["stop_reason"],
+        "saved_model_file": result["saved_model_file"],
     }
     with open(os.path.join(config["checkpoint_dir"], STATUS_FILE), "w") as f:
         json.dump(summary, f)
@@ -585,6 +581,7 @@ def tune_model(
     storage_path=None,
     num_cpus=None,
     echo=None,
+    overwrite=False,
 ):
     """Search hyperparameters of ``model`` on ``dataset``; select on validation, test once.
 
@@ -603,7 +600,8 @@ def tune_model(
         cpus_per_trial, gpus_per_trial: Ray resources of one trial (GPUs set use_gpu).
         ray_address (str): ``auto`` or ``HOST:PORT`` of an existing Ray cluster.
         output (str): folder of the trial table (CSV, markdown), ``best.yaml`` and
-            ``result.json`` (default ``tune/<model>-<dataset>-<time>/``).
+            ``result.json`` (default: a new ``tune/<model>-<dataset>-<time>-<token>/``);
+            one holding an earlier search's results is refused unless ``overwrite``.
         echo (callable): receives one progress line per finished trial (default: print).
 
     Returns:
@@ -663,11 +661,20 @@ def tune_model(
     if tool == "ray":
         check_ray_address(ray_address)
 
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    output = os.path.abspath(
-        output or os.path.join("tune", f"{model_class.__name__}-{dataset}-{stamp}")
-    )
-    os.makedirs(output, exist_ok=True)
+    if output:
+        output = os.path.abspath(output)
+        refuse_existing(
+            [os.path.join(output, name) for name in OUTPUTS],
+            f"the search's output {output}",
+            overwrite,
+        )
+        os.makedirs(output, exist_ok=True)
+    else:  # a new folder no concurrent search can take
+        output = claim_folder(
+            os.path.abspath(
+                os.path.join("tune", run_stem(model_class.__name__, dataset))
+            )
+        )
     overrides.setdefault("checkpoint_dir", os.path.join(output, "saved"))
     options = {
         "num_samples": int(num_samples),

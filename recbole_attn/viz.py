@@ -27,6 +27,7 @@ import sys
 
 
 from recbole_attn.errors import RecboleAttnError
+from recbole_attn.files import refuse_existing
 
 #: architecture keys copied from a RecBole SASRec configuration into SASRecAP's
 _SASREC_KEYS = (
@@ -151,18 +152,39 @@ def attention_maps(model_file, user, positions=15, label_field=None, config_dict
 
 
 def plot_attention(
-    model_file, user, output, positions=15, label_field=None, config_dict=None
+    model_file,
+    user,
+    output,
+    positions=15,
+    label_field=None,
+    config_dict=None,
+    overwrite=False,
 ):
     """Write one PNG per layer and head (``A`` and ``B`` side by side for refined models)
-    into ``output``; returns the paths."""
+    into the folder ``output``, named ``<checkpoint>_user<u>_layer<l>_head<h>.png``;
+    existing files are replaced only with ``overwrite``. Returns the paths."""
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise RecboleAttnError(
+            f"--output {output} is a file; the heatmaps go into a folder: give a folder"
+        )
     plt = _matplotlib()
     result = attention_maps(model_file, user, positions, label_field, config_dict)
-    os.makedirs(output, exist_ok=True)
     labels, maps = result["labels"], result["maps"]
     names = list(maps)
+    stem = os.path.splitext(os.path.basename(str(model_file)))[0]
+    layers = range(len(maps["A"]))
+    files = {
+        (layer, head): os.path.join(
+            output, f"{stem}_user{result['user']}_layer{layer + 1}_head{head + 1}.png"
+        )
+        for layer in layers
+        for head in range(maps["A"][layer].shape[0])
+    }
+    refuse_existing(files.values(), "the heatmaps", overwrite)
+    os.makedirs(output, exist_ok=True)
     paths = []
     size = 1.0 + 0.35 * len(labels)
-    for layer in range(len(maps["A"])):
+    for layer in layers:
         for head in range(maps["A"][layer].shape[0]):
             fig, axes = plt.subplots(
                 1, len(names), figsize=(size * len(names) + 1.5, size), squeeze=False
@@ -183,11 +205,7 @@ def plot_attention(
                 ax.set_title(title, fontsize=8)
                 fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
             fig.tight_layout()
-            path = os.path.join(
-                output,
-                f"{result['model']}_user{result['user']}_layer{layer + 1}"
-                f"_head{head + 1}.png",
-            )
+            path = files[layer, head]
             fig.savefig(path, dpi=100)
             plt.close(fig)
             paths.append(path)
@@ -195,7 +213,9 @@ def plot_attention(
 
 
 def main(argv=None, prog=None):
-    parser = argparse.ArgumentParser(
+    from recbole_attn.cli import OneLineParser, guarded
+
+    parser = OneLineParser(
         prog=prog,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -211,16 +231,24 @@ def main(argv=None, prog=None):
         default=None,
         help="item field for the axis labels (default: ids)",
     )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace heatmaps already in --output"
+    )
     args = parser.parse_args(argv)
-    try:
+
+    def draw():
         paths = plot_attention(
-            args.model_file, args.user, args.output, args.positions, args.label_field
+            args.model_file,
+            args.user,
+            args.output,
+            args.positions,
+            args.label_field,
+            overwrite=args.overwrite,
         )
-    except RecboleAttnError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print("\n".join(paths))
-    return 0
+        print("\n".join(paths))
+        return 0
+
+    return guarded(draw)
 
 
 if __name__ == "__main__":

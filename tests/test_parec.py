@@ -111,7 +111,7 @@ def test_bad_options_are_clear_errors(tiny_config):
         _build("PARec", {**tiny_config, "ffn_placement": "end"})
     with pytest.raises(ValueError, match="positional_pattern must be one of"):
         _build("PARec", {**tiny_config, "positional_pattern": "cosine"})
-    with pytest.raises(ValueError, match="factor_k must be a positive integer"):
+    with pytest.raises(ValueError, match="factor_k must be an integer >= 1"):
         _build("FPARec", {**tiny_config, "factor_k": 0})
 
 

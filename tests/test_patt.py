@@ -408,7 +408,7 @@ def test_bad_configs_raise(tiny_config):
         ValueError, match="DPAtt needs the item category field 'categories'"
     ):
         build_model(tiny_config | FAST_DPATT, "DPAtt", dataset="tiny_nocat")
-    with pytest.raises(ValueError, match="dpp_k must be 2"):
+    with pytest.raises(ValueError, match=r"dpp_k must be one of \[2, 3\]"):
         build_model(tiny_config | {"dpp_k": 4}, "PAtt")
     with pytest.raises(ValueError, match="MAX_ITEM_LIST_LENGTH"):
         build_model(tiny_config | {"dpp_k": 3, "MAX_ITEM_LIST_LENGTH": 2}, "PAtt")

@@ -1,8 +1,6 @@
 """Pipeline, training modes, checkpoints, resume, reproducibility and CLI (issue 2)."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -212,12 +210,16 @@ def test_cli_missing_dataset(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize(
     "model, override, message",
     [
-        ("PAtt", "--dpp_k=4", "dpp_k must be 2"),
+        ("PAtt", "--dpp_k=4", "dpp_k must be one of [2, 3] (2: PAtt^2, pairs"),
         ("SASRecAP", "--loss_type=MSE", "loss_type"),
-        ("STOSA", "--loss_type=CE", "set loss_type: BPR"),
+        ("STOSA", "--loss_type=CE", "loss_type must be one of ['BPR'] (STOSA is"),
         ("SASRecAP", "--training_mode=every_position", "training_mode must be"),
         ("PAtt", "--dpp_k=3 --MAX_ITEM_LIST_LENGTH=2", "raise MAX_ITEM_LIST_LENGTH"),
         ("DPAtt", "--dataset=tiny_nocat", "DPAtt needs the item category field"),
+        ("PAtt", "--dpp_triple_samples=4", "only dpp_k: 3 has"),
+        ("RKSA", "--kernels=['count','cooc']", "kernels must be a non-empty list"),
+        ("AWRSR", "--refinement=stoc", "use it with backbone: STOSA"),
+        ("FPARec", "--positional_pattern=linear", "use PARec for fixed patterns"),
         ("SASRec", "--training_mode=all_position", "not a recbole_attn model"),
         ("SASRecAP", "--position_alignment=right", "position_alignment must be"),
     ],

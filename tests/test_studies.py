@@ -4,7 +4,6 @@ option (a run's best model scored under another ranking)."""
 import argparse
 import json
 import os
-import sys
 
 import pytest
 

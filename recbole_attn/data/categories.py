@@ -88,8 +88,8 @@ def _missing_field_hint(config, field, alternative):
     if columns is None:
         return (
             f"the dataset has no item file ({path}). Write one with a token_seq "
-            f"category column ('{item_fields}:token' and '{field}:token_seq'; the "
-            "converters in dataset_scripts/ do this when given category data), or "
+            f"category column ('{item_fields}:token' and '{field}:token_seq'; "
+            "recbole-attn convert does this when given category data), or "
             f"{alternative}."
         )
     names = [c.split(":")[0] for c in columns]
@@ -118,6 +118,43 @@ def _missing_field_hint(config, field, alternative):
         "check load_col / unload_col and the item file's header; the field was not "
         "loaded"
     )
+
+
+def check_category_field_loads(config, who, alternative):
+    """Before the dataset loads: the ``category_field`` will be loaded as a ``token_seq``
+    item feature (it is a ``token_seq`` column of the ``.item`` file, and ``load_col`` /
+    ``unload_col`` keep it), or a :class:`CategoryFieldError` saying what to change.
+    (:func:`check_category_field` checks the loaded dataset.)"""
+    field = category_field_name(config)
+    columns, _ = _item_file_columns(config)
+    types = dict(c.split(":", 1) for c in columns or [] if ":" in c)
+    load_col = config["load_col"]
+    unload_col = config["unload_col"] or {}
+    loads = (
+        field in types
+        and not (
+            isinstance(load_col, dict) and field not in (load_col.get("item") or [])
+        )
+        and not (
+            isinstance(unload_col, dict) and field in (unload_col.get("item") or [])
+        )
+    )
+    if not loads:
+        inter = os.path.join(config["data_path"] or "", f"{config['dataset']}.inter")
+        inter_columns = _header_columns(inter) if os.path.isfile(inter) else []
+        raise CategoryFieldError(
+            f"{who} the item category field {field!r} (category_field), but dataset "
+            f"{config['dataset']!r} will not load it (its interaction fields: "
+            f"{[c.split(':')[0] for c in inter_columns]}). To fix: "
+            + _missing_field_hint(config, field, alternative)
+        )
+    if types[field] != "token_seq":
+        raise CategoryFieldError(
+            f"category_field {field!r} has type {types[field]}; {who} a token_seq field "
+            f"(declare the column as '{field}:token_seq' in the .item header; one "
+            "category per item is fine)"
+        )
+    return field
 
 
 def check_category_field(config, dataset, who, alternative):

@@ -18,6 +18,7 @@ import torch
 from recbole.data.dataset import SequentialDataset
 
 from recbole_attn.compat import DatasetFixes
+from recbole_attn.data.checks import CheckedDataset
 
 from recbole_attn.data.histories import (
     HELDOUT_ATTR,
@@ -57,7 +58,7 @@ def last_sample_per_user(interaction, uid_field):
     return last[last >= 0]
 
 
-class AttnSequentialDataset(DatasetFixes, SequentialDataset):
+class AttnSequentialDataset(CheckedDataset, DatasetFixes, SequentialDataset):
     """:class:`SequentialDataset` whose training split follows ``training_mode``.
 
     In ``all_position`` mode the training split holds one sample per user (its longest
@@ -66,7 +67,9 @@ class AttnSequentialDataset(DatasetFixes, SequentialDataset):
     (:func:`~recbole_attn.data.histories.training_histories`) and, for the opt-in leak
     ``neg_exclude_heldout`` only, their held-out items
     (:func:`~recbole_attn.data.histories.heldout_items`). RecBole 1.2.1's loader gets
-    the fixes it needs on pandas 3 (:class:`~recbole_attn.compat.DatasetFixes`).
+    the fixes it needs on pandas 3 (:class:`~recbole_attn.compat.DatasetFixes`), and
+    repeated interactions are handled and counted
+    (:class:`~recbole_attn.data.checks.CheckedDataset`).
     """
 
     def __init__(self, config):
@@ -105,7 +108,8 @@ class AttnSequentialDataset(DatasetFixes, SequentialDataset):
 def recbole_dataset_class(config):
     """The dataset class RecBole's ``create_dataset`` would build for a non-sequential
     model (its ``<Model>Dataset`` if RecBole has one, else by model type), with the fixes of
-    :class:`~recbole_attn.compat.DatasetFixes`. RecBole's ``create_dataset`` itself is
+    :class:`~recbole_attn.compat.DatasetFixes` and the checks of
+    :class:`~recbole_attn.data.checks.CheckedDataset`. RecBole's ``create_dataset`` itself is
     never called: it unpickles a saved dataset file whenever one exists."""
     import importlib
 
@@ -117,4 +121,4 @@ def recbole_dataset_class(config):
         by_type = {ModelType.KNOWLEDGE: "KnowledgeBasedDataset"}
         name = by_type.get(config["MODEL_TYPE"], "Dataset")
     base = getattr(module, name)
-    return type(base.__name__, (DatasetFixes, base), {})
+    return type(base.__name__, (CheckedDataset, DatasetFixes, base), {})

@@ -8,7 +8,6 @@ error (:func:`converter_hint`): a ``recbole-attn convert`` command (the converte
 the user downloads.
 """
 
-import os
 import shlex
 
 _SEQ_DATASETS = {
@@ -42,7 +41,7 @@ def converter_hint(name: str, data_path: str) -> str:
     Known names (Office, Tools, Beauty, Sports, Toys, ml-1m, anime; matched
     case-insensitively, the given spelling is kept for ``--name``) get one command line
     with ``<path/to/...>`` placeholders for the raw files (and where they come from);
-    other names get the four converters' command lines.
+    other names get the converters' command line with the source to choose.
     """
     tail = f"--name {shlex.quote(name)} --output_dir {shlex.quote(str(data_path))}"
     known = {k.lower(): k for k in [*_SEQ_DATASETS, "ml-1m", "anime", "ml-100k"]}
@@ -52,7 +51,7 @@ def converter_hint(name: str, data_path: str) -> str:
         cmd = f"{CONVERT} seqfile --sequences <path/to/{seq}>"
         if attrs:
             cmd += f" --attributes <path/to/{attrs}>"
-        return f"{cmd} {tail}\n(the raw files: {origin})"
+        return f"{cmd} {tail} (the raw files: {origin})"
     if key == "ml-1m":
         return (
             f"{CONVERT} movielens --ratings <path/to/ml-1m/ratings.dat> "
@@ -69,13 +68,6 @@ def converter_hint(name: str, data_path: str) -> str:
             "conversion; leave --data_path unset to use it"
         )
     return (
-        f"no converter is registered for dataset {name!r}; convert raw files into "
-        f"{os.path.join(str(data_path), name)}/ with one of:\n"
-        f"  {CONVERT} amazon --reviews <reviews_*_5.json.gz|ratings_*.csv|"
-        f"*_5.json> [--meta <meta_*.json.gz>] {tail}\n"
-        f"  {CONVERT} seqfile --sequences <uid i1 i2 ... file> "
-        f"[--attributes <*_item2attributes.json>] {tail}\n"
-        f"  {CONVERT} movielens --ratings <ratings.dat> --movies <movies.dat> {tail}\n"
-        f"  {CONVERT} anime --ratings <rating.csv> --anime <anime.csv> {tail}\n"
-        "(see docs/datasets.md)"
+        f"{CONVERT} {{amazon,seqfile,movielens,anime}} <raw files> {tail} (Amazon "
+        "reviews, sequence files, MovieLens, Anime; recbole-attn convert --help)"
     )

@@ -16,24 +16,45 @@ import copy
 import torch
 from recbole.evaluator.collector import Collector
 
-from recbole_attn.data.categories import check_category_field, item_category_table
+from recbole_attn.data.categories import (
+    check_category_field,
+    check_category_field_loads,
+    item_category_table,
+)
 from recbole_attn.evaluator.metrics import ITEM_CATEGORIES, needs_item_categories
+
+
+def _metrics_who(config, metrics):
+    """The subject of a category-field message: which metrics need the field."""
+    if metrics is None:
+        metrics = needs_item_categories(config["metrics"])
+    if not metrics:
+        return "the collector needs"
+    if len(metrics) == 1:
+        return f"metric {metrics[0]} needs"
+    return f"metrics {', '.join(metrics)} need"
+
+
+#: what a user without categories does instead
+_WITHOUT_CATEGORIES = "remove CC, ILD and F1 from metrics"
 
 
 def check_metrics_category_field(config, dataset, metrics=None):
     """:func:`~recbole_attn.data.categories.check_category_field` for the metrics that
     need categories (``metrics``, default: those of ``config['metrics']``)."""
-    if metrics is None:
-        metrics = needs_item_categories(config["metrics"])
-    if not metrics:
-        who = "the collector needs"
-    elif len(metrics) == 1:
-        who = f"metric {metrics[0]} needs"
-    else:
-        who = f"metrics {', '.join(metrics)} need"
     return check_category_field(
-        config, dataset, who, "remove CC, ILD and F1 from metrics"
+        config, dataset, _metrics_who(config, metrics), _WITHOUT_CATEGORIES
     )
+
+
+def check_metrics_category_field_loads(config):
+    """Before the dataset loads: the metrics that need categories will get them
+    (:func:`~recbole_attn.data.categories.check_category_field_loads`)."""
+    metrics = needs_item_categories(config["metrics"])
+    if metrics:
+        check_category_field_loads(
+            config, _metrics_who(config, metrics), _WITHOUT_CATEGORIES
+        )
 
 
 def _dataset_of(data):

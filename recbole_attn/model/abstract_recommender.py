@@ -34,7 +34,8 @@ from torch import nn
 from recbole.model.abstract_recommender import SequentialRecommender
 from recbole.utils import InputType
 
-from recbole_attn.data.dataset import check_training_mode
+from recbole_attn.config_check import Flag, Integer, Number, OneOf
+from recbole_attn.data.dataset import TRAINING_MODES, check_training_mode
 from recbole_attn.data.histories import heldout_items
 from recbole_attn.errors import ConfigError
 from recbole_attn.model.layers.attention import MultiHeadSelfAttention
@@ -131,6 +132,18 @@ class AttnSequentialRecommender(SequentialRecommender):
     """
 
     input_type = InputType.POINTWISE
+    #: the options read here (checked with the configuration, before any data is loaded;
+    #: a model adds its own in ``options`` and cross-option ``option_rules``)
+    options = {
+        "training_mode": OneOf(*TRAINING_MODES),
+        "trim_batch": Flag(),
+        "neg_exclude_seen": Flag(),
+        "neg_exclude_heldout": Flag(),
+        "position_alignment": OneOf("first", "last"),
+        "length_groups": Integer(1),
+        "length_group_overhead": Number(),
+        "ce_logits_budget_mb": Number("positive"),
+    }
     #: whether :meth:`position_loss` needs one sampled negative per position
     needs_negatives = False
     #: whether prediction may compute only the last position in the last layer: set it
@@ -499,6 +512,14 @@ class ItemEmbeddingRecommender(AttnSequentialRecommender):
     ``LayerNorm`` and ``dropout``) and sets ``loss_type``, then calls
     :meth:`check_loss_type`.
     """
+
+    options = {
+        "loss_type": OneOf(
+            *LOSS_TYPES,
+            hint="CE: softmax over all items; BCE (the SASRec and PAtt papers') and "
+            "BPR: one sampled negative per position",
+        )
+    }
 
     def check_loss_type(self):
         self.needs_negatives = check_loss_type(type(self).__name__, self.loss_type)

@@ -13,7 +13,7 @@ attention layer of the backbone (SASRec or STOSA) gets a refiner
 aggregation. Embedding, loss and prediction are the backbone's own code.
 """
 
-from recbole_attn.errors import ConfigError
+from recbole_attn.config_check import OneOf, check_model_options
 from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
 from recbole_attn.model.layers.refiners import REFINEMENTS, make_refiner
 from recbole_attn.model.sasrec_ap import SASRecAP
@@ -55,6 +55,19 @@ class AWRSR(AttnSequentialRecommender):
     """
 
     last_position_shortcut = False
+    options = {
+        "backbone": OneOf("SASRec", "STOSA"),
+        "refinement": OneOf(*REFINEMENTS),
+    }
+    option_rules = (
+        lambda c: (
+            "refinement: stoc turns attention rows into Gaussians for STOSA's "
+            "Wasserstein attention; use it with backbone: STOSA, or choose simp, value "
+            "or add for the SASRec backbone"
+            if c["refinement"] == "stoc" and c["backbone"] != "STOSA"
+            else None
+        ),
+    )
 
     def __new__(cls, config, dataset):
         if cls is AWRSR:
@@ -63,23 +76,9 @@ class AWRSR(AttnSequentialRecommender):
 
     @staticmethod
     def implementation(config):
-        """The AWRSR class of ``config['backbone']``, checked against ``refinement``."""
-        backbone, refinement = config["backbone"], config["refinement"]
-        if backbone not in BACKBONES:
-            raise ConfigError(
-                f"AWRSR backbone must be one of {list(BACKBONES)}, got {backbone!r}"
-            )
-        if refinement not in REFINEMENTS:
-            raise ConfigError(
-                f"refinement must be one of {list(REFINEMENTS)}, got {refinement!r}"
-            )
-        if refinement == "stoc" and backbone != "STOSA":
-            raise ConfigError(
-                "refinement: stoc turns attention rows into Gaussians for STOSA's "
-                "Wasserstein attention; use it with backbone: STOSA, or choose simp, "
-                "value or add for the SASRec backbone"
-            )
-        return BACKBONES[backbone]
+        """The AWRSR class of ``config['backbone']`` (its options checked first)."""
+        check_model_options(AWRSR, config)
+        return BACKBONES[config["backbone"]]
 
     def __init__(self, config, dataset):
         # load parameters info (before the backbone builds its layers, which call

@@ -16,6 +16,7 @@ projection.
 
 from torch import nn
 
+from recbole_attn.config_check import Flag, Integer, Number, OneOf
 from recbole_attn.errors import ConfigError
 from recbole_attn.model.abstract_recommender import ItemEmbeddingRecommender
 from recbole_attn.model.layers import (
@@ -24,7 +25,7 @@ from recbole_attn.model.layers import (
     TransformerEncoder,
     TransformerLayer,
 )
-from recbole_attn.model.layers.positional import PositionalScore
+from recbole_attn.model.layers.positional import PATTERNS, PositionalScore
 
 FFN_PLACEMENTS = ("block", "after")
 
@@ -68,6 +69,12 @@ class PARec(ItemEmbeddingRecommender):
     """
 
     last_position_shortcut = True
+    options = {
+        "add_position_embedding": Flag(),
+        "ffn_placement": OneOf(*FFN_PLACEMENTS),
+        "positional_pattern": OneOf(*PATTERNS),
+        "pattern_decay": Number("positive"),
+    }
     #: FPARec sets the factorization rank key
     factorized = False
 
@@ -175,3 +182,12 @@ class FPARec(PARec):
     """
 
     factorized = True
+    options = {"factor_k": Integer(1)}
+    option_rules = (
+        lambda c: (
+            f"factor_k factorizes the learned R; positional_pattern "
+            f"{c['positional_pattern']!r} is fixed: use PARec for fixed patterns"
+            if c["positional_pattern"] != "learned"
+            else None
+        ),
+    )

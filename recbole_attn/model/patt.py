@@ -16,6 +16,8 @@ dependency, eq. 12). The mechanism is the score module
 
 from torch import nn
 
+from recbole_attn.config_check import Flag, Integer, Number, OneOf
+
 from recbole_attn.data.categories import check_category_field, item_category_table
 from recbole_attn.data.histories import training_histories
 from recbole_attn.model.abstract_recommender import ItemEmbeddingRecommender
@@ -66,6 +68,29 @@ class PAtt(ItemEmbeddingRecommender):
           left-padded official code counts back from the most recent item
           (``position_alignment: last``).
     """
+
+    options = {
+        "dpp_k": OneOf(2, 3, hint="2: PAtt^2, pairs; 3: PAtt^3, triples"),
+        "dpp_lambda": Number("positive"),
+        "dpp_triple_samples": Integer(0),
+        "dpp_row_normalize": Flag(),
+        "dpp_cat_jitter": Number("probability"),
+    }
+    option_rules = (
+        lambda c: (
+            f"dpp_triple_samples ({c['dpp_triple_samples']}) samples third items, which "
+            f"only dpp_k: 3 has; set dpp_triple_samples: 0 with dpp_k: {c['dpp_k']}"
+            if c["dpp_triple_samples"] and c["dpp_k"] != 3
+            else None
+        ),
+        lambda c: (
+            f"a {c['dpp_k']}-DPP needs a ground set of at least {c['dpp_k']} items but "
+            f"MAX_ITEM_LIST_LENGTH is {c['MAX_ITEM_LIST_LENGTH']}; raise "
+            "MAX_ITEM_LIST_LENGTH or lower dpp_k"
+            if c["MAX_ITEM_LIST_LENGTH"] < c["dpp_k"]
+            else None
+        ),
+    )
 
     def __init__(self, config, dataset):
         super(PAtt, self).__init__(config, dataset)
@@ -163,6 +188,22 @@ class DPAtt(PAtt):
     """
 
     needs_item_categories = True
+    options = {
+        "dpp_diversity_form": OneOf("ratio", "product"),
+        "dpp_cat_rank": Integer(1),
+        "dpp_cat_set_size": Integer(2),
+        "dpp_cat_draws": Integer(1),
+        "dpp_cat_steps": Integer(0),
+        "dpp_cat_lr": Number("positive"),
+    }
+    option_rules = (
+        lambda c: (
+            "dpp_diversity_form: product is exact only: set dpp_triple_samples: 0 with "
+            "it, or use dpp_diversity_form: ratio"
+            if c["dpp_diversity_form"] == "product" and c["dpp_triple_samples"]
+            else None
+        ),
+    )
 
     def __init__(self, config, dataset):
         super(DPAtt, self).__init__(config, dataset)

@@ -15,10 +15,14 @@ module :class:`~recbole_attn.model.layers.skew_normal.SkewNormalScore`.
 
 from torch import nn
 
+from recbole_attn.config_check import Number, OneOf, Subset
 from recbole_attn.data.cooccurrence import CooccurrenceTable
 from recbole_attn.model.abstract_recommender import ItemEmbeddingRecommender
 from recbole_attn.model.layers.skew_normal import (
     COUNTS,
+    ITEM_KERNELS,
+    KERNELS,
+    LOCATION_ACTIVATIONS,
     OCCURRENCES,
     USER_EMBEDDING,
     SkewNormalScore,
@@ -57,6 +61,13 @@ class RKSA(ItemEmbeddingRecommender):
     """
 
     last_position_shortcut = True
+    options = {
+        "kernels": Subset(*KERNELS),
+        "item_kernel": OneOf(*ITEM_KERNELS),
+        "location_activation": OneOf(*LOCATION_ACTIVATIONS),
+        "rksa_jitter": Number("positive"),
+        "rksa_rank_weight": Number(),
+    }
 
     def __init__(self, config, dataset):
         super(RKSA, self).__init__(config, dataset)

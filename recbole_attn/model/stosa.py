@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from recbole_attn.config_check import Number, OneOf
 from recbole_attn.errors import ConfigError
 from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
 from recbole_attn.model.layers import (
@@ -106,6 +107,16 @@ class STOSA(AttnSequentialRecommender):
 
     needs_negatives = True
     last_position_shortcut = True
+    options = {
+        "loss_type": OneOf(
+            "BPR", hint="STOSA is trained with its BPR on W2 distances + pvn hinge"
+        ),
+        "pvn_weight": Number(),
+        "stosa_layer_means": OneOf("paper", "official"),
+        "stosa_input": OneOf("paper", "official"),
+        "stosa_ffn": OneOf("paper", "official"),
+        "stosa_init": OneOf("recbole", "official"),
+    }
 
     def __init__(self, config, dataset):
         super(STOSA, self).__init__(config, dataset)

@@ -11,7 +11,6 @@ Both files are ``::``-separated and latin-1 encoded; genres (``|``-separated in
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Dict, List, Optional
 

@@ -1,0 +1,286 @@
+"""
+recbole_attn.config
+###################
+
+The configuration of a run: the model class a name resolves to (ours first, then
+RecBole's), the yaml files it reads (``properties/``: overall, the model's and its base
+classes', the dataset's, then the user's), :class:`AttnConfig` (RecBole's ``Config`` with
+the fixes below) and the checks of the whole configuration that run before any data is
+loaded (:func:`make_config`).
+"""
+
+import ast
+import os
+import warnings
+
+import yaml
+from recbole.config import Config
+from recbole.utils import get_model
+
+from recbole_attn import compat, config_check, distributed
+from recbole_attn.data.bucketing import check_grouping
+from recbole_attn.data.categories import dataset_has_categories
+from recbole_attn.data.dataset import check_training_mode
+from recbole_attn.data.preparation import check_no_pickles
+from recbole_attn.errors import (
+    ConfigError,
+    MetricConfigError,
+    RecboleAttnError,
+    UnknownModelError,
+)
+from recbole_attn.model import MODELS, AttnSequentialRecommender
+
+PROPERTIES_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "properties"
+)
+
+
+def properties_dir():
+    """The folder of the shipped yaml defaults (source checkout or installed package)."""
+    if os.path.isdir(PROPERTIES_DIR):
+        return PROPERTIES_DIR
+    from importlib.resources import files
+
+    return str(files("recbole_attn.properties"))
+
+
+def has_categories(dataset, data_path):
+    """Whether ``dataset`` (read as RecBole reads it from ``data_path``) has item categories:
+    the ``category_field`` of the dataset yaml we ship (``~`` for a dataset published
+    without categories, as Office) names a column of its ``.item`` file. For planning runs
+    without building the dataset (a model with ``needs_item_categories`` cannot run where
+    this is False)."""
+    dataset_yaml = os.path.join(properties_dir(), "dataset", f"{dataset}.yaml")
+    return dataset_has_categories(dataset, data_path, dataset_yaml)
+
+
+def available_models():
+    """Our model names, then RecBole's sequential models."""
+    import recbole.model.sequential_recommender as seq
+
+    recbole_models = sorted(
+        name
+        for name in dir(seq)
+        if isinstance(getattr(seq, name), type) and name not in MODELS
+    )
+    return list(MODELS), recbole_models
+
+
+def get_model_class(model):
+    """Resolve ``model`` (a name or a class) to a model class: ours first, then RecBole's."""
+    if isinstance(model, type):
+        return model
+    if model in MODELS:
+        return MODELS[model]
+    try:
+        return get_model(model)
+    # RecBole raises ValueError for an unknown name, after trying to import its optional
+    # exlib models (ImportError without lightgbm/xgboost)
+    except (ValueError, AttributeError, ImportError):
+        ours, theirs = available_models()
+        raise UnknownModelError(
+            f"unknown model {model!r}. recbole_attn models: {', '.join(ours)}. "
+            f"RecBole's sequential models also work, e.g. {', '.join(theirs[:8])} "
+            f"(any name from recbole.model)."
+        ) from None
+
+
+def config_files(model_class, dataset, config_file_list=None):
+    """overall.yaml, the model's yaml files (those of its base classes first, so that
+    DPAtt.yaml adds to PAtt.yaml), the dataset's yaml (if we ship one), then the user's.
+    """
+    props = properties_dir()
+    files = [os.path.join(props, "overall.yaml")]
+    names = [("model", cls.__name__) for cls in reversed(model_class.__mro__)]
+    for sub, name in names + [("dataset", dataset)]:
+        path = os.path.join(props, sub, f"{name}.yaml")
+        if os.path.isfile(path):
+            files.append(path)
+    for path in config_file_list or []:
+        if not os.path.isfile(path):
+            raise RecboleAttnError(f"config file not found: {path}")
+        files.append(path)
+    return files
+
+
+class AttnConfig(Config):
+    """RecBole's ``Config`` with two changes:
+
+    * no implicit read of ``sys.argv``: command-line overrides reach it as ``config_dict``
+      (``run_recbole_attn.py`` parses them), so that a program importing recbole_attn is
+      not configured by its own command line;
+    * string values are converted with ``ast.literal_eval`` (numbers, lists, dicts,
+      ``True``/``true``...). RecBole 1.2.1 calls ``eval`` inside a function whose local
+      variables are named ``key``, ``param`` and ``value``, so ``--refinement=value`` became
+      the previous option's value;
+    * ``eval_args`` given in a later file or override updates the earlier one entry by
+      entry (``--eval_args="{'mode': 'uni100'}"`` keeps our leave-one-out ``split`` and
+      ``order``); RecBole replaces the whole dict and then fills the gaps with its own
+      defaults, a random 80/10/10 split, silently;
+    * on numpy 2, the numpy aliases RecBole's code reads are set from numpy 2's names
+      (:func:`recbole_attn.compat.set_numpy_aliases`; RecBole's own method fails there).
+    """
+
+    #: dict-valued keys whose entries later sources update one by one
+    MERGED_KEYS = ("eval_args",)
+
+    def _merge_into(self, merged, source):
+        for key, value in (source or {}).items():
+            if (
+                key in self.MERGED_KEYS
+                and isinstance(value, dict)
+                and isinstance(merged.get(key), dict)
+            ):
+                value = {**merged[key], **value}
+            merged[key] = value
+        return merged
+
+    def _load_config_files(self, file_list):
+        merged = dict()
+        for path in file_list or []:
+            with open(path, "r", encoding="utf-8") as f:
+                self._merge_into(merged, yaml.load(f.read(), Loader=self.yaml_loader))
+        return merged
+
+    def _merge_external_config_dict(self):
+        merged = self._merge_into(dict(), self.file_config_dict)
+        self._merge_into(merged, self.variable_config_dict)
+        self.external_config_dict = self._merge_into(merged, self.cmd_config_dict)
+
+    def _load_cmd_line(self):
+        return dict()
+
+    def compatibility_settings(self):
+        compat.set_numpy_aliases()
+
+    def _init_device(self):
+        # a process of a multi-process run without CUDA: gloo (RecBole: NCCL only)
+        if "local_rank" in self.final_config_dict and distributed.cpu_only(self):
+            distributed.init_cpu_process_group(self)
+        else:
+            super()._init_device()
+
+    def _convert_config_dict(self, config_dict):
+        for key, param in config_dict.items():
+            if isinstance(param, str):
+                config_dict[key] = convert_value(param)
+        return config_dict
+
+
+def convert_value(text):
+    """A command-line or config-dict string as the value it spells: a Python literal,
+    ``true``/``false`` in any case, else the string itself."""
+    try:
+        with warnings.catch_warnings():  # "2in": Python warns while failing to parse it
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return {"true": True, "false": False}.get(text.strip().lower(), text)
+
+
+def implementation_class(model_class, config):
+    """The class whose yaml files configure ``model_class`` (AWRSR: its backbone's)."""
+    implementation = getattr(model_class, "implementation", None)
+    return implementation(config) if implementation is not None else model_class
+
+
+def make_config(model, dataset, config_file_list=None, config_dict=None):
+    """The Config of ``model`` on ``dataset``. A model whose class depends on its
+    configuration (``implementation(config)``, e.g. AWRSR's backbone) gets the yaml files
+    of that class (the backbone's, then its own). Malformed yaml files and invalid values
+    of the common keys are a :class:`ConfigError` (``recbole_attn.config_check``)."""
+    model_class = get_model_class(model)
+    config_check.check_yaml_files(config_files(model_class, dataset, config_file_list))
+    # the user's overrides first, in our words (RecBole rejects some, e.g. topk [0], in
+    # its own)
+    given = {
+        k: convert_value(v) if isinstance(v, str) else v
+        for k, v in (config_dict or {}).items()
+    }
+    config_check.check_options(given, config_check.VALUE_RULES)
+
+    def configure(cls):
+        # RecBole converts string values ("64", "[5,10]", "True") as on its command line
+        try:
+            return AttnConfig(
+                model=model_class,
+                dataset=dataset,
+                config_file_list=config_files(cls, dataset, config_file_list),
+                config_dict=dict(config_dict or {}),
+            )
+        except NotImplementedError as err:  # RecBole: an unknown metric name
+            from recbole.evaluator import metric_types
+
+            raise MetricConfigError(
+                f"{err}. Known metrics: {', '.join(sorted(metric_types))} (any case)"
+            ) from None
+        except RecboleAttnError:
+            raise
+        except ValueError as err:  # RecBole's own checks of topk, eval_args, ...
+            raise ConfigError(str(err)) from None
+
+    config = configure(model_class)
+    cls = implementation_class(model_class, config)
+    if cls is not model_class:
+        config = configure(cls)
+    config_check.check_values(config)
+    config_check.check_model_options(cls, config)
+    check_grouping(config)
+    check_no_pickles(config)
+    return config
+
+
+def known_config_keys(model_class, config):
+    """The keys a run of ``model_class`` with ``config`` reads: RecBole's, the plugin's and
+    the model's (AWRSR: its backbone's too)."""
+    cls = implementation_class(model_class, config)
+    names = [c.__name__ for c in cls.__mro__] + [model_class.__name__]
+    return config_check.known_keys(names, config_files(cls, config["dataset"]))
+
+
+def config_warnings(config, model_class, config_file_list=None, config_dict=None):
+    """One line per user-given key (files and overrides) that the run does not read."""
+    given = set(config_dict or {})
+    for path in config_file_list or []:
+        given |= config_check.yaml_keys(path)
+    known = known_config_keys(model_class, config)
+    owners = config_check.model_keys(properties_dir())
+    return config_check.unknown_keys(given, known, owners, model_class.__name__)
+
+
+def check_valid_metric(config):
+    """``valid_metric`` must be one of the computed metrics, at one of the ``topk`` cutoffs
+    (RecBole only finds out after the first epoch, with a KeyError)."""
+    valid = config["valid_metric"]
+    name, _, cutoff = valid.partition("@")
+    metrics = [m.lower() for m in config["metrics"]]
+    if name.lower() not in metrics:
+        raise MetricConfigError(
+            f"valid_metric {valid!r} is not computed: metrics are {config['metrics']}. "
+            f"Add {name} to metrics or choose another --valid_metric."
+        )
+    if cutoff and (not cutoff.isdigit() or int(cutoff) not in config["topk"]):
+        raise MetricConfigError(
+            f"valid_metric {valid!r} needs the cutoff {cutoff} in topk {config['topk']}. "
+            f"Add it to topk or choose another --valid_metric."
+        )
+
+
+def check_model_training_mode(config, model_class=None):
+    """``training_mode``, checked against the model: only recbole_attn's models put a loss
+    at every position, so any other model (RecBole's SASRec, GRU4Rec, ...) needs
+    ``last_position`` (RecBole's prefix samples)."""
+    mode = check_training_mode(config)
+    if (
+        model_class is not None
+        and mode == "all_position"
+        and not issubclass(model_class, AttnSequentialRecommender)
+    ):
+        name = model_class.__name__
+        raise ConfigError(
+            f"{name} is not a recbole_attn model: it trains on RecBole's prefix samples "
+            "with a loss at the last position only, so training_mode: all_position would "
+            f"silently train it on one sample per user. Use training_mode: last_position "
+            f"with {name}, or the all-position SASRec of this package, SASRecAP."
+        )
+    return mode

@@ -1,0 +1,240 @@
+"""
+recbole_attn.data.checks
+########################
+
+Checks of a dataset's files and of its split, so that dirty data is a clear line (what is
+wrong, in which file, what to do) instead of a traceback from inside RecBole or, worse, a
+silently wrong metric:
+
+* :func:`check_atomic_files` (before RecBole reads anything): an empty file, a header that
+  is not ``name:type`` fields, a missing user, item or time column, an interaction file
+  without interactions, a non-numeric value in a ``float`` column;
+* :class:`CheckedDataset` (while the dataset loads): repeated (user, item) interactions
+  are dropped, keeping each pair's first (``rm_dup_inter: first``, our default; RecBole
+  keeps them), and counted on the console;
+* :func:`check_split` (after the split): the users too short to be validated or tested
+  are counted, and a split without any validation or test user is an error before
+  training.
+"""
+
+import os
+from logging import getLogger
+
+import numpy as np
+import pandas as pd
+
+from recbole_attn.errors import RecboleAttnError
+
+
+class DataError(RecboleAttnError, ValueError):
+    """A dataset file or the dataset's split cannot give a meaningful run."""
+
+
+#: RecBole's feature types (``name:type`` in an atomic file's header)
+FEATURE_TYPES = ("token", "token_seq", "float", "float_seq")
+
+
+def _header(path, separator, encoding):
+    with open(path, encoding=encoding) as f:
+        first = f.readline()
+        has_rows = any(line.strip() for line in f)
+    return first.rstrip("\r\n"), has_rows
+
+
+def _parse_header(path, header, separator):
+    """``{name: type}`` of a header line; a :class:`DataError` if it is not one."""
+    fields = {}
+    for column in header.split(separator):
+        name, _, kind = column.partition(":")
+        if not name or kind not in FEATURE_TYPES:
+            raise DataError(
+                f"{path}: the header column {column!r} is not 'name:type' with a type "
+                f"of {list(FEATURE_TYPES)} (RecBole's atomic files start with e.g. "
+                "'user_id:token<TAB>item_id:token<TAB>timestamp:float')"
+            )
+        fields[name] = kind
+    return fields
+
+
+def _loaded(config, source, fields):
+    """The fields of ``source`` (inter, item, user) that RecBole will load."""
+    load_col, unload_col = config["load_col"], config["unload_col"]
+    names = list(fields)
+    if isinstance(load_col, dict):
+        names = [n for n in names if n in (load_col.get(source) or [])]
+    if isinstance(unload_col, dict):
+        names = [n for n in names if n not in (unload_col.get(source) or [])]
+    return names
+
+
+def _check_numbers(path, fields, names, separator, encoding):
+    """Every non-empty cell of the ``float`` columns ``names`` is a number."""
+    floats = [n for n in names if fields[n] == "float"]
+    if not floats:
+        return
+    columns = [f"{n}:float" for n in floats]
+    frame = pd.read_csv(
+        path,
+        sep=separator,
+        usecols=columns,
+        dtype=str,
+        encoding=encoding,
+        keep_default_na=False,
+        engine="python",
+    )
+    for column, name in zip(columns, floats):
+        cells = frame[column].str.strip()
+        numbers = pd.to_numeric(cells, errors="coerce")
+        bad = np.flatnonzero(numbers.isna().to_numpy() & (cells != "").to_numpy())
+        if len(bad):
+            line = int(bad[0]) + 2  # 1-based, after the header
+            raise DataError(
+                f"{path}, line {line}: {name} {frame[column].iloc[bad[0]]!r} is not a "
+                f"number ({name} is declared '{name}:float'; {len(bad)} such row(s)). "
+                "Fix the file, or declare the column ':token' if it is a label"
+            )
+
+
+def check_atomic_files(config, sequential):
+    """The atomic files of ``config['dataset']`` can be read as RecBole reads them: a
+    :class:`DataError` naming the file and the fix otherwise. ``sequential``: the model
+    orders each user's interactions by the time field, which must then exist."""
+    dataset, folder = config["dataset"], config["data_path"]
+    separator = config["field_separator"] or "\t"
+    encoding = config["encoding"] or "utf-8"
+    uid, iid, time = (
+        config["USER_ID_FIELD"],
+        config["ITEM_ID_FIELD"],
+        config["TIME_FIELD"],
+    )
+    needs_time = sequential or (config["eval_args"] or {}).get("order") == "TO"
+    for source in ("inter", "item", "user"):
+        path = os.path.join(folder, f"{dataset}.{source}")
+        if not os.path.isfile(path):
+            continue
+        if os.path.getsize(path) == 0:
+            raise DataError(f"{path} is empty: an atomic file starts with its header")
+        header, has_rows = _header(path, separator, encoding)
+        fields = _parse_header(path, header, separator)
+        names = _loaded(config, source, fields)
+        required = {"inter": [uid, iid] + ([time] if needs_time else [])}
+        required["item"] = [iid] if names else []
+        required["user"] = [uid] if names else []
+        for field in required[source]:
+            if field not in fields:
+                raise DataError(
+                    f"{path} has no column {field!r} (columns: {list(fields)}); "
+                    + (
+                        f"{'a sequential model' if sequential else 'time order'} "
+                        "needs the time of every interaction"
+                        if field == time
+                        else "RecBole needs it"
+                    )
+                    + f": add it, or name the file's column with --"
+                    f"{_field_key(field, uid, iid)}=..."
+                )
+            if field not in names:
+                raise DataError(
+                    f"load_col does not load {field!r} from {path} (load_col: "
+                    f"{config['load_col']}); add it to load_col['{source}']"
+                )
+        if source == "inter" and not has_rows:
+            raise DataError(
+                f"{path} has a header and no interactions; convert the raw data again "
+                "(recbole-attn convert ...)"
+            )
+        _check_numbers(path, fields, names, separator, encoding)
+
+
+def _field_key(field, uid, iid):
+    return {uid: "USER_ID_FIELD", iid: "ITEM_ID_FIELD"}.get(field, "TIME_FIELD")
+
+
+class CheckedDataset:
+    """Mixin of our dataset classes: repeated (user, item) interactions. RecBole keeps
+    them by default, and then a user's test item can be one of the items the user had
+    already (Recall doubled on a fixture); RecBole's ``rm_dup_inter`` drops them after an
+    unstable sort by time, which reorders same-time interactions. Here ``rm_dup_inter:
+    first`` (our default) or ``last`` keeps each pair's earliest (latest) interaction,
+    ties in file order, and the other rows keep their order; the number dropped (or, with
+    ``rm_dup_inter: ~``, kept) is said on the console."""
+
+    def _remove_duplication(self):
+        keep = self.config["rm_dup_inter"]
+        feat = self.inter_feat
+        pair = [self.uid_field, self.iid_field]
+        if self.uid_field not in feat or self.iid_field not in feat:
+            return
+        if self.time_field in feat:
+            order = feat[self.time_field].to_numpy().argsort(kind="stable")
+            if keep == "last":
+                order = order[::-1]
+            duplicated = np.zeros(len(feat), dtype=bool)
+            duplicated[order] = feat.iloc[order].duplicated(subset=pair).to_numpy()
+        else:
+            duplicated = feat.duplicated(subset=pair, keep=keep or "first").to_numpy()
+        count = int(duplicated.sum())
+        if not count:
+            return
+        name = f"{self.dataset_name}.inter"
+        if keep is None:
+            getLogger().warning(
+                f"{name}: {count} repeated (user, item) interaction(s) kept "
+                "(rm_dup_inter: ~); a user's test item may be an item the user had "
+                "already. rm_dup_inter: first drops them"
+            )
+            return
+        self.inter_feat = feat[~duplicated]
+        getLogger().warning(
+            f"{name}: dropped {count} repeated (user, item) interaction(s), keeping "
+            f"each pair's {'earliest' if keep == 'first' else 'latest'} (rm_dup_inter: "
+            f"{keep}; rm_dup_inter: ~ keeps them)"
+        )
+
+
+def check_topk(config, dataset):
+    """Full ranking cannot return more items than the dataset has."""
+    mode = (config["eval_args"] or {}).get("mode")
+    full = mode == "full" or (isinstance(mode, dict) and "full" in mode.values())
+    items = dataset.item_num - 1  # ids 1.. (0 is padding)
+    if full and max(config["topk"]) > items:
+        raise DataError(
+            f"topk {config['topk']} ranks more items than the {items} of "
+            f"{config['dataset']!r}: lower topk (and valid_metric's cutoff)"
+        )
+
+
+#: leave-one-out mode -> the evaluation phases its splits hold, after the training split
+LOO_PHASES = {
+    "valid_and_test": ("validation", "test"),
+    "valid_only": ("validation",),
+    "test_only": ("test",),
+}
+
+
+def check_split(config, dataset, splits):
+    """After a leave-one-out split: the users left out of validation or test (too few
+    interactions) are counted on the console; a :class:`DataError` when no user is left
+    to validate or test on."""
+    split = (config["eval_args"] or {}).get("split") or {}
+    phases = LOO_PHASES.get(split.get("LS")) if isinstance(split, dict) else None
+    if not phases:
+        return
+    users = dataset.user_num - 1  # ids 1.. (0 is padding)
+    short = {}
+    for phase, part in zip(phases, splits[1:]):
+        evaluated = len(set(part.inter_feat[dataset.uid_field].tolist()))
+        if not evaluated:
+            raise DataError(
+                f"no user of {config['dataset']!r} has enough interactions for a "
+                f"{phase} sample ({users} users; leave-one-out with a sequential model "
+                "needs 3 interactions for a test sample and 4 for a validation one, "
+                "other models 2 and 3): use more data or filter less (k-core)"
+            )
+        short[phase] = users - evaluated
+    if any(short.values()):
+        counts = " and ".join(f"{n} for a {p} sample" for p, n in short.items())
+        getLogger().warning(
+            f"{config['dataset']}: of {users} users, {counts} have too few interactions; "
+            "they are trained on but not evaluated there"
+        )
