@@ -56,6 +56,7 @@ from recbole_attn.logs import (  # noqa: F401  (re-exported)
     quiet_logging,
     show_progress,
 )
+from recbole_attn.model import AttnSequentialRecommender
 from recbole_attn.trainer import AttnTrainer, data_signature
 
 
@@ -85,6 +86,7 @@ def check_before_loading(config, model_class):
     from recbole.utils import ModelType
 
     check_valid_metric(config)
+    check_recbole_negatives(config, model_class)
     check_dataset_exists(config)
     sequential = config["MODEL_TYPE"] == ModelType.SEQUENTIAL
     if sequential:
@@ -98,6 +100,28 @@ def check_before_loading(config, model_class):
         )
     check_metrics_category_field_loads(config)
     check_writable_folder(config["checkpoint_dir"], "checkpoint_dir")
+
+
+def check_recbole_negatives(config, model_class):
+    """RecBole's own models that train on sampled negatives (pairwise models such as
+    BPR, and its sequential models with ``loss_type: BPR``) need RecBole's sampler, which
+    our defaults switch off (our models sample inside the model): say how to switch it on
+    instead of RecBole's ``KeyError: 'neg_item_id'`` after loading the data."""
+    from recbole.utils import InputType, ModelType
+
+    if issubclass(model_class, AttnSequentialRecommender):
+        return
+    pairwise = getattr(model_class, "input_type", None) == InputType.PAIRWISE
+    sequential_bpr = (
+        config["MODEL_TYPE"] == ModelType.SEQUENTIAL and config["loss_type"] == "BPR"
+    )
+    sampling = (config["train_neg_sample_args"] or {}).get("distribution", "none")
+    if (pairwise or sequential_bpr) and sampling == "none":
+        raise ConfigError(
+            f"{model_class.__name__} trains on negatives from RecBole's sampler, which "
+            "recbole_attn's defaults switch off; set --train_neg_sample_args=\"{"
+            "'distribution': 'uniform', 'sample_num': 1}\""
+        )
 
 
 def create_dataset(config, model_class=None):

@@ -431,6 +431,18 @@ def test_ctrl_c_says_what_was_saved_and_exits_130(
 # ---------------------------------------------------------------------- 6. clear words
 
 
+def test_recboles_sampled_models_say_how_to_switch_the_sampler_on(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    for model, extra in (("BPR", []), ("SASRec", ["--loss_type=BPR"])):
+        argv = _run_args(
+            tiny_data_path, "--training_mode=last_position", *extra, model=model
+        )
+        code, err = _cli_main(argv, capsys)
+        _one_line(code, err, "set --train_neg_sample_args=")
+
+
 def test_argparse_errors_are_one_line(capsys):
     code, err = _cli_main(["--model=STOSA", "--num_samples=0"], capsys)
     _one_line(code, err, "--num_samples: must be an integer >= 1")
