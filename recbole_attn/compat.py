@@ -18,7 +18,7 @@ our own pipeline calls explicitly.
   every backward node. Measured here on Office (STOSA, batch 256) that made backward several
   times slower. :func:`undo_recbole_anomaly_detection` switches it off again once, right
   after RecBole's models are imported; it is a debugging mode that changes no result.
-* numpy 2. RecBole's ``Config.compatibility_settings`` re-creates numpy's removed aliases
+* numpy 2 (required). RecBole's ``Config.compatibility_settings`` re-creates numpy's removed aliases
   (``np.float``, ``np.int``, ...) from ``np.float_``, ``np.complex_`` and ``np.unicode_``,
   which numpy 2 removed too, so every ``Config()`` fails. RecBole's own code still uses the
   aliases (``np.float`` in its metrics, interactions and NaN filling), so
@@ -44,7 +44,6 @@ import torch
 from recbole_attn.errors import RecboleAttnError
 
 __all__ = [
-    "NUMPY_2",
     "PANDAS_3",
     "set_numpy_aliases",
     "DatasetFixes",
@@ -57,19 +56,11 @@ __all__ = [
 ]
 
 
-#: numpy >= 2 (the aliases of :func:`numpy_aliases` and ``np.float_`` are gone)
-NUMPY_2 = int(np.__version__.split(".")[0]) >= 2
-
-
 def set_numpy_aliases():
-    """What RecBole 1.2.1's ``Config.compatibility_settings`` does: set the numpy aliases
-    its code reads (``np.float``, ``np.int``, ...). On numpy 1 RecBole's own method runs;
-    on numpy 2 (where that method fails: it reads ``np.float_``, ``np.complex_`` and
-    ``np.unicode_``) the same aliases get the same values from numpy 2's names."""
-    from recbole.config import Config
-
-    if not NUMPY_2:
-        return Config.compatibility_settings(None)
+    """What RecBole 1.2.1's ``Config.compatibility_settings`` does on numpy 1: set the
+    numpy aliases its code reads (``np.float``, ``np.int``, ...), here from numpy 2's names
+    (RecBole's own method reads ``np.float_``, ``np.complex_`` and ``np.unicode_``, which
+    numpy 2 removed, and fails). recbole_attn requires numpy >= 2."""
     for name, value in {
         "bool": np.bool_,
         "int": np.int_,

@@ -22,7 +22,7 @@ ODD_LOAD_COL = {
 
 
 def test_version_flags_follow_the_installed_stack():
-    assert compat.NUMPY_2 == (int(np.__version__.split(".")[0]) >= 2)
+    assert int(np.__version__.split(".")[0]) >= 2  # what pyproject.toml requires
     assert compat.PANDAS_3 == (int(pd.__version__.split(".")[0]) >= 3)
 
 
