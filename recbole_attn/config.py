@@ -85,13 +85,42 @@ def get_model_class(model):
         ) from None
 
 
-def config_files(model_class, dataset, config_file_list=None):
+def model_classes(model_class, options=None):
+    """The classes whose yaml files and declared options configure a run of
+    ``model_class``: the model itself, or what its ``yaml_classes(options)`` names given
+    the user's options (AWRSR: its backbone, then AWRSR)."""
+    hook = getattr(model_class, "yaml_classes", None)
+    return list(hook(options or {})) if hook else [model_class]
+
+
+def user_options(config_file_list=None, config_dict=None):
+    """The user's options before RecBole's ``Config`` is built: the yaml files in order,
+    then the overrides (values as they spell them)."""
+    options = {}
+    for path in config_file_list or []:
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                options.update(yaml.safe_load(f) or {})
+    options.update(
+        {
+            k: convert_value(v) if isinstance(v, str) else v
+            for k, v in (config_dict or {}).items()
+        }
+    )
+    return options
+
+
+def config_files(model_class, dataset, config_file_list=None, options=None):
     """overall.yaml, the model's yaml files (those of its base classes first, so that
-    DPAtt.yaml adds to PAtt.yaml), the dataset's yaml (if we ship one), then the user's.
-    """
+    DPAtt.yaml adds to PAtt.yaml; for every class of :func:`model_classes`), the
+    dataset's yaml (if we ship one), then the user's."""
     props = properties_dir()
     files = [os.path.join(props, "overall.yaml")]
-    names = [("model", cls.__name__) for cls in reversed(model_class.__mro__)]
+    names = []
+    for cls in model_classes(model_class, options):
+        for base in reversed(cls.__mro__):
+            if ("model", base.__name__) not in names:
+                names.append(("model", base.__name__))
     for sub, name in names + [("dataset", dataset)]:
         path = os.path.join(props, sub, f"{name}.yaml")
         if os.path.isfile(path):
@@ -178,53 +207,48 @@ def convert_value(text):
         return {"true": True, "false": False}.get(text.strip().lower(), text)
 
 
-def implementation_class(model_class, config):
-    """The class whose yaml files configure ``model_class`` (AWRSR: its backbone's)."""
-    implementation = getattr(model_class, "implementation", None)
-    return implementation(config) if implementation is not None else model_class
-
-
 def make_config(model, dataset, config_file_list=None, config_dict=None):
-    """The Config of ``model`` on ``dataset``. A model whose class depends on its
-    configuration (``implementation(config)``, e.g. AWRSR's backbone) gets the yaml files
-    of that class (the backbone's, then its own). Malformed yaml files and invalid values
-    of the common keys are a :class:`ConfigError` (``recbole_attn.config_check``)."""
+    """The Config of ``model`` on ``dataset``, built once: the yaml files of the model's
+    classes (:func:`model_classes`, chosen from the user's options: AWRSR's backbone),
+    then the user's files and overrides. Malformed yaml files, invalid values of the
+    common keys and of the model's declared options are a :class:`ConfigError` before
+    any data is loaded (``recbole_attn.config_check``)."""
     model_class = get_model_class(model)
-    config_check.check_yaml_files(config_files(model_class, dataset, config_file_list))
+    # the model's own defaults, then the user's (AWRSR: which backbone's yaml to read)
+    own = [
+        os.path.join(properties_dir(), "model", f"{cls.__name__}.yaml")
+        for cls in reversed(model_class.__mro__)
+    ]
+    given = user_options(own + list(config_file_list or []), config_dict)
+    files = config_files(model_class, dataset, config_file_list, given)
+    config_check.check_yaml_files(files)
     # the user's overrides first, in our words (RecBole rejects some, e.g. topk [0], in
     # its own)
-    given = {
-        k: convert_value(v) if isinstance(v, str) else v
-        for k, v in (config_dict or {}).items()
-    }
-    config_check.check_options(given, config_check.VALUE_RULES)
-
-    def configure(cls):
+    config_check.check_options(
+        user_options(config_dict=config_dict), config_check.VALUE_RULES
+    )
+    try:
         # RecBole converts string values ("64", "[5,10]", "True") as on its command line
-        try:
-            return AttnConfig(
-                model=model_class,
-                dataset=dataset,
-                config_file_list=config_files(cls, dataset, config_file_list),
-                config_dict=dict(config_dict or {}),
-            )
-        except NotImplementedError as err:  # RecBole: an unknown metric name
-            from recbole.evaluator import metric_types
+        config = AttnConfig(
+            model=model_class,
+            dataset=dataset,
+            config_file_list=files,
+            config_dict=dict(config_dict or {}),
+        )
+    except NotImplementedError as err:  # RecBole: an unknown metric name
+        from recbole.evaluator import metric_types
 
-            raise MetricConfigError(
-                f"{err}. Known metrics: {', '.join(sorted(metric_types))} (any case)"
-            ) from None
-        except RecboleAttnError:
-            raise
-        except ValueError as err:  # RecBole's own checks of topk, eval_args, ...
-            raise ConfigError(str(err)) from None
-
-    config = configure(model_class)
-    cls = implementation_class(model_class, config)
-    if cls is not model_class:
-        config = configure(cls)
+        raise MetricConfigError(
+            f"{err}. Known metrics: {', '.join(sorted(metric_types))} (any case)"
+        ) from None
+    except RecboleAttnError:
+        raise
+    except ValueError as err:  # RecBole's own checks of topk, eval_args, ...
+        raise ConfigError(str(err)) from None
     config_check.check_values(config)
-    config_check.check_model_options(cls, config)
+    for cls in model_classes(model_class, config):
+        config_check.check_model_options(cls, config)
+        config_check.apply_presets(cls, config)
     check_grouping(config)
     check_no_pickles(config)
     return config
@@ -233,9 +257,11 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
 def known_config_keys(model_class, config):
     """The keys a run of ``model_class`` with ``config`` reads: RecBole's, the plugin's and
     the model's (AWRSR: its backbone's too)."""
-    cls = implementation_class(model_class, config)
-    names = [c.__name__ for c in cls.__mro__] + [model_class.__name__]
-    return config_check.known_keys(names, config_files(cls, config["dataset"]))
+    classes = model_classes(model_class, config)
+    names = [c.__name__ for cls in classes for c in cls.__mro__]
+    return config_check.known_keys(
+        names, config_files(model_class, config["dataset"], options=config)
+    )
 
 
 def config_warnings(config, model_class, config_file_list=None, config_dict=None):

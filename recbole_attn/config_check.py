@@ -249,6 +249,17 @@ def check_options(config, options):
             )
 
 
+def apply_presets(model_class, config):
+    """A model's presets (``presets``: preset key -> {preset name -> {option: value}}):
+    every option of the chosen preset that the configuration leaves unset (``~``) gets the
+    preset's value; an option given explicitly wins."""
+    for cls in reversed(model_class.__mro__):
+        for key, table in vars(cls).get("presets", {}).items():
+            for option, value in table.get(config[key], {}).items():
+                if config[option] is None:
+                    config[option] = value
+
+
 def check_model_options(model_class, config):
     """The options the model declares (``options`` of its class and base classes, name ->
     :class:`Option`), then its cross-option rules (``option_rules``: functions of the

@@ -27,7 +27,7 @@ from recbole_attn.config import (  # noqa: F401  (re-exported: RecBole's quick_s
     convert_value,
     get_model_class,
     has_categories,
-    implementation_class,
+    model_classes,
     known_config_keys,
     make_config,
     properties_dir,
@@ -92,8 +92,10 @@ def check_before_loading(config, model_class):
     if sequential:
         check_model_training_mode(config, model_class)
     check_atomic_files(config, sequential)
-    cls = implementation_class(model_class, config)
-    if getattr(cls, "needs_item_categories", False):
+    if any(
+        getattr(c, "needs_item_categories", False)
+        for c in model_classes(model_class, config)
+    ):
         name = model_class.__name__
         check_category_field_loads(
             config, f"{name} needs", "use a model that needs no categories (PAtt)"

@@ -140,7 +140,11 @@ def test_attention_weights_are_the_refined_matrices(tiny_config):
 
 
 def test_stosa_covariances_aggregate_with_the_squared_refined_weights(tiny_config):
-    _, net, _, _ = _build(tiny_config, "STOSA", "simp", n_layers=1)
+    # the paper's layer means: both streams are aggregated (the official preset's layers
+    # aggregate the covariances only)
+    _, net, _, _ = _build(
+        tiny_config, "STOSA", "simp", n_layers=1, stosa_layer_means="paper"
+    )
     net = net.double().eval()
     seq = torch.tensor([[3, 5, 7, 2, 9], [4, 6, 8, 0, 0]])
     inter = {net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: torch.tensor([5, 3])}

@@ -214,3 +214,79 @@ def test_heldout_negatives_need_user_ids(tiny_config):
     seq = batch[net.ITEM_SEQ]
     with pytest.raises(ConfigError, match="user id"):
         net.sample_negatives(seq, seq)
+
+
+def test_the_preset_fills_what_is_not_given(tiny_config):
+    """stosa_preset names four options; one given explicitly wins over the preset."""
+    for preset, values in (("official", OFFICIAL), ("paper", PAPER)):
+        config, _, _, _ = build(
+            "STOSA", "tiny", config_dict={**tiny_config, "stosa_preset": preset}
+        )
+        for key in ("stosa_layer_means", "stosa_input", "stosa_ffn", "stosa_init"):
+            assert config[key] == values[key], (preset, key)
+    config, net, _, _ = build(
+        "STOSA",
+        "tiny",
+        config_dict={**tiny_config, "stosa_preset": "paper", "stosa_input": "official"},
+    )
+    assert config["stosa_input"] == "official" and config["stosa_ffn"] == "paper"
+    assert net.input_layer == "official" and net.layer_means == "paper"
+    with pytest.raises(ConfigError, match="stosa_preset must be one of"):
+        build("STOSA", "tiny", config_dict={**tiny_config, "stosa_preset": "both"})
+
+
+def _mean_sublayers(net):
+    return [
+        k
+        for k in net.state_dict()
+        if ".mean." in k
+        and ("feed_forward" in k or ".query." not in k)
+        and ".key." not in k
+    ]
+
+
+def test_official_layer_means_build_no_dead_sublayers(tiny_config):
+    """The official layers pass their input mean through: no mean value projection,
+    output projection, LayerNorm or FFN (they would get no gradient), only the mean query
+    and key projections that shape the attention weights."""
+    paper, _ = _build(tiny_config)
+    official, _ = _build(tiny_config, stosa_layer_means="official")
+    d, inner, layers = paper.hidden_size, paper.inner_size, paper.n_layers
+    assert _mean_sublayers(official) == []
+    keys = official.state_dict()
+    assert any(".query.mean." in k for k in keys) and any(
+        ".key.mean." in k for k in keys
+    )
+    dead = layers * (
+        2 * (d * d + d) + 2 * d + (d * inner + inner + inner * d + d) + 2 * d
+    )
+    assert _n_params(paper) - _n_params(official) == dead
+    # every parameter of the official model gets a gradient
+    seq = torch.tensor([[3, 5, 7, 2], [4, 6, 0, 0]])
+    official.train()
+    loss = official.calculate_loss(
+        {
+            official.ITEM_SEQ: seq,
+            official.ITEM_SEQ_LEN: torch.tensor([4, 2]),
+            official.POS_ITEM_ID: torch.tensor([8, 9]),
+            official.USER_ID: torch.tensor([1, 2]),
+        }
+    )
+    sum(loss).backward()
+    no_grad = [n for n, p in official.named_parameters() if p.grad is None]
+    assert no_grad == []
+
+
+def test_a_checkpoint_with_the_dead_sublayers_loads(tiny_config):
+    """recbole_attn 0.1 built the dead mean sublayers into its checkpoints: they load,
+    the dead entries dropped."""
+    paper, _ = _build(tiny_config)
+    official, _ = _build(tiny_config, stosa_layer_means="official")
+    old = dict(official.state_dict())
+    for key, value in paper.state_dict().items():
+        if key in _mean_sublayers(paper):
+            old[key] = value
+    assert len(old) > len(official.state_dict())
+    official.load_state_dict(old)  # strict
+    with pytest.raises(RuntimeError, match="Unexpected"):
+        official.load_state_dict({**old, "trm_encoder.layer.0.bogus": torch.zeros(1)})

@@ -13,19 +13,22 @@ attention layer of the backbone (SASRec or STOSA) gets a refiner
 aggregation. Embedding, loss and prediction are the backbone's own code.
 """
 
-from recbole_attn.config_check import OneOf, check_model_options
+from recbole_attn.config_check import OneOf
 from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
 from recbole_attn.model.layers.refiners import REFINEMENTS, make_refiner
 from recbole_attn.model.sasrec_ap import SASRecAP
 from recbole_attn.model.stosa import STOSA
 
+#: backbone name -> model class (each takes a refiner factory)
+BACKBONES = {"SASRec": SASRecAP, "STOSA": STOSA}
+
 
 class AWRSR(AttnSequentialRecommender):
     r"""Attention-weight refinement on a SASRec or STOSA backbone (``backbone``), with
     ``refinement`` ``simp`` (eq. 2), ``value`` (eq. 3), ``add`` (eq. 4) or ``stoc``
-    (STOSA only). Building ``AWRSR`` gives an instance of the backbone's AWRSR class
-    (:class:`AWRSRSASRec`, :class:`AWRSRSTOSA`), whose defaults are the backbone's yaml
-    plus ``AWRSR.yaml``.
+    (STOSA only). The backbone (:attr:`backbone`) is the backbone model itself, built with a
+    refiner in every attention layer; AWRSR's defaults are the backbone's yaml plus
+    ``AWRSR.yaml``.
 
     NOTE:
         Decisions where the paper is ambiguous (each tested):
@@ -56,7 +59,7 @@ class AWRSR(AttnSequentialRecommender):
 
     last_position_shortcut = False
     options = {
-        "backbone": OneOf("SASRec", "STOSA"),
+        "backbone": OneOf(*BACKBONES),
         "refinement": OneOf(*REFINEMENTS),
     }
     option_rules = (
@@ -69,42 +72,49 @@ class AWRSR(AttnSequentialRecommender):
         ),
     )
 
-    def __new__(cls, config, dataset):
-        if cls is AWRSR:
-            cls = cls.implementation(config)
-        return super().__new__(cls)
-
     @staticmethod
-    def implementation(config):
-        """The AWRSR class of ``config['backbone']`` (its options checked first)."""
-        check_model_options(AWRSR, config)
-        return BACKBONES[config["backbone"]]
+    def yaml_classes(options):
+        """The classes whose yaml files configure AWRSR, given the user's options (files
+        and overrides): its backbone's, then AWRSR's own."""
+        backbone = BACKBONES.get(options["backbone"] if "backbone" in options else None)
+        return [backbone, AWRSR] if backbone else [AWRSR]
 
     def __init__(self, config, dataset):
-        # load parameters info (before the backbone builds its layers, which call
-        # attention_refiner)
-        self.backbone = config["backbone"]
+        super(AWRSR, self).__init__(config, dataset)
+
+        # load parameters info
         self.refinement = config["refinement"]
-        super().__init__(config, dataset)
+        head_size = config["hidden_size"] // config["n_heads"]
 
-    def attention_refiner(self):
-        return make_refiner(
-            self.refinement,
-            self.max_seq_length,
-            self.hidden_size // self.n_heads,
-            self.initializer_range,
+        # define layers and loss: the backbone, with a refiner in every attention layer
+        self.backbone = BACKBONES[config["backbone"]](
+            config,
+            dataset,
+            make_refiner=lambda: make_refiner(
+                self.refinement,
+                self.max_seq_length,
+                head_size,
+                config["initializer_range"],
+            ),
         )
+        self.needs_negatives = self.backbone.needs_negatives
 
+    @property
+    def trm_encoder(self):
+        """The backbone's layer stack (the name every model's stack has)."""
+        return self.backbone.trm_encoder
 
-class AWRSRSASRec(AWRSR, SASRecAP):
-    """AWRSR on SASRec (:class:`~recbole_attn.model.sasrec_ap.SASRecAP`)."""
+    def encode(self, context):
+        return self.backbone.encode(context)
 
+    def position_loss(self, output, pos_items, neg_items):
+        return self.backbone.position_loss(output, pos_items, neg_items)
 
-class AWRSRSTOSA(AWRSR, STOSA):
-    """AWRSR on STOSA (:class:`~recbole_attn.model.stosa.STOSA`)."""
+    def score_items(self, output, items):
+        return self.backbone.score_items(output, items)
 
-
-BACKBONES = {"SASRec": AWRSRSASRec, "STOSA": AWRSRSTOSA}
+    def score_all_items(self, output):
+        return self.backbone.score_all_items(output)
 
 
 def combinations():

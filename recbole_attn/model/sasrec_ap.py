@@ -35,7 +35,9 @@ class SASRecAP(ItemEmbeddingRecommender):
 
     last_position_shortcut = True
 
-    def __init__(self, config, dataset):
+    def __init__(self, config, dataset, make_refiner=None):
+        """``make_refiner``: a factory of the refiner of every attention layer (AWRSR's);
+        None: no refiner."""
         super(SASRecAP, self).__init__(config, dataset)
 
         # load parameters info
@@ -57,17 +59,13 @@ class SASRecAP(ItemEmbeddingRecommender):
         )
         self.position_embedding = nn.Embedding(self.max_seq_length, self.hidden_size)
         self.trm_encoder = self.transformer_encoder(
-            DotProductScore, make_refiner=self.attention_refiner
+            DotProductScore, make_refiner=make_refiner
         )
         self.LayerNorm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
         self.dropout = nn.Dropout(self.hidden_dropout_prob)
 
         # parameters initialization
         self.apply(self._init_weights)
-
-    def attention_refiner(self):
-        """The refiner of every attention layer (none; AWRSR adds one)."""
-        return None
 
     def encode(self, context):
         return self.trm_encoder(self.embed_sequence(context), context)

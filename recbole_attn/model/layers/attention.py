@@ -96,6 +96,10 @@ class MultiHeadSelfAttention(nn.Module):
         streams (tuple): ``None`` for one input stream (a tensor), or ``((name, power),
             ...)`` for several (a tuple of tensors in that order), each aggregated with
             :math:`A^{\\circ power}` (STOSA: ``(("mean", 1), ("cov", 2))``).
+        outputs (tuple): the names of the streams whose outputs are computed (default:
+            every stream); the others only feed the score (their query and key
+            projections), and no value, output projection or LayerNorm is built for
+            them. The forward then returns the output streams only (post-LN only).
         value (bool): a value projection; False aggregates the input itself (PAtt).
         output_dense (bool): the output projection :math:`W_O` (``dense``).
         pre_ln (bool): pre-LN sublayer (projections read ``LN(x)``, output
@@ -116,6 +120,7 @@ class MultiHeadSelfAttention(nn.Module):
         output_dense=True,
         pre_ln=False,
         refiner=None,
+        outputs=None,
     ):
         super().__init__()
         if hidden_size % n_heads != 0:
@@ -124,29 +129,44 @@ class MultiHeadSelfAttention(nn.Module):
             )
         self.n_heads = n_heads
         self.stream_names = tuple(name for name, _ in streams) if streams else None
-        self.powers = tuple(power for _, power in streams) if streams else (1,)
+        powers = dict(streams) if streams else {None: 1}
+        self.output_names = tuple(outputs) if outputs else self.stream_names
+        if self.output_names != self.stream_names and pre_ln:
+            raise ValueError("a pre-LN attention normalizes every stream it reads")
+        self.outputs = (
+            tuple(self.stream_names.index(n) for n in self.output_names)
+            if self.stream_names
+            else (0,)
+        )
+        self.powers = tuple(powers[n] for n in (self.output_names or [None]))
         self.pre_ln = pre_ln
         self.score = score
         self.refiner = refiner
 
-        def per_stream(make):
+        def per_stream(make, names):
             if self.stream_names is None:
                 return make()
-            return nn.ModuleDict({name: make() for name in self.stream_names})
+            return nn.ModuleDict({name: make() for name in names})
 
-        def linear(bias=True):
-            return per_stream(lambda: nn.Linear(hidden_size, hidden_size, bias=bias))
+        def linear(names, bias=True):
+            return per_stream(
+                lambda: nn.Linear(hidden_size, hidden_size, bias=bias), names
+            )
 
         for name in ("query", "key"):
             setattr(
                 self,
                 name,
-                linear(score.projection_bias) if name in score.projections else None,
+                (
+                    linear(self.stream_names, score.projection_bias)
+                    if name in score.projections
+                    else None
+                ),
             )
-        self.value = linear() if value else None
-        self.dense = linear() if output_dense else None
+        self.value = linear(self.output_names) if value else None
+        self.dense = linear(self.output_names) if output_dense else None
         self.LayerNorm = per_stream(
-            lambda: nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+            lambda: nn.LayerNorm(hidden_size, eps=layer_norm_eps), self.output_names
         )
         self.attn_dropout = nn.Dropout(attn_dropout_prob)
         self.out_dropout = nn.Dropout(hidden_dropout_prob)
@@ -200,13 +220,13 @@ class MultiHeadSelfAttention(nn.Module):
         if context.record:
             context.attention.append(probs)
         probs = self.attn_dropout(probs)
-        values = self._map(self.value, normed)
+        values = self._map(self.value, tuple(normed[i] for i in self.outputs))
         outputs = []
         for value, power in zip(values, self.powers):
             weights = probs if power == 1 else probs**power
             outputs.append(merge_heads(weights @ split_heads(value, self.n_heads)))
         outputs = self._map(self.dense, tuple(outputs))
-        residuals = select_rows(xs, rows)
+        residuals = select_rows(tuple(xs[i] for i in self.outputs), rows)
         outputs = tuple(x + self.out_dropout(z) for x, z in zip(residuals, outputs))
         if not self.pre_ln:
             outputs = self._map(self.LayerNorm, outputs)

@@ -74,25 +74,39 @@ class GaussianFeedForward(nn.Module):
     transformer.FeedForward`), then :math:`\mathrm{ELU}(\cdot)+1` on the covariance
     output so that it stays positive. ``pre_ln=True``: the paper's
     :math:`x + \mathrm{Dropout}(\mathrm{FFN}(\mathrm{LN}(x)))`; ``False``: the official
-    code's post-LN :math:`\mathrm{LN}(x + \mathrm{Dropout}(\mathrm{FFN}(x)))`."""
+    code's post-LN :math:`\mathrm{LN}(x + \mathrm{Dropout}(\mathrm{FFN}(x)))`.
+    ``streams``: the streams it transforms (``("cov",)``: covariances only, where the
+    layer passes its means through); the input and output are tuples of those streams.
+    """
 
     def __init__(
-        self, hidden_size, inner_size, hidden_dropout_prob, layer_norm_eps, pre_ln=True
+        self,
+        hidden_size,
+        inner_size,
+        hidden_dropout_prob,
+        layer_norm_eps,
+        pre_ln=True,
+        streams=("mean", "cov"),
     ):
         super().__init__()
-
-        def ffn():
-            return FeedForward(
-                hidden_size,
-                inner_size,
-                hidden_dropout_prob,
-                "elu",
-                layer_norm_eps,
-                pre_ln=pre_ln,
+        self.streams = tuple(streams)
+        for name in self.streams:
+            setattr(
+                self,
+                name,
+                FeedForward(
+                    hidden_size,
+                    inner_size,
+                    hidden_dropout_prob,
+                    "elu",
+                    layer_norm_eps,
+                    pre_ln=pre_ln,
+                ),
             )
 
-        self.mean, self.cov = ffn(), ffn()
-
     def forward(self, hidden):
-        mean, cov = hidden
-        return self.mean(mean), elu_plus_one(self.cov(cov))
+        outputs = []
+        for name, x in zip(self.streams, hidden):
+            y = getattr(self, name)(x)
+            outputs.append(elu_plus_one(y) if name == "cov" else y)
+        return tuple(outputs)
