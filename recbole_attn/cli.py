@@ -227,11 +227,16 @@ def _run(args, files, overrides):
         config_dict=overrides,
         verbose=args.verbose,
     )
-    print(f"best valid: {dict(result['best_valid_result'] or {})}")
-    print(f"test: {dict(result['test_result'] or {})}")
+    print(f"best valid: {_plain(result['best_valid_result'])}")
+    print(f"test: {_plain(result['test_result'])}")
     if result["saved_model_file"]:
         print(f"model: {result['saved_model_file']}")
     return 0
+
+
+def _plain(metrics):
+    """Metrics as plain numbers (numpy 2 prints its scalars as ``np.float64(...)``)."""
+    return {k: float(v) for k, v in (metrics or {}).items()}
 
 
 def _tune(args, files, overrides):

@@ -125,11 +125,7 @@ def config_files(model_class, dataset, config_file_list=None, options=None):
         path = os.path.join(props, sub, f"{name}.yaml")
         if os.path.isfile(path):
             files.append(path)
-    for path in config_file_list or []:
-        if not os.path.isfile(path):
-            raise RecboleAttnError(f"config file not found: {path}")
-        files.append(path)
-    return files
+    return files + list(config_file_list or [])
 
 
 class AttnConfig(Config):
@@ -219,6 +215,12 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
         os.path.join(properties_dir(), "model", f"{cls.__name__}.yaml")
         for cls in reversed(model_class.__mro__)
     ]
+    for path in config_file_list or []:
+        if not os.path.isfile(path):
+            raise RecboleAttnError(f"config file not found: {path}")
+    config_check.check_yaml_files(
+        [p for p in own if os.path.isfile(p)] + list(config_file_list or [])
+    )
     given = user_options(own + list(config_file_list or []), config_dict)
     files = config_files(model_class, dataset, config_file_list, given)
     config_check.check_yaml_files(files)

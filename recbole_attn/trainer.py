@@ -261,7 +261,7 @@ class AttnTrainer(Trainer):
         a ValueError for NaN only)."""
         if not bool(torch.isfinite(loss).all()):
             raise TrainingError(
-                f"the training loss became {float(loss)} in epoch {self.epoch} "
+                f"the training loss became {float(loss.detach())} in epoch {self.epoch} "
                 f"(learning_rate {self.config['learning_rate']}): lower --learning_rate "
                 f"(or check the data); {self.saved_state_text()}"
             )

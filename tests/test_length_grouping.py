@@ -19,11 +19,7 @@ from recbole_attn.errors import ConfigError
 from recbole_attn.model import losses as ce_losses
 from recbole_attn.model.layers import dpp, skew_normal
 from recbole_attn.model.layers.context import SequenceContext
-from recbole_attn.model.length_groups import (
-    check_length_groups,
-    grouping_cost,
-    plan_length_groups,
-)
+from recbole_attn.model.length_groups import grouping_cost, plan_length_groups
 from test_model_contract import CASES, model_builder
 
 RTOL, ATOL = 1e-10, 1e-12
@@ -233,7 +229,9 @@ def test_planner_minimizes_the_cost_against_brute_force():
     assert plan_length_groups([], 4) == []
 
 
-def test_grouping_needs_trimming_and_respects_the_opt_out(built):
+def test_grouping_needs_trimming_and_respects_the_opt_out(built, tiny_config):
+    from recbole_attn.quick_start import make_config
+
     _, net, _ = built("SASRecAP", {})
     lengths = torch.tensor(LENGTHS)
     net.length_group_overhead = 0.0
@@ -253,9 +251,9 @@ def test_grouping_needs_trimming_and_respects_the_opt_out(built):
         assert net.length_groups(torch.tensor([5, 5, 5])) is None
     finally:
         net.max_length_groups, net.trim_batch = 4, True
-    assert check_length_groups(None) == 4
-    with pytest.raises(ConfigError, match="length_groups"):
-        check_length_groups(0)
+    # the option is checked with the configuration, before anything is built
+    with pytest.raises(ConfigError, match="length_groups must be an integer >= 1"):
+        make_config("SASRecAP", "tiny", config_dict={**tiny_config, "length_groups": 0})
 
 
 @pytest.mark.parametrize("name", ["SASRecAP", "STOSA"])

@@ -21,13 +21,15 @@ from recbole_attn.model.layers import (
     position_ids,
 )
 from recbole_attn.model.layers.dpp import (
-    category_kernel,
-    causal_product_numerators,
     check_diversity_form,
     causal_dpp_pair_probabilities,
     causal_pair_numerators,
     check_k,
     elementary_symmetric,
+)
+from recbole_attn.model.layers.dpp_diversity import (
+    category_kernel,
+    causal_product_numerators,
 )
 from recbole_attn.model.layers.dpp_score import CATEGORY_KERNEL
 

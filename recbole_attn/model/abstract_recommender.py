@@ -2,117 +2,45 @@
 recbole_attn.model.abstract_recommender
 #######################################
 
-Shared training infrastructure of our sequential models (docs/models.md, "Training"):
+The contract of our sequential models (docs/models.md, "Training"). A subclass implements
+:meth:`~AttnSequentialRecommender.encode` (per-position outputs from a
+:class:`~recbole_attn.model.layers.context.SequenceContext`),
+:meth:`~AttnSequentialRecommender.position_loss`,
+:meth:`~AttnSequentialRecommender.score_items` and
+:meth:`~AttnSequentialRecommender.score_all_items`; RecBole's ``calculate_loss``,
+``predict`` and ``full_sort_predict`` are provided here, on the small modules that do
+the work:
 
-* both training modes (``all_position``: a loss at every valid position of one sequence per
-  user; ``last_position``: RecBole's one prefix per sample) through one code path;
-* batch trimming: every batch is cut to its longest sequence (RecBole right-pads to
-  ``MAX_ITEM_LIST_LENGTH``; with causal attention this is exact under both position
-  alignments);
-* length grouping: a batch is split into a few groups of similar lengths, each trimmed to
-  its own longest sequence, with the losses combined so that the loss and its gradients
-  are the ungrouped batch's (training and evaluation);
-* position ids counted from the first item or from the most recent one
-  (``position_alignment``);
-* one uniform negative per position, drawn in one tensor operation among the items the user
-  has not interacted with in the training sequence (and, with the opt-in leak
-  ``neg_exclude_heldout``, not among the user's validation and test items);
-* sequence-level auxiliary loss terms that layers add while encoding;
-* the last-position shortcut of prediction, where the model declares it exact;
-* ``attention_weights``: the matrix every attention layer aggregated with.
+* :mod:`~recbole_attn.model.batching`: trimming every batch to its longest sequence, and
+  the targets of both training modes (``all_position``: a loss at every valid position of
+  one sequence per user; ``last_position``: RecBole's one prefix per sample);
+* :mod:`~recbole_attn.model.length_groups`: exact length grouping (a batch split into a
+  few groups of similar lengths, losses combined so that the loss and its gradients are
+  the ungrouped batch's);
+* :mod:`~recbole_attn.model.negatives`: one uniform negative per position, in one tensor
+  operation;
+* :mod:`~recbole_attn.model.losses`: BCE/BPR on sampled negatives, memory-bounded CE;
 
-A subclass implements :meth:`encode` (per-position outputs from a
-:class:`~recbole_attn.model.layers.context.SequenceContext`), :meth:`position_loss`,
-:meth:`score_items` and :meth:`score_all_items`; ``calculate_loss``, ``predict`` and
-``full_sort_predict`` are provided here.
+and position ids counted from the first item or from the most recent one
+(``position_alignment``), sequence-level auxiliary loss terms that layers add while
+encoding, the last-position shortcut of prediction where the model declares it exact, and
+``attention_weights`` (the matrix every attention layer aggregated with).
 """
 
-import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import nn
 from recbole.model.abstract_recommender import SequentialRecommender
+from torch import nn
 from recbole.utils import InputType
 
 from recbole_attn.config_check import Flag, Integer, Number, OneOf
-from recbole_attn.data.dataset import TRAINING_MODES, check_training_mode
+from recbole_attn.data.dataset import TRAINING_MODES
 from recbole_attn.data.histories import heldout_items
 from recbole_attn.errors import ConfigError
-from recbole_attn.model.layers.attention import MultiHeadSelfAttention
-from recbole_attn.model.layers.context import (
-    SequenceContext,
-    check_position_alignment,
-    position_ids,
-)
-from recbole_attn.model.layers.transformer import (
-    FeedForward,
-    TransformerEncoder,
-    TransformerLayer,
-)
-from recbole_attn.model.length_groups import (
-    check_length_group_overhead,
-    check_length_groups,
-    plan_length_groups,
-)
-from recbole_attn.model.losses import check_ce_budget, chunked_cross_entropy
-
-#: losses of :meth:`AttnSequentialRecommender.sampled_loss` (one sampled negative per
-#: position) and CE (softmax over all items), the loss types our models share
-SAMPLED_LOSS_TYPES = ("BCE", "BPR")
-LOSS_TYPES = SAMPLED_LOSS_TYPES + ("CE",)
-
-
-def check_loss_type(model_name, loss_type):
-    """Raise a :class:`ConfigError` unless ``loss_type`` is one of :data:`LOSS_TYPES`;
-    return whether it needs one sampled negative per position."""
-    if loss_type not in LOSS_TYPES:
-        raise ConfigError(
-            f"{model_name} supports loss_type {list(LOSS_TYPES)} (BCE = the SASRec and "
-            f"PAtt papers' loss), got {loss_type!r}"
-        )
-    return loss_type in SAMPLED_LOSS_TYPES
-
-
-def map_output(fn, output):
-    """Apply ``fn`` to a tensor or to every tensor of a tuple of tensors."""
-    if isinstance(output, tuple):
-        return tuple(fn(o) for o in output)
-    return fn(output)
-
-
-def combine_group_losses(parts):
-    """The losses of a batch from those of its length groups.
-
-    ``parts``: per group ``(position losses, N_g, aux terms)``: a tuple of means over the
-    group's N_g loss positions, and the :class:`~recbole_attn.model.layers.context.
-    AuxLoss` terms its layers added (a mean and the count it averages over). Position
-    loss i is ``sum_g loss_gi N_g / sum_g N_g``, auxiliary loss i ``sum_g value_gi
-    count_gi / sum_g count_gi`` (0 when every count is 0): the means over the whole
-    batch. Returns one tuple, position losses first."""
-    n_losses, n_aux = len(parts[0][0]), len(parts[0][2])
-    if any(len(loss) != n_losses or len(aux) != n_aux for loss, _, aux in parts):
-        raise RuntimeError(
-            "the length groups of a batch returned different numbers of loss terms; "
-            "a model whose losses depend on the batch composition must set "
-            "length_grouping = False"
-        )
-
-    def mean(values, counts):
-        dtype, device = values[0].dtype, values[0].device
-        counts = [torch.as_tensor(c, device=device).to(dtype) for c in counts]
-        total = sum(counts)
-        weighted = sum(v * c for v, c in zip(values, counts))
-        return weighted / torch.where(total > 0, total, torch.ones_like(total))
-
-    positions = [n for _, n, _ in parts]
-    losses = tuple(
-        mean([loss[i] for loss, _, _ in parts], positions) for i in range(n_losses)
-    )
-    aux = tuple(
-        mean([a[i].value for _, _, a in parts], [a[i].count for _, _, a in parts])
-        for i in range(n_aux)
-    )
-    return losses + aux
+from recbole_attn.model import batching, negatives
+from recbole_attn.model.batching import map_output
+from recbole_attn.model.layers.context import SequenceContext, position_ids
+from recbole_attn.model.length_groups import combine_group_losses, group_rows
+from recbole_attn.model.losses import sampled_loss
 
 
 class AttnSequentialRecommender(SequentialRecommender):
@@ -162,8 +90,8 @@ class AttnSequentialRecommender(SequentialRecommender):
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
 
-        # load parameters info
-        self.training_mode = check_training_mode(config)
+        # load parameters info (checked with the configuration: ``options``)
+        self.training_mode = config["training_mode"]
         self.trim_batch = bool(config["trim_batch"])
         self.neg_exclude_seen = bool(config["neg_exclude_seen"])
         self.neg_exclude_heldout = bool(config["neg_exclude_heldout"])
@@ -178,12 +106,10 @@ class AttnSequentialRecommender(SequentialRecommender):
             # every user's validation and test items [n_users, W] (0 = none): read only
             # by sample_negatives, and only under this opt-in leak
             self.register_buffer("heldout_items", table, persistent=False)
-        self.position_alignment = check_position_alignment(config["position_alignment"])
-        self.max_length_groups = check_length_groups(config["length_groups"])
-        self.length_group_overhead = check_length_group_overhead(
-            config["length_group_overhead"]
-        )
-        self.ce_logits_budget_mb = check_ce_budget(config["ce_logits_budget_mb"])
+        self.position_alignment = config["position_alignment"]
+        self.max_length_groups = config["length_groups"] or 1
+        self.length_group_overhead = float(config["length_group_overhead"] or 0.0)
+        self.ce_logits_budget_mb = float(config["ce_logits_budget_mb"])
 
     # ------------------------------------------------------------------ to implement
     def encode(self, context):
@@ -220,81 +146,33 @@ class AttnSequentialRecommender(SequentialRecommender):
         if isinstance(module, nn.Linear) and module.bias is not None:
             module.bias.data.zero_()
 
-    @staticmethod
-    def sampled_loss(pos_score, neg_score, loss_type):
-        r"""Loss of one positive and one sampled negative score per position: ``BCE``
-        (:math:`-\log\sigma(s^+) - \log(1-\sigma(s^-))`, the SASRec and PAtt papers') or
-        ``BPR`` (:math:`-\log\sigma(s^+ - s^-)`), averaged over positions."""
-        if loss_type == "BPR":
-            return F.softplus(neg_score - pos_score).mean()
-        if loss_type == "BCE":
-            return (F.softplus(-pos_score) + F.softplus(neg_score)).mean()
-        raise ConfigError(
-            f"sampled_loss: loss_type must be BCE or BPR, got {loss_type!r}"
-        )
+    sampled_loss = staticmethod(sampled_loss)
 
     def trim(self, item_seq, item_seq_len):
         """Cut a right-padded batch to its longest sequence (unless ``trim_batch: False``,
         which exists to measure what trimming saves; results are identical)."""
-        if not self.trim_batch:
-            return item_seq
-        max_len = int(item_seq_len.max()) if item_seq_len.numel() else 1
-        return item_seq[:, : max(max_len, 1)]
+        return batching.trim(item_seq, item_seq_len) if self.trim_batch else item_seq
 
     def training_targets(self, item_seq, item_seq_len, pos_items):
-        """Targets ``[B, L]`` and the mask of positions that carry a loss.
-
-        all_position: the target of position t is the item at t+1 and, at the last valid
-        position, the sample's target item. last_position: only the last valid position.
-        """
-        batch, length = item_seq.shape
-        last = (item_seq_len - 1).clamp(min=0)
-        rows = torch.arange(batch, device=item_seq.device)
-        if self.training_mode == "all_position":
-            targets = torch.zeros_like(item_seq)
-            targets[:, :-1] = item_seq[:, 1:]
-            targets[rows, last] = pos_items
-            positions = torch.arange(length, device=item_seq.device)
-            mask = positions.unsqueeze(0) < item_seq_len.unsqueeze(1)
-            targets = targets * mask
-        else:
-            targets = torch.zeros_like(item_seq)
-            targets[rows, last] = pos_items
-            mask = torch.zeros_like(item_seq, dtype=torch.bool)
-            mask[rows, last] = True
-        return targets, mask
+        """Targets ``[B, L]`` and loss mask under ``training_mode``
+        (:func:`~recbole_attn.model.batching.training_targets`)."""
+        return batching.training_targets(
+            item_seq, item_seq_len, pos_items, self.training_mode
+        )
 
     def sample_negatives(self, item_seq, targets, users=None):
-        """One negative item per position ``[B, L]``, uniform over ``[1, n_items)``.
-
-        With ``neg_exclude_seen`` (default) the draw is uniform over the items that are NOT
-        in the user's training sequence (inputs and targets), exactly, in one multinomial
-        draw per batch (a ``[B, n_items]`` weight matrix); a user who has seen every item
-        falls back to all items. With ``neg_exclude_heldout`` (a leak, off by default) the
-        items of the user's validation and test rows (``users [B]``) are excluded too, as
-        the official STOSA and PAtt code does.
-        """
-        batch, length = targets.shape
-        if not (self.neg_exclude_seen or self.neg_exclude_heldout):
-            return torch.randint(
-                1, self.n_items, (batch, length), device=targets.device
-            )
-        weights = torch.ones(batch, self.n_items, device=targets.device)
-        if self.neg_exclude_seen:
-            weights.scatter_(1, item_seq, 0.0)
-            weights.scatter_(1, targets, 0.0)
-        if self.neg_exclude_heldout:
-            if users is None:
-                raise ConfigError(
-                    "neg_exclude_heldout needs the user id of every training sequence "
-                    "(the interaction has no user field)"
-                )
-            weights.scatter_(1, self.heldout_items[users], 0.0)
-        weights[:, 0] = 0.0
-        exhausted = weights.sum(1) == 0
-        if bool(exhausted.any()):
-            weights[exhausted, 1:] = 1.0
-        return torch.multinomial(weights, length, replacement=True)
+        """One negative item per position ``[B, L]``
+        (:func:`~recbole_attn.model.negatives.sample_negatives`): avoiding the user's
+        training items with ``neg_exclude_seen``, and the user's validation and test items
+        under the opt-in leak ``neg_exclude_heldout``."""
+        return negatives.sample_negatives(
+            item_seq,
+            targets,
+            self.n_items,
+            exclude_seen=self.neg_exclude_seen,
+            heldout_items=self.heldout_items if self.neg_exclude_heldout else None,
+            users=users,
+        )
 
     def sequence_context(self, interaction, last_position=False, record=False):
         """The :class:`SequenceContext` of a batch: trimmed sequences, position ids, user
@@ -333,36 +211,15 @@ class AttnSequentialRecommender(SequentialRecommender):
 
     # ------------------------------------------------------------------ length groups
     def length_groups(self, item_seq_len):
-        """The length groups of a batch: None (the batch is not split), or a list of
-        ``(rows, length)``, ``rows`` a ``[n_g]`` index tensor (original order within the
-        group), ``length`` the group's longest sequence, shortest group first.
-
-        Split only with ``trim_batch``, :attr:`length_grouping`, ``length_groups > 1``
-        and when :func:`~recbole_attn.model.length_groups.plan_length_groups` finds
-        more than one group worth it for these lengths."""
-        batch = item_seq_len.numel()
-        if (
-            not (self.trim_batch and self.length_grouping)
-            or self.max_length_groups < 2
-            or batch < 2
-        ):
+        """The length groups of a batch (:func:`~recbole_attn.model.length_groups.
+        group_rows`): None when the batch is not split (no ``trim_batch``, a model
+        without :attr:`length_grouping`, ``length_groups: 1``, or one group worth it).
+        """
+        if not (self.trim_batch and self.length_grouping):
             return None
-        lengths = item_seq_len.detach().cpu().numpy()
-        longest = max(int(lengths.max()), 1)
-        bounds = plan_length_groups(
-            lengths,
-            self.max_length_groups,
-            self.length_group_overhead * batch * longest**2,
+        return group_rows(
+            item_seq_len, self.max_length_groups, self.length_group_overhead
         )
-        if len(bounds) < 2:
-            return None
-        groups, low = [], -1
-        for high in bounds:
-            rows = np.flatnonzero((lengths > low) & (lengths <= high))
-            rows = torch.as_tensor(rows, device=item_seq_len.device)
-            groups.append((rows, max(int(high), 1)))
-            low = high
-        return groups
 
     def _grouped_contexts(self, interaction, last_position=False):
         """``(item_seq, item_seq_len, groups, contexts)`` of a batch: the batch trimmed to
@@ -500,77 +357,3 @@ class AttnSequentialRecommender(SequentialRecommender):
         if not context.unrefined:
             raise ValueError(f"{type(self).__name__} has no attention refiner")
         return context.unrefined
-
-
-class ItemEmbeddingRecommender(AttnSequentialRecommender):
-    r"""A sequential recommender whose prediction layer is SASRec's: the score of item j
-    is the dot product of the sequence representation with row j of ``item_embedding``.
-
-    Trained with ``loss_type`` ``CE`` (softmax over all items), ``BPR`` or ``BCE`` (one
-    sampled negative per position; BCE is the SASRec paper's loss). A subclass creates
-    ``item_embedding`` (and, for :meth:`embed_sequence`, ``position_embedding``,
-    ``LayerNorm`` and ``dropout``) and sets ``loss_type``, then calls
-    :meth:`check_loss_type`.
-    """
-
-    options = {
-        "loss_type": OneOf(
-            *LOSS_TYPES,
-            hint="CE: softmax over all items; BCE (the SASRec and PAtt papers') and "
-            "BPR: one sampled negative per position",
-        )
-    }
-
-    def check_loss_type(self):
-        self.needs_negatives = check_loss_type(type(self).__name__, self.loss_type)
-
-    def transformer_encoder(self, make_score, make_refiner=None, **attention_options):
-        """SASRec's stack of ``n_layers`` blocks: the shared attention with the score module
-        ``make_score()`` (and the refiner ``make_refiner()``) of every layer, then RecBole's
-        post-LN feed-forward sublayer; sizes from the model's ``n_heads``,
-        ``hidden_size``, ``inner_size``, dropouts, ``hidden_act`` and ``layer_norm_eps``.
-        """
-        return TransformerEncoder(
-            TransformerLayer(
-                MultiHeadSelfAttention(
-                    make_score(),
-                    self.n_heads,
-                    self.hidden_size,
-                    self.hidden_dropout_prob,
-                    self.attn_dropout_prob,
-                    self.layer_norm_eps,
-                    refiner=make_refiner() if make_refiner else None,
-                    **attention_options,
-                ),
-                FeedForward(
-                    self.hidden_size,
-                    self.inner_size,
-                    self.hidden_dropout_prob,
-                    self.hidden_act,
-                    self.layer_norm_eps,
-                ),
-            )
-            for _ in range(self.n_layers)
-        )
-
-    def embed_sequence(self, context):
-        """SASRec's input layer: ``Dropout(LN(E[s] + P[pos]))``."""
-        hidden = self.item_embedding(context.item_seq) + self.position_embedding(
-            context.positions
-        )
-        return self.dropout(self.LayerNorm(hidden))
-
-    def position_loss(self, output, pos_items, neg_items):
-        if not self.needs_negatives:
-            return chunked_cross_entropy(
-                output, self.item_embedding.weight, pos_items, self.ce_logits_budget_mb
-            )
-        pos_score = self.score_items(output, pos_items)
-        neg_score = self.score_items(output, neg_items)
-        return self.sampled_loss(pos_score, neg_score, self.loss_type)
-
-    def score_items(self, output, items):
-        return (output * self.item_embedding(items)).sum(-1)
-
-    def score_all_items(self, output):
-        return output @ self.item_embedding.weight.transpose(0, 1)

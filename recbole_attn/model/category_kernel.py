@@ -1,7 +1,7 @@
 r"""DPAtt's category-scope kernel C, learned in a pre-stage (Liu et al., KDD 2024, eq. 10).
 
 C is a low-rank kernel :math:`C = (1-\beta) \hat V \hat V^\top + \beta I`
-(:func:`~recbole_attn.model.layers.dpp.category_kernel`) whose unit-norm item vectors are
+(:func:`~recbole_attn.model.layers.dpp_diversity.category_kernel`) whose unit-norm item vectors are
 trained to give diverse item sets (more distinct categories) a larger :math:`\det C_Y`:
 :math:`\max \sum \log\det C_{A^+} - \log\det C_{A^-}` over (more diverse, less diverse)
 pairs of item sets drawn from the users' TRAINING histories. This is a training loop with
@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from recbole_attn.model.layers.dpp import category_kernel
+from recbole_attn.model.layers.dpp_diversity import category_kernel
 
 
 def distinct_category_counts(item_sets, item_categories, n_categories):

@@ -18,36 +18,7 @@ makes tiny groups not worth their fixed cost (more, smaller matmuls and kernel l
 """
 
 import numpy as np
-
-from recbole_attn.errors import ConfigError
-
-#: defaults of ``length_groups`` and ``length_group_overhead`` (properties/overall.yaml)
-DEFAULT_LENGTH_GROUPS = 4
-DEFAULT_LENGTH_GROUP_OVERHEAD = 0.02
-
-
-def check_length_groups(value):
-    """``length_groups``: a positive integer (1 = no grouping)."""
-    if value is None:
-        return DEFAULT_LENGTH_GROUPS
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ConfigError(
-            f"length_groups must be a positive integer (the most groups a batch is split "
-            f"into by sequence length; 1 = off), got {value!r}"
-        )
-    return int(value)
-
-
-def check_length_group_overhead(value):
-    """``length_group_overhead``: a non-negative number."""
-    if value is None:
-        return DEFAULT_LENGTH_GROUP_OVERHEAD
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ConfigError(
-            f"length_group_overhead must be a non-negative number (the cost of one "
-            f"group as a fraction of the ungrouped batch's work), got {value!r}"
-        )
-    return float(value)
+import torch
 
 
 def grouping_cost(lengths, bounds, overhead):
@@ -104,3 +75,61 @@ def plan_length_groups(lengths, max_groups, overhead=0.0):
         bounds.append(int(values[j - 1]))
         j = int(parents[k - 1][j - 1])
     return bounds[::-1]
+
+
+def group_rows(item_seq_len, max_groups, overhead):
+    """The length groups of a batch: None (the batch is not split), or a list of
+    ``(rows, length)``, ``rows`` a ``[n_g]`` index tensor (original order within the
+    group), ``length`` the group's longest sequence, shortest group first: the grouping of
+    :func:`plan_length_groups` with the overhead of one group as a fraction ``overhead``
+    of the ungrouped batch's work ``B * L_max^2``, when it has more than one group."""
+    batch = item_seq_len.numel()
+    if max_groups < 2 or batch < 2:
+        return None
+    lengths = item_seq_len.detach().cpu().numpy()
+    longest = max(int(lengths.max()), 1)
+    bounds = plan_length_groups(lengths, max_groups, overhead * batch * longest**2)
+    if len(bounds) < 2:
+        return None
+    groups, low = [], -1
+    for high in bounds:
+        rows = np.flatnonzero((lengths > low) & (lengths <= high))
+        rows = torch.as_tensor(rows, device=item_seq_len.device)
+        groups.append((rows, max(int(high), 1)))
+        low = high
+    return groups
+
+
+def combine_group_losses(parts):
+    """The losses of a batch from those of its length groups.
+
+    ``parts``: per group ``(position losses, N_g, aux terms)``: a tuple of means over the
+    group's N_g loss positions, and the :class:`~recbole_attn.model.layers.context.
+    AuxLoss` terms its layers added (a mean and the count it averages over). Position
+    loss i is ``sum_g loss_gi N_g / sum_g N_g``, auxiliary loss i ``sum_g value_gi
+    count_gi / sum_g count_gi`` (0 when every count is 0): the means over the whole
+    batch. Returns one tuple, position losses first."""
+    n_losses, n_aux = len(parts[0][0]), len(parts[0][2])
+    if any(len(loss) != n_losses or len(aux) != n_aux for loss, _, aux in parts):
+        raise RuntimeError(
+            "the length groups of a batch returned different numbers of loss terms; "
+            "a model whose losses depend on the batch composition must set "
+            "length_grouping = False"
+        )
+
+    def mean(values, counts):
+        dtype, device = values[0].dtype, values[0].device
+        counts = [torch.as_tensor(c, device=device).to(dtype) for c in counts]
+        total = sum(counts)
+        weighted = sum(v * c for v, c in zip(values, counts))
+        return weighted / torch.where(total > 0, total, torch.ones_like(total))
+
+    positions = [n for _, n, _ in parts]
+    losses = tuple(
+        mean([loss[i] for loss, _, _ in parts], positions) for i in range(n_losses)
+    )
+    aux = tuple(
+        mean([a[i].value for _, _, a in parts], [a[i].count for _, _, a in parts])
+        for i in range(n_aux)
+    )
+    return losses + aux

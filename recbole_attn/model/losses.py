@@ -1,4 +1,6 @@
-r"""Cross-entropy over all items at every training position, under a memory budget.
+r"""The losses of our models: one sampled negative per position (:func:`sampled_loss`,
+BCE or BPR), and cross-entropy over all items at every training position, under a memory
+budget (:func:`chunked_cross_entropy`).
 
 ``F.cross_entropy(hidden @ E^T, targets)`` materializes the ``[N, n_items]`` logits and
 keeps their log-softmax for the backward: with a loss at every position (N = the batch's
@@ -19,22 +21,23 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from recbole_attn.errors import ConfigError
-
 #: default of ``ce_logits_budget_mb`` (properties/overall.yaml)
 DEFAULT_CE_LOGITS_BUDGET_MB = 512
+#: losses with one sampled negative per position, and CE (softmax over all items): the
+#: loss types of our item-embedding models
+SAMPLED_LOSS_TYPES = ("BCE", "BPR")
+LOSS_TYPES = SAMPLED_LOSS_TYPES + ("CE",)
 
 
-def check_ce_budget(value):
-    """``ce_logits_budget_mb``: a positive number of megabytes (2^20 bytes)."""
-    if value is None:
-        return float(DEFAULT_CE_LOGITS_BUDGET_MB)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError(
-            f"ce_logits_budget_mb must be a positive number of MB (the largest logits "
-            f"tensor a cross-entropy loss over all items may hold), got {value!r}"
-        )
-    return float(value)
+def sampled_loss(pos_score, neg_score, loss_type):
+    r"""Loss of one positive and one sampled negative score per position: ``BCE``
+    (:math:`-\log\sigma(s^+) - \log(1-\sigma(s^-))`, the SASRec and PAtt papers') or
+    ``BPR`` (:math:`-\log\sigma(s^+ - s^-)`), averaged over positions."""
+    if loss_type == "BPR":
+        return F.softplus(neg_score - pos_score).mean()
+    if loss_type == "BCE":
+        return (F.softplus(-pos_score) + F.softplus(neg_score)).mean()
+    raise ValueError(f"sampled_loss: loss_type must be BCE or BPR, got {loss_type!r}")
 
 
 def chunk_rows(n_items, element_size, budget_mb):

@@ -17,8 +17,7 @@ projection.
 from torch import nn
 
 from recbole_attn.config_check import Flag, Integer, Number, OneOf
-from recbole_attn.errors import ConfigError
-from recbole_attn.model.abstract_recommender import ItemEmbeddingRecommender
+from recbole_attn.model.item_embedding import ItemEmbeddingRecommender
 from recbole_attn.model.layers import (
     FeedForward,
     MultiHeadSelfAttention,
@@ -98,17 +97,6 @@ class PARec(ItemEmbeddingRecommender):
         self.pattern_decay = float(config["pattern_decay"])
         self.factor_k = int(config["factor_k"]) if self.factorized else None
         self.check_loss_type()
-        if self.ffn_placement not in FFN_PLACEMENTS:
-            raise ConfigError(
-                f"ffn_placement must be one of {list(FFN_PLACEMENTS)} (block: an FFN "
-                f"in every block, the paper's; after: one after all blocks, the "
-                f"official code's), got {self.ffn_placement!r}"
-            )
-        if self.hidden_size % self.n_heads:
-            raise ConfigError(
-                f"hidden_size ({self.hidden_size}) must be a multiple of n_heads "
-                f"({self.n_heads})"
-            )
 
         # define layers and loss
         self.item_embedding = nn.Embedding(

@@ -20,10 +20,10 @@ from recbole_attn.config_check import Flag, Integer, Number, OneOf
 
 from recbole_attn.data.categories import check_category_field, item_category_table
 from recbole_attn.data.histories import training_histories
-from recbole_attn.model.abstract_recommender import ItemEmbeddingRecommender
+from recbole_attn.model.item_embedding import ItemEmbeddingRecommender
 from recbole_attn.model.category_kernel import learn_category_kernel
 from recbole_attn.model.layers import DPPScore
-from recbole_attn.model.layers.dpp import check_k, sequence_category_kernel
+from recbole_attn.model.layers.dpp_diversity import sequence_category_kernel
 from recbole_attn.model.layers.dpp_score import CATEGORY_KERNEL
 
 
@@ -113,7 +113,6 @@ class PAtt(ItemEmbeddingRecommender):
         self.dpp_jitter = float(config["dpp_cat_jitter"])
         self.dpp_diversity_form = self.diversity_form(config)
 
-        check_k(self.dpp_k, self.max_seq_length)
         self.check_loss_type()
 
         # define layers and loss

@@ -17,7 +17,7 @@ from torch import nn
 
 from recbole_attn.config_check import Number, OneOf, Subset
 from recbole_attn.data.cooccurrence import CooccurrenceTable
-from recbole_attn.model.abstract_recommender import ItemEmbeddingRecommender
+from recbole_attn.model.item_embedding import ItemEmbeddingRecommender
 from recbole_attn.model.layers.skew_normal import (
     COUNTS,
     ITEM_KERNELS,

@@ -16,7 +16,7 @@ own.
 
 from torch import nn
 
-from recbole_attn.model.abstract_recommender import ItemEmbeddingRecommender
+from recbole_attn.model.item_embedding import ItemEmbeddingRecommender
 from recbole_attn.model.layers import DotProductScore
 
 

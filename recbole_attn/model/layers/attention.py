@@ -27,7 +27,6 @@ streams) keeps one module per stream under the same names (``query.mean``, ``que
 import torch
 from torch import nn
 
-from recbole_attn.errors import ConfigError
 from recbole_attn.model.layers.context import select_rows
 from recbole_attn.model.layers.masks import masked_softmax
 
@@ -123,10 +122,6 @@ class MultiHeadSelfAttention(nn.Module):
         outputs=None,
     ):
         super().__init__()
-        if hidden_size % n_heads != 0:
-            raise ConfigError(
-                f"hidden_size ({hidden_size}) must be a multiple of n_heads ({n_heads})"
-            )
         self.n_heads = n_heads
         self.stream_names = tuple(name for name, _ in streams) if streams else None
         powers = dict(streams) if streams else {None: 1}

@@ -18,23 +18,12 @@ from typing import NamedTuple, Optional, Union
 import torch
 import torch.nn.functional as F
 
-from recbole_attn.errors import ConfigError
 from recbole_attn.model.layers.masks import causal_padding_mask
 
 #: ``first``: position ids count from the first item of the sequence (RecBole's SASRec);
 #: ``last``: they count back from the most recent item, which always has id T - 1 (the
 #: left-padded official code of SASRec, STOSA, PAtt and FPARec)
 POSITION_ALIGNMENTS = ("first", "last")
-
-
-def check_position_alignment(alignment):
-    if alignment not in POSITION_ALIGNMENTS:
-        raise ConfigError(
-            f"position_alignment must be one of {list(POSITION_ALIGNMENTS)}, got "
-            f"{alignment!r} (first: positions count from the first item; last: from the "
-            "most recent item, as the left-padded official codes)"
-        )
-    return alignment
 
 
 def position_ids(item_seq_len, length, max_length, alignment):

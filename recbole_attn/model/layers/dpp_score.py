@@ -9,7 +9,6 @@ of D by its sum, and ``normalize = False`` keeps the paper's raw weights. The va
 input M itself (the attention is built with ``value=False``).
 """
 
-from recbole_attn.errors import ConfigError
 from recbole_attn.model.layers.attention import AttentionScore
 from recbole_attn.model.layers.dpp import (
     causal_dpp_pair_weights,
@@ -51,18 +50,8 @@ class DPPScore(AttentionScore):
         diversity_form="ratio",
     ):
         super().__init__()
-        check_k(k)
-        check_diversity_form(diversity_form)
-        if triple_samples < 0 or (triple_samples and k != 3):
-            raise ConfigError(
-                "dpp_triple_samples must be 0 (exact) or a positive number of sampled "
-                f"third items with dpp_k: 3; got {triple_samples} with dpp_k: {k}"
-            )
-        if triple_samples and diversity_form == "product":
-            raise ConfigError(
-                "dpp_diversity_form: product computes the exact k = 3 sum; set "
-                "dpp_triple_samples: 0 (sampling is for the ratio form)"
-            )
+        check_k(k)  # the k-DPP functions' own argument checks (the model's options are
+        check_diversity_form(diversity_form)  # checked with the configuration)
         self.k = k
         self.lam = lam
         self.triple_samples = int(triple_samples)

@@ -18,7 +18,6 @@ import math
 import torch
 from torch import nn
 
-from recbole_attn.errors import ConfigError
 from recbole_attn.model.layers.attention import AttentionScore
 from recbole_attn.model.layers.context import select_rows
 
@@ -41,7 +40,7 @@ def fixed_pattern(name, length, decay=0.5):
     elif name == "exponential":
         logits = delta * math.log(decay)
     else:
-        raise ConfigError(f"positional_pattern must be one of {list(PATTERNS)}")
+        raise ValueError(f"positional_pattern must be one of {list(PATTERNS)}")
     return logits.tril().float()
 
 
@@ -74,15 +73,6 @@ class PositionalScore(AttentionScore):
         init_std=0.01,
     ):
         super().__init__()
-        if pattern not in PATTERNS:
-            raise ConfigError(
-                f"positional_pattern must be one of {list(PATTERNS)}, got {pattern!r}"
-            )
-        if factor_k is not None and (int(factor_k) < 1 or pattern != "learned"):
-            raise ConfigError(
-                f"factor_k must be a positive integer (FPARec's learned factors), got "
-                f"{factor_k!r} with positional_pattern {pattern!r}"
-            )
         self.pattern = pattern
         self.n_heads = n_heads
         self.max_length = max_length

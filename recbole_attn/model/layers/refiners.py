@@ -23,7 +23,6 @@ import math
 import torch
 from torch import nn
 
-from recbole_attn.errors import ConfigError
 from recbole_attn.model.layers.attention import AttentionRefiner
 from recbole_attn.model.layers.masks import masked_softmax
 from recbole_attn.model.layers.wasserstein import (
@@ -157,6 +156,5 @@ REFINERS = {
 
 
 def make_refiner(name, max_length, head_size, init_std=0.02):
-    if name not in REFINERS:
-        raise ConfigError(f"refinement must be one of {list(REFINERS)}, got {name!r}")
+    """The refiner ``name`` (AWRSR's ``refinement``, checked with the configuration)."""
     return REFINERS[name](max_length, head_size, init_std)

@@ -37,7 +37,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from recbole_attn.errors import ConfigError
 from recbole_attn.model.layers.attention import AttentionScore, split_heads
 from recbole_attn.model.layers.context import select_rows
 
@@ -160,27 +159,7 @@ class SkewNormalScore(AttentionScore):
         loss_weight=1e-3,
     ):
         super().__init__()
-        kernels = tuple(kernels)
-        if (
-            not kernels
-            or any(k not in KERNELS for k in kernels)
-            or (len(set(kernels)) != len(kernels))
-        ):
-            raise ConfigError(
-                f"kernels must be a non-empty list of distinct names from "
-                f"{list(KERNELS)}, got {list(kernels)}"
-            )
-        if item_kernel not in ITEM_KERNELS:
-            raise ConfigError(
-                f"item_kernel must be one of {list(ITEM_KERNELS)}, got {item_kernel!r}"
-            )
-        if location_activation not in LOCATION_ACTIVATIONS:
-            raise ConfigError(
-                f"location_activation must be one of {list(LOCATION_ACTIVATIONS)}, got "
-                f"{location_activation!r}"
-            )
-        if not jitter > 0:
-            raise ConfigError(f"rksa_jitter must be positive, got {jitter!r}")
+        kernels = tuple(kernels)  # RKSA's options, checked with the configuration
         self.n_heads = n_heads
         self.kernels = kernels
         self.item_kernel = item_kernel

@@ -1,0 +1,48 @@
+"""
+recbole_attn.model.batching
+###########################
+
+What a training batch becomes before encoding: cut to its longest sequence
+(:func:`trim`), and the target and loss mask of every position under the training mode
+(:func:`training_targets`).
+"""
+
+import torch
+
+
+def map_output(fn, output):
+    """Apply ``fn`` to a tensor or to every tensor of a tuple of tensors."""
+    if isinstance(output, tuple):
+        return tuple(fn(o) for o in output)
+    return fn(output)
+
+
+def trim(item_seq, item_seq_len):
+    """Cut a right-padded batch ``[B, T]`` to its longest sequence (exact: attention is
+    causal and positions do not depend on T; at least one column)."""
+    max_len = int(item_seq_len.max()) if item_seq_len.numel() else 1
+    return item_seq[:, : max(max_len, 1)]
+
+
+def training_targets(item_seq, item_seq_len, pos_items, training_mode):
+    """Targets ``[B, L]`` and the mask of positions that carry a loss.
+
+    ``all_position``: the target of position t is the item at t+1 and, at the last valid
+    position, the sample's target item. ``last_position``: only the last valid position.
+    """
+    batch, length = item_seq.shape
+    last = (item_seq_len - 1).clamp(min=0)
+    rows = torch.arange(batch, device=item_seq.device)
+    if training_mode == "all_position":
+        targets = torch.zeros_like(item_seq)
+        targets[:, :-1] = item_seq[:, 1:]
+        targets[rows, last] = pos_items
+        positions = torch.arange(length, device=item_seq.device)
+        mask = positions.unsqueeze(0) < item_seq_len.unsqueeze(1)
+        targets = targets * mask
+    else:
+        targets = torch.zeros_like(item_seq)
+        targets[rows, last] = pos_items
+        mask = torch.zeros_like(item_seq, dtype=torch.bool)
+        mask[rows, last] = True
+    return targets, mask

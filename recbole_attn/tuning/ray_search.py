@@ -1,0 +1,236 @@
+"""
+recbole_attn.tuning.ray_search
+##############################
+
+The search on Ray Tune (this machine or an existing cluster): a trial reports its
+validation score after every evaluation (``tune.report``), so that schedulers such as
+ASHA can stop bad trials; one progress line per finished trial.
+"""
+
+import json
+import os
+import re
+import socket
+
+from recbole_attn.errors import RecboleAttnError
+from recbole_attn.tuning.space import grid_size, ray_space
+from recbole_attn.tuning.trial import STATUS_FILE, _plain, train_trial
+
+
+def ray_trial(
+    params, model, dataset, config_file_list=None, config_dict=None, threads=1
+):
+    """One Ray Tune trial: its own checkpoint folder, a report after every evaluation."""
+    import torch
+    from ray import tune
+
+    torch.set_num_threads(max(1, int(threads)))
+    config_dict = dict(config_dict or {})
+    # one checkpoint folder per trial: RecBole names files by model and second, so
+    # concurrent trials would overwrite each other's best model
+    base = config_dict.get("checkpoint_dir") or os.path.join(os.getcwd(), "saved")
+    config_dict["checkpoint_dir"] = os.path.join(
+        base, tune.get_context().get_trial_id()
+    )
+
+    def report(epoch, valid_score, best_valid_score, metrics, saved_model_file):
+        tune.report(
+            {
+                "valid_score": valid_score,
+                "best_valid_score": best_valid_score,
+                "epoch": epoch,
+                "saved_model_file": saved_model_file,
+                **{f"valid/{k}": v for k, v in metrics.items()},
+            }
+        )
+
+    train_trial(params, model, dataset, config_file_list, config_dict, report)
+
+
+def trial_error_line(error, path=None):
+    """One line for a failed trial: the exception that ended it (no Ray trace, no ANSI
+    colour codes) and where Ray keeps the full trace."""
+    cause = getattr(error, "cause", None) or error
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(cause)).strip()
+    lines = [line for line in text.splitlines() if line.strip()]
+    last = lines[-1].strip() if lines else type(cause).__name__
+    if cause is not error or ":" not in last:
+        last = f"{type(cause).__name__}: {last}"
+    where = f" (full trace: {os.path.join(path, 'error.txt')})" if path else ""
+    return f"a trial failed: {last}{where}"
+
+
+def check_ray_address(address, timeout=3.0):
+    """``HOST:PORT`` must accept connections (Ray's own client retries for a minute before
+    failing); ``auto`` is checked by Ray itself."""
+    if address in (None, "", "auto", "local"):
+        return
+    host, _, port = address.rpartition(":")
+    if address.startswith("ray://") or not host or not port.isdigit():
+        raise RecboleAttnError(
+            f"--ray_address must be auto or HOST:PORT of a running Ray head (the "
+            f"address `ray start --head` prints), got {address!r}"
+        )
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as err:
+        raise RecboleAttnError(
+            f"cannot reach a Ray cluster at {address} ({err.strerror or err}); start one "
+            "with `ray start --head` on that machine, or check the address and firewall"
+        ) from None
+
+
+def _quiet_ray():
+    """Ray's console output that says nothing a tuning user needs: the experiment box and
+    result-folder lines of its output engine (``verbose=0`` does not reach them)."""
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+
+
+def _init_ray(address, num_cpus):
+    _quiet_ray()
+    import ray
+
+    if address:
+        if ray.is_initialized():
+            ray.shutdown()
+        try:
+            ray.init(
+                address=address,
+                log_to_driver=False,
+                configure_logging=False,
+            )
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            raise RecboleAttnError(
+                f"cannot connect to the Ray cluster at {address!r}: "
+                f"{str(err).splitlines()[0]}; start one with `ray start --head`"
+            ) from None
+    elif not ray.is_initialized():
+        ray.init(
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+
+
+def _progress_callback(total, params_names, echo):
+    from ray.tune import Callback
+
+    class Progress(Callback):
+        done = 0
+
+        def _line(self, trial, what):
+            Progress.done += 1
+            params = {k: trial.config.get(k) for k in params_names}
+            result = trial.last_result or {}
+            score = result.get("best_valid_score")
+            score = "-" if score is None else f"{score:.4f}"
+            epochs = result.get("training_iteration", 0)
+            echo(
+                f"[{Progress.done}/{total}] trial {trial.trial_id} {params}: best valid "
+                f"{score} after {epochs} evaluation(s) ({what})"
+            )
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            self._line(trial, "finished")
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            self._line(trial, "failed")
+
+    return Progress()
+
+
+def _search_ray(
+    params, algo, model, dataset, files, overrides, mode, epochs, options, echo
+):
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
+
+    num_samples, max_concurrent, seed = (
+        options["num_samples"],
+        options["max_concurrent"],
+        options["seed"],
+    )
+    if algo == "bayes":
+        from ray.tune.search.hyperopt import HyperOptSearch
+
+        searcher = HyperOptSearch(
+            metric="valid_score",
+            mode=mode,
+            # TPE's random start-up trials: 20 by default, half the budget when smaller
+            n_initial_points=min(20, max(1, num_samples // 2)),
+            random_state_seed=seed,
+        )
+        if max_concurrent:
+            searcher = ConcurrencyLimiter(searcher, max_concurrent=max_concurrent)
+    else:
+        searcher = BasicVariantGenerator(
+            max_concurrent=max_concurrent or 0, random_state=seed
+        )
+        if algo == "exhaustive":
+            num_samples = 1  # grid_search: every combination once
+    if options["scheduler"] == "asha":
+        scheduler = ASHAScheduler(
+            time_attr="training_iteration", max_t=epochs, grace_period=1
+        )
+    else:
+        scheduler = FIFOScheduler()
+    total = grid_size(params) if algo == "exhaustive" else num_samples
+    trainable = tune.with_parameters(
+        ray_trial,
+        model=model,
+        dataset=dataset,
+        config_file_list=files,
+        config_dict=overrides,
+        threads=options["cpus_per_trial"],
+    )
+    resources = {"cpu": options["cpus_per_trial"], "gpu": options["gpus_per_trial"]}
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, resources),
+        param_space=ray_space(params, algo),
+        tune_config=tune.TuneConfig(
+            metric="valid_score",
+            mode=mode,
+            num_samples=num_samples,
+            scheduler=scheduler,
+            search_alg=searcher,
+        ),
+        run_config=tune.RunConfig(
+            storage_path=options["storage_path"],
+            name="recbole_attn",
+            verbose=0,
+            callbacks=[_progress_callback(total, [p.name for p in params], echo)],
+        ),
+    )
+    trials = []
+    for result in tuner.fit():
+        names = [p.name for p in params]
+        row = {"params": _plain({k: result.config[k] for k in names})}
+        if result.error is not None:
+            raise RecboleAttnError(trial_error_line(result.error, result.path))
+        history = result.metrics_dataframe
+        best = (
+            history["valid_score"].max()
+            if mode == "max"
+            else history["valid_score"].min()
+        )
+        ran = int(history["epoch"].max()) + 1
+        folder = os.path.dirname(result.metrics["saved_model_file"])
+        status_path = os.path.join(folder, STATUS_FILE)
+        if os.path.isfile(status_path):  # the trial returned: all epochs or early stop
+            with open(status_path) as f:
+                reason = json.load(f)["stop_reason"]
+        elif ran + options["eval_step"] > epochs:
+            reason = "all epochs"  # ASHA ends a trial at its last epoch (max_t)
+        else:
+            reason = "stopped by ASHA"
+        row.update(
+            best_valid_score=float(best),
+            epochs=ran,
+            stop_reason=reason,
+            saved_model_file=result.metrics["saved_model_file"],
+        )
+        trials.append(row)
+    return trials
