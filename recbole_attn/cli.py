@@ -8,6 +8,8 @@ The command line of recbole_attn: ``recbole-attn`` (installed with the package),
     recbole-attn --model=STOSA --dataset=ml-100k [--key=value ...]    train and test
     recbole-attn --model=STOSA --dataset=ml-100k --params_file=STOSA   hyperparameter search
     recbole-attn convert {amazon,seqfile,movielens,anime} [options]   raw files -> atomic files
+    recbole-attn recommend --model_file=saved/<file>.pth --output=recs.csv   top-K per user
+    recbole-attn evaluate --model_file=saved/<file>.pth [--key=value]  metrics of a model
     recbole-attn viz --model_file=saved/<file>.pth --user=196         attention heatmaps
 """
 
@@ -32,8 +34,9 @@ Every ``--key=value`` is a RecBole config override (e.g. ``--epochs=2``,
 ``--train_batch_size=512``, ``--eval_mask_history=True``), applied after the yaml files;
 values are read as Python literals (``--topk=[5,10]``, ``--x=True``).
 
-Other commands: {prog} convert (raw files -> RecBole atomic files), {prog} viz
-(attention heatmaps); {prog} <command> --help.
+Other commands: {prog} convert (raw files -> RecBole atomic files), {prog} recommend
+(top-K items per user from a saved model), {prog} evaluate (metrics of a saved model),
+{prog} viz (attention heatmaps); {prog} <command> --help.
 """
 
 #: the overrides users reach for first, shown by --help
@@ -168,6 +171,12 @@ def parse_args(argv, prog=PROG):
         with_models=any(a in ("-h", "--help") for a in argv), prog=prog
     )
     args, rest = parser.parse_known_args(argv)
+    return args, _overrides(parser, rest)
+
+
+def _overrides(parser, rest):
+    """``--key=value`` arguments as a dict (config overrides); anything else is one
+    error line."""
     bad = [a for a in rest if not (a.startswith("--") and "=" in a)]
     if bad:
         parser.error(
@@ -182,7 +191,7 @@ def parse_args(argv, prog=PROG):
                 f"--{key} is given twice with different values ({overrides[key]!r}, "
                 f"{value!r}); keep one"
             )
-    return args, overrides
+    return overrides
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -275,7 +284,43 @@ def _tune(args, files, overrides):
 COMMANDS = {
     "convert": ("recbole_attn.data.convert", "main"),
     "viz": ("recbole_attn.viz", "main"),
+    "recommend": ("recbole_attn.recommend", "main"),
+    "evaluate": ("recbole_attn.cli", "evaluate_main"),
 }
+
+
+def evaluate_main(argv=None, prog=f"{PROG} evaluate"):
+    """``recbole-attn evaluate --model_file=... [--key=value ...]``: the validation and
+    test metrics of a saved model; overrides change the evaluation (metrics, topk,
+    ranking, history masking)."""
+    parser = OneLineParser(
+        prog=prog,
+        description="The validation and test metrics of a saved model. Overrides "
+        "--key=value change the evaluation, e.g. --metrics=\"['Recall','NDCG','CC']\" "
+        "--topk=[5,10] --eval_args=\"{'mode': 'uni100'}\" --eval_mask_history=True "
+        "(--data_path=DIR if the data moved).",
+    )
+    parser.add_argument(
+        "--model_file",
+        required=True,
+        help="a checkpoint written by a run, or a folder: its newest",
+    )
+    args, rest = parser.parse_known_args(argv)
+    overrides = _overrides(parser, rest)
+
+    def run():
+        from recbole_attn.quick_start import evaluate
+        from recbole_attn.recommend import newest_model_file
+
+        result = evaluate(newest_model_file(args.model_file), overrides)
+        print(
+            f"model: {result['model_file']} ({result['model']} on {result['dataset']})"
+        )
+        print(f"valid: {result['valid_result']}")
+        print(f"test: {result['test_result']}")
+        return 0
+
+    return guarded(run)
 
 
 def main(argv=None, prog=PROG):

@@ -333,3 +333,26 @@ def load_data_and_model(model_file, config_dict=None):
     trainer.load_model_file(model_file)
     trainer.use_model_file(model_file)
     return config, net, trainer, data
+
+
+def evaluate(model_file, config_dict=None):
+    """Validation and test metrics of a saved model (a checkpoint written by ``run``);
+    ``config_dict`` changes the evaluation (``metrics``, ``topk``, ``eval_args`` such as
+    ``{'mode': 'uni100'}``, ``eval_mask_history``, ``data_path`` if the data moved).
+
+    Returns:
+        dict: ``model_file``, ``model``, ``dataset``, ``valid_result``, ``test_result``.
+    """
+    config, _, trainer, (_, valid_data, test_data) = load_data_and_model(
+        model_file, config_dict
+    )
+    progress = show_progress(config)
+    valid = trainer.evaluate(valid_data, model_file=model_file, show_progress=progress)
+    test = trainer.evaluate(test_data, model_file=model_file, show_progress=progress)
+    return {
+        "model_file": str(model_file),
+        "model": config["model"],
+        "dataset": config["dataset"],
+        "valid_result": {k: float(v) for k, v in valid.items()},
+        "test_result": {k: float(v) for k, v in test.items()},
+    }

@@ -368,7 +368,9 @@ def test_readme_commands_run_as_written(tmp_path, monkeypatch, capsys):
     write_tiny_dataset(str(fixtures), name="ml-100k", category_field="class")
     for command in commands:
         argv = _cli_argv(command)
-        if argv[0] == "convert":
+        if argv[0] in ("recommend", "evaluate"):  # from the model a command saved
+            code = main(argv)
+        elif argv[0] == "convert":
             assert argv[1] == "seqfile", f"no fixture for {command}"
             at = argv.index("--sequences") + 1
             argv[at] = _sequences_fixture(str(tmp_path / os.path.basename(argv[at])))

@@ -1,0 +1,369 @@
+"""
+recbole_attn.recommend
+######################
+
+Recommendations from a trained model: the top-K items of every user (or of the users
+named), with rank and score, under the dataset's own user and item tokens, as CSV or JSON
+Lines (``recbole-attn recommend``; :func:`recommend` from Python).
+
+    recbole-attn recommend --model_file=saved/<file>.pth --topk=20 --output=recs.csv
+        [--users=196,186 | --users_file=users.txt] [--history=all|test|train]
+        [--exclude_seen=False] [--format=csv|jsonl] [--overwrite]
+
+What a recommendation is conditioned on (``history``): ``all`` (default), every known
+interaction of the user (training, validation and test): the next item after everything
+known; ``test``, every interaction but the user's test item (the model's input when its
+test item was evaluated); ``train``, the training interactions only (its input when its
+validation item was evaluated). Items of that history are excluded unless
+``exclude_seen`` is False. Scores are the model's own (``full_sort_predict``; STOSA's is
+the negative W2 distance, so its ranking is by ascending distance, as in evaluation);
+ties are broken by the smaller item id. Users are scored in batches with a top-K per batch:
+no [users x items] matrix is held.
+"""
+
+import csv
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+from recbole_attn.errors import RecboleAttnError
+from recbole_attn.files import refuse_existing
+
+HISTORIES = ("all", "test", "train")
+FORMATS = ("csv", "jsonl")
+#: the largest [users, items] score block of one batch
+SCORE_BUDGET_MB = 64
+
+
+def newest_model_file(path):
+    """``path`` itself, or for a folder the newest best-model checkpoint in it."""
+    if not os.path.isdir(path):
+        return path
+    files = [
+        os.path.join(path, f)
+        for f in os.listdir(path)
+        if f.endswith(".pth") and not f.endswith("-last.pth") and not f.startswith(".")
+    ]
+    files = [f for f in files if os.path.getsize(f) > 0]
+    if not files:
+        raise RecboleAttnError(f"{path} holds no model checkpoint (.pth)")
+    return max(files, key=os.path.getmtime)
+
+
+def user_histories(splits, history):
+    """``{user id: [item ids, oldest first]}`` of every user, under ``history``: the
+    training history (:func:`~recbole_attn.data.histories.training_histories`), then the
+    validation item (``test``, ``all``), then the test item (``all``)."""
+    from recbole_attn.data.histories import training_histories
+
+    train, valid, test = (s._dataset for s in splits)
+    recorded = training_histories(train)
+    out = {}
+    for i, user in enumerate(recorded.users.tolist()):
+        start, end = recorded.offsets[i : i + 2].tolist()
+        out[user] = recorded.items[start:end].tolist()
+    later = {"all": (valid, test), "test": (valid,), "train": ()}[history]
+    for part in later:
+        feat = part.inter_feat
+        for user, item in zip(
+            feat[part.uid_field].tolist(), feat[part.iid_field].tolist()
+        ):
+            out.setdefault(user, []).append(item)
+    return out
+
+
+def _batch_size(n_items, requested):
+    if requested:
+        return int(requested)
+    return max(1, SCORE_BUDGET_MB * 2**20 // (4 * max(n_items, 1)))
+
+
+def _user_ids(dataset, users):
+    """Internal ids of the user tokens ``users`` (all users with a history when None);
+    unknown tokens are one error naming how many and a few of them."""
+    field = dataset.uid_field
+    known = dataset.field2token_id[field]
+    unknown = [u for u in users if str(u) not in known]
+    if unknown:
+        shown = ", ".join(map(repr, unknown[:5])) + (" ..." if len(unknown) > 5 else "")
+        raise RecboleAttnError(
+            f"{len(unknown)} of the {len(users)} users given are not in the dataset "
+            f"{dataset.dataset_name!r}: {shown}; users are the dataset's own tokens "
+            f"(its {field} column)"
+        )
+    return [known[str(u)] for u in users]
+
+
+def _tokens(dataset, field, ids):
+    """The tokens of ``ids`` as a list of str (RecBole's ``id2token`` returns a bare
+    string for one id)."""
+    ids = list(ids.tolist() if torch.is_tensor(ids) else ids)
+    if not ids:
+        return []
+    return [str(t) for t in np.atleast_1d(dataset.id2token(field, ids))]
+
+
+def top_k(scores, k, seen=None):
+    """``(items, scores)`` ``[B, k]`` of the k best columns of ``scores [B, n]`` (column
+    0, padding, never; the ``seen [B, n]`` boolean columns never), ties to the smaller
+    item id."""
+    scores = scores.clone()
+    scores[:, 0] = -torch.inf
+    if seen is not None:
+        scores[seen] = -torch.inf
+    order = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :k]
+    return order, torch.gather(scores, 1, order)
+
+
+def recommend(
+    model_file,
+    k=20,
+    users=None,
+    history="all",
+    exclude_seen=True,
+    batch_size=None,
+    config_dict=None,
+    show_progress=False,
+):
+    """The top-``k`` items of ``users`` (the dataset's user tokens; None: every user with
+    a history) for the model in ``model_file`` (a checkpoint, or a folder: its newest).
+
+    Returns:
+        dict: ``model``, ``dataset``, ``model_file``, ``fields`` (the user, item and
+        category field names), ``rows``: one ``(user, rank, item, score, categories)``
+        per recommendation, in user order then rank (tokens of the dataset; categories a
+        list of tokens, or None without a category field).
+    """
+    from recbole.data.interaction import Interaction
+
+    from recbole_attn.data.categories import category_field_name, item_category_table
+    from recbole_attn.quick_start import load_data_and_model
+
+    if history not in HISTORIES:
+        raise RecboleAttnError(
+            f"history must be one of {list(HISTORIES)}, got {history!r}"
+        )
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise RecboleAttnError(f"topk must be an integer >= 1, got {k!r}")
+    model_file = newest_model_file(str(model_file))
+    overrides = {"state": "ERROR", "show_progress": False, **(config_dict or {})}
+    config, model, _, splits = load_data_and_model(model_file, overrides)
+    dataset = splits[0]._dataset
+    n_items = dataset.item_num - 1  # ids 1.. (0 is padding)
+    if k > n_items:
+        raise RecboleAttnError(
+            f"topk {k} is more than the {n_items} items of {dataset.dataset_name!r}"
+        )
+    histories = user_histories(splits, history)
+    if users is None:
+        ids = sorted(u for u, items in histories.items() if items)
+    else:
+        ids = _user_ids(dataset, list(users))
+        empty = [u for u in ids if not histories.get(u)]
+        if empty:
+            tokens = _tokens(dataset, dataset.uid_field, empty[:5])
+            raise RecboleAttnError(
+                f"{len(empty)} user(s) have no interaction before their {history} "
+                f"cut: {tokens}; use --history=all"
+            )
+    field = category_field_name(config)
+    categories = None
+    if dataset.item_feat is not None and field in dataset.field2type:
+        categories = item_category_table(dataset, field)
+    max_length = model.max_seq_length
+    model.eval()
+    device = config["device"]
+    size = _batch_size(dataset.item_num, batch_size)
+    batches = range(0, len(ids), size)
+    if show_progress:
+        from tqdm import tqdm
+
+        batches = tqdm(batches, desc="recommend", unit="batch", file=sys.stderr)
+    rows = []
+    for start in batches:
+        chunk = ids[start : start + size]
+        seqs = [histories[u][-max_length:] for u in chunk]
+        item_seq = torch.zeros(len(chunk), max_length, dtype=torch.long)
+        for i, seq in enumerate(seqs):
+            item_seq[i, : len(seq)] = torch.as_tensor(seq)
+        batch = Interaction(
+            {
+                model.ITEM_SEQ: item_seq,
+                model.ITEM_SEQ_LEN: torch.as_tensor([len(s) for s in seqs]),
+                model.USER_ID: torch.as_tensor(chunk),
+            }
+        ).to(device)
+        with torch.no_grad():
+            scores = model.full_sort_predict(batch).view(len(chunk), -1).float()
+        seen = None
+        if exclude_seen:
+            seen = torch.zeros_like(scores, dtype=torch.bool)
+            for i, u in enumerate(chunk):
+                seen[i, torch.as_tensor(histories[u], device=scores.device)] = True
+        items, values = top_k(scores, k, seen)
+        items, values = items.cpu(), values.cpu()
+        user_tokens = _tokens(dataset, dataset.uid_field, chunk)
+        for i, user in enumerate(user_tokens):
+            valid = torch.isfinite(values[i])
+            tokens = _tokens(dataset, dataset.iid_field, items[i][valid])
+            for rank, (item, token, score) in enumerate(
+                zip(items[i][valid].tolist(), tokens, values[i][valid].tolist()), 1
+            ):
+                cats = None
+                if categories is not None:
+                    cats = _tokens(
+                        dataset, field, categories[item][categories[item] > 0]
+                    )
+                rows.append((str(user), rank, str(token), float(score), cats))
+    return {
+        "model": config["model"],
+        "dataset": config["dataset"],
+        "model_file": model_file,
+        "fields": {
+            "user": dataset.uid_field,
+            "item": dataset.iid_field,
+            "category": field if categories is not None else None,
+        },
+        "rows": rows,
+    }
+
+
+def _text(result, fmt):
+    fields = result["fields"]
+    user, item, cat = fields["user"], fields["item"], fields["category"]
+    if fmt == "csv":
+        lines = []
+
+        class Sink:
+            def write(self, text):
+                lines.append(text)
+
+        writer = csv.writer(Sink(), lineterminator="\n")
+        writer.writerow([user, "rank", item, "score"] + ([cat] if cat else []))
+        for u, rank, i, score, cats in result["rows"]:
+            extra = [" ".join(cats)] if cat else []
+            writer.writerow([u, rank, i, f"{score:.6g}"] + extra)
+        return "".join(lines)
+    out, current = [], None
+    for u, rank, i, score, cats in result["rows"]:
+        if current is None or current[user] != u:
+            current = {user: u, "recommendations": []}
+            out.append(current)
+        entry = {"rank": rank, item: i, "score": score}
+        if cat:
+            entry[cat] = cats
+        current["recommendations"].append(entry)
+    return "".join(json.dumps(record) + "\n" for record in out)
+
+
+def write_recommendations(result, output, fmt=None, overwrite=False):
+    """Write ``result`` (:func:`recommend`) to ``output`` as CSV or JSON Lines (``fmt``,
+    default by the file's extension), atomically; an existing file only with
+    ``overwrite``."""
+    fmt = fmt or ("jsonl" if str(output).endswith((".jsonl", ".json")) else "csv")
+    if fmt not in FORMATS:
+        raise RecboleAttnError(f"format must be one of {list(FORMATS)}, got {fmt!r}")
+    refuse_existing([output], "the recommendations", overwrite)
+    folder = os.path.dirname(os.path.abspath(output))
+    os.makedirs(folder, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=folder, prefix=".recommend-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as f:
+            f.write(_text(result, fmt))
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, output)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return output
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _read_users_file(path):
+    if not os.path.isfile(path):
+        raise RecboleAttnError(f"users file not found: {path}")
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def main(argv=None, prog=None):
+    """``recbole-attn recommend``; returns the exit status."""
+    import argparse
+
+    from recbole_attn.cli import OneLineParser, guarded
+    from recbole_attn.config import convert_value
+
+    parser = OneLineParser(
+        prog=prog,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--model_file",
+        required=True,
+        help="a checkpoint written by a run (saved/<model>-<time>-<token>.pth), or a "
+        "folder: its newest",
+    )
+    parser.add_argument("--output", required=True, help="the .csv or .jsonl file")
+    parser.add_argument("--topk", type=int, default=20, help="K (default 20)")
+    users = parser.add_mutually_exclusive_group()
+    users.add_argument("--users", help="comma-separated user tokens (default: all)")
+    users.add_argument("--users_file", help="a file of user tokens, one per line")
+    parser.add_argument("--history", default="all", choices=HISTORIES)
+    parser.add_argument(
+        "--exclude_seen",
+        type=convert_value,
+        default=True,
+        help="exclude the items of the history (default True)",
+    )
+    parser.add_argument("--format", choices=FORMATS, default=None)
+    parser.add_argument("--batch_size", type=int, default=None)
+    parser.add_argument(
+        "--data_path", default=None, help="where the dataset is now, if it moved"
+    )
+    parser.add_argument("--overwrite", action="store_true")
+    args = parser.parse_args(argv)
+
+    def run():
+        if not isinstance(args.exclude_seen, bool):
+            raise RecboleAttnError(
+                f"--exclude_seen must be True or False, got {args.exclude_seen!r}"
+            )
+        refuse_existing([args.output], "the recommendations", args.overwrite)
+        named = None
+        if args.users is not None:
+            named = [u.strip() for u in args.users.split(",") if u.strip()]
+        elif args.users_file:
+            named = _read_users_file(args.users_file)
+        result = recommend(
+            args.model_file,
+            k=args.topk,
+            users=named,
+            history=args.history,
+            exclude_seen=args.exclude_seen,
+            batch_size=args.batch_size,
+            config_dict={"data_path": args.data_path} if args.data_path else None,
+            show_progress=sys.stderr.isatty(),
+        )
+        write_recommendations(result, args.output, args.format, args.overwrite)
+        users_done = len({r[0] for r in result["rows"]})
+        print(
+            f"wrote {args.output}: top-{args.topk} of {users_done} users from "
+            f"{result['model_file']} ({result['model']} on {result['dataset']})"
+        )
+        return 0
+
+    return guarded(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main(prog="python -m recbole_attn.recommend"))
