@@ -107,6 +107,15 @@ def _tokens(dataset, field, ids):
     return [str(t) for t in np.atleast_1d(dataset.id2token(field, ids))]
 
 
+def _padded(sequences, width=None):
+    """Right-padded LongTensor ``[B, width]`` (0 = padding) of item id lists."""
+    width = width or max([len(s) for s in sequences] + [1])
+    out = torch.zeros(len(sequences), width, dtype=torch.long)
+    for i, seq in enumerate(sequences):
+        out[i, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+    return out
+
+
 def top_k(scores, k, seen=None):
     """``(items, scores)`` ``[B, k]`` of the k best columns of ``scores [B, n]`` (column
     0, padding, never; the ``seen [B, n]`` boolean columns never), ties to the smaller
@@ -115,8 +124,21 @@ def top_k(scores, k, seen=None):
     scores[:, 0] = -torch.inf
     if seen is not None:
         scores[seen] = -torch.inf
-    order = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :k]
-    return order, torch.gather(scores, 1, order)
+    values, items = torch.topk(scores, k, dim=1)  # O(n) per row; ties in any order
+    # equal scores by item id: sort by id, then (stably) by score
+    by_id = items.argsort(1)
+    items, values = items.gather(1, by_id), values.gather(1, by_id)
+    by_score = torch.sort(values, dim=1, descending=True, stable=True).indices
+    items, values = items.gather(1, by_score), values.gather(1, by_score)
+    # rows whose k-th score is tied with items left out: a full stable sort there
+    last = values[:, -1:]
+    cut = (scores == last).sum(1) > (values == last).sum(1)
+    if bool(cut.any()):
+        rows = cut.nonzero().squeeze(1)
+        order = torch.sort(scores[rows], dim=1, descending=True, stable=True).indices
+        items[rows] = order[:, :k]
+        values[rows] = scores[rows].gather(1, order[:, :k])
+    return items, values
 
 
 def recommend(
@@ -183,42 +205,42 @@ def recommend(
         from tqdm import tqdm
 
         batches = tqdm(batches, desc="recommend", unit="batch", file=sys.stderr)
+    item_tokens = _tokens(dataset, dataset.iid_field, range(dataset.item_num))
+    category_tokens = None
+    if categories is not None:  # per item, its category tokens (one lookup)
+        names = _tokens(dataset, field, range(dataset.num(field)))
+        category_tokens = [
+            [names[c] for c in row if c > 0] for row in categories.tolist()
+        ]
     rows = []
     for start in batches:
         chunk = ids[start : start + size]
-        seqs = [histories[u][-max_length:] for u in chunk]
-        item_seq = torch.zeros(len(chunk), max_length, dtype=torch.long)
-        for i, seq in enumerate(seqs):
-            item_seq[i, : len(seq)] = torch.as_tensor(seq)
+        seqs = [histories[u] for u in chunk]
         batch = Interaction(
             {
-                model.ITEM_SEQ: item_seq,
-                model.ITEM_SEQ_LEN: torch.as_tensor([len(s) for s in seqs]),
+                model.ITEM_SEQ: _padded([s[-max_length:] for s in seqs], max_length),
+                model.ITEM_SEQ_LEN: torch.as_tensor(
+                    [min(len(s), max_length) for s in seqs]
+                ),
                 model.USER_ID: torch.as_tensor(chunk),
             }
         ).to(device)
         with torch.no_grad():
             scores = model.full_sort_predict(batch).view(len(chunk), -1).float()
         seen = None
-        if exclude_seen:
+        if exclude_seen:  # every item of the history, not only the model's input
             seen = torch.zeros_like(scores, dtype=torch.bool)
-            for i, u in enumerate(chunk):
-                seen[i, torch.as_tensor(histories[u], device=scores.device)] = True
+            seen.scatter_(1, _padded(seqs).to(scores.device), True)
         items, values = top_k(scores, k, seen)
-        items, values = items.cpu(), values.cpu()
-        user_tokens = _tokens(dataset, dataset.uid_field, chunk)
-        for i, user in enumerate(user_tokens):
-            valid = torch.isfinite(values[i])
-            tokens = _tokens(dataset, dataset.iid_field, items[i][valid])
-            for rank, (item, token, score) in enumerate(
-                zip(items[i][valid].tolist(), tokens, values[i][valid].tolist()), 1
-            ):
-                cats = None
-                if categories is not None:
-                    cats = _tokens(
-                        dataset, field, categories[item][categories[item] > 0]
-                    )
-                rows.append((str(user), rank, str(token), float(score), cats))
+        items, values = items.cpu().tolist(), values.cpu().tolist()
+        for user, user_items, user_values in zip(
+            _tokens(dataset, dataset.uid_field, chunk), items, values
+        ):
+            for rank, (item, score) in enumerate(zip(user_items, user_values), 1):
+                if score == -float("inf"):  # fewer than k items left to recommend
+                    break
+                cats = category_tokens[item] if category_tokens is not None else None
+                rows.append((user, rank, item_tokens[item], score, cats))
     return {
         "model": config["model"],
         "dataset": config["dataset"],

@@ -23,7 +23,7 @@ CAT_COLS = {
 VARIANTS = {
     "STOSA": [
         {},  # the official code's model without its leak
-        {"neg_exclude_heldout": True},  # benchmarks/studies.py, STOSA_OFFICIAL
+        {"neg_exclude_heldout": True},  # experiments/studies.py, STOSA_OFFICIAL
         {  # the paper's model
             "stosa_layer_means": "paper",
             "stosa_input": "paper",

@@ -3,9 +3,6 @@ differently"): the input layer, the FFN, the initialization and the held-out neg
 (``neg_exclude_heldout``). The model contract (causality, padding, trimming, shortcut) of
 every option is checked in tests/test_model_contract.py."""
 
-import os
-import sys
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,7 +13,6 @@ from recbole_attn.errors import ConfigError
 from recbole_attn.model.layers import GaussianFeedForward, elu_plus_one
 from recbole_attn.quick_start import build
 
-BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks")
 #: the paper's model (each option's other value); the yaml defaults are the official ones
 PAPER = {
     "stosa_layer_means": "paper",
@@ -128,22 +124,6 @@ def test_official_init_mean_and_padding_rows(tiny_config):
             assert weight.std().item() == pytest.approx(net.initializer_range, rel=0.02)
         assert linear.bias.abs().sum() == 0
         assert (big.weight[0].abs().sum() > 0) == (want > 0)
-
-
-def test_defaults_are_the_official_model_without_the_leak(tiny_config):
-    """STOSA.yaml = every official behaviour but the held-out leak (the Office ablation's
-    "no held-out leak" row, benchmarks/studies.py STOSA_OFFICIAL)."""
-    sys.path.insert(0, BENCHMARKS)
-    try:
-        import studies
-    finally:
-        sys.path.remove(BENCHMARKS)
-    config, _, _, _ = build("STOSA", "tiny", config_dict=tiny_config)
-    for key, value in OFFICIAL.items():
-        assert config[key] == value, key
-    assert config["neg_exclude_heldout"] is False
-    want = {**studies.STOSA_OFFICIAL, "neg_exclude_heldout": False}
-    assert {k: config[k] for k in want} == want
 
 
 def test_renamed_key_is_a_clear_error(tiny_config):

@@ -1,0 +1,395 @@
+"""The reports of the research wing, built from stored runs only (no training): a study's
+table (``report: table``), the reproduce group's page with its two charts (its studies
+have ``report: reproduce``) and the archived quality tables (``report: archive_quality``,
+the older run format of benchmarks/quality_table.py). Each function returns markdown
+text; ``experiments.runner`` writes it to ``experiments/<study or group>/report.md``.
+"""
+
+import json
+import os
+import statistics
+
+from experiments import studies
+
+#: the command line the reports name
+RUNNER = "python -m experiments.runner"
+
+
+def load_runs(folder):
+    """The run dicts of a study's ``runs/`` folder, in file-name order."""
+    runs = []
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if name.endswith(".json"):
+            with open(os.path.join(folder, name)) as f:
+                runs.append(json.load(f))
+    return runs
+
+
+def fmt(values, median=False):
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.4f}"
+    center = statistics.median(values) if median else statistics.mean(values)
+    return f"{center:.4f} ± {statistics.stdev(values):.4f}"
+
+
+# ---------------------------------------------------------------------- study table
+
+
+def study_table(study_name, study, runs):
+    """Test metrics as mean ± std over seeds (the median where the paper reports
+    medians), the validation score, epochs, seconds per epoch as a ratio to the study's
+    baseline and the device of every number; a second table per ``rescore`` ranking.
+    None if there is no run yet."""
+    results = {}
+    for r in runs:
+        results.setdefault(r["label"], []).append(r)
+    if not results:
+        return None
+    protocol = study["protocol"]
+    median = study.get("median", False)
+    base = results.get(study["baseline"], [])
+    base_epoch = statistics.median(r["seconds_per_epoch"] for r in base) if base else 0
+    cols = study["columns"]
+    header = (
+        ["variant", "seeds"]
+        + cols
+        + [
+            f"valid {protocol['valid_metric']}",
+            "best / run epochs",
+            "s / epoch",
+            f"time ratio vs {study['baseline']}",
+            "device",
+        ]
+    )
+    any_run = next(iter(results.values()))[0]
+    lines = [
+        f"# {study_name}: {study['dataset']}",
+        "",
+        f"Protocol: leave-one-out, {protocol['eval_args']['mode']} ranking, history "
+        f"{'masked' if protocol['eval_mask_history'] else 'not masked'}, test metrics at "
+        f"the epoch of best validation {protocol['valid_metric']} (early stop after "
+        f"{any_run['config'].get('stopping_step', protocol['stopping_step'])} "
+        "validations without improvement, at most "
+        f"{any_run['config'].get('epochs', protocol['epochs'])} epochs). "
+        f"{'Median' if median else 'Mean'} ± std over seeds. Each model keeps its "
+        "yaml defaults besides the protocol and its overrides (JSON files).",
+        "",
+        f"Paper: {study['paper']}",
+        "",
+        f"Command: `{RUNNER} --study={study_name} --jobs=N --device=cuda|cpu`",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for label in study["variants"]:
+        runs_of = results.get(label)
+        if not runs_of:
+            continue
+        cells = [label, str(len(runs_of))]
+        cells += [fmt([r["test"][c] for r in runs_of], median) for c in cols]
+        cells.append(
+            fmt([r["best_valid"][protocol["valid_metric"].lower()] for r in runs_of])
+        )
+        cells.append(", ".join(f"{r['best_epoch']}/{r['epochs_run']}" for r in runs_of))
+        per_epoch = statistics.median(r["seconds_per_epoch"] for r in runs_of)
+        cells.append(f"{per_epoch:.2f}")
+        cells.append(f"{per_epoch / base_epoch:.2f}" if base_epoch else "-")
+        cells.append(", ".join(sorted({r["device"] for r in runs_of})))
+        lines.append("| " + " | ".join(cells) + " |")
+    for mode in study.get("rescore", {}):
+        lines += [
+            "",
+            f"The same best models (selected on {protocol['eval_args']['mode']}-ranking "
+            f"validation above), test ranked with {mode}: "
+            f"`{RUNNER} --study={study_name} --rescore` fills in runs "
+            "that lack it while their model files exist.",
+            "",
+            "| " + " | ".join(["variant", "seeds", *cols]) + " |",
+            "|" + "---|" * (len(cols) + 2),
+        ]
+        for label in study["variants"]:
+            rescored = [
+                r for r in results.get(label, []) if mode in r.get("rescored", {})
+            ]
+            if rescored:
+                cells = [label, str(len(rescored))]
+                cells += [
+                    fmt([r["rescored"][mode][c] for r in rescored], median)
+                    for c in cols
+                ]
+                lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------- archive
+
+
+def archive_quality_table(study_name, study, runs):
+    """The table of benchmarks/quality_table.py (deleted) from its runs (one per
+    variant: ``valid_curve``, ``model_config``, ``test``), with what changed since."""
+    by_label = {r["label"]: r for r in runs}
+    results = [by_label[label] for label in study["variants"] if label in by_label]
+    if not results:
+        return None
+    protocol = study["protocol"]
+    columns = study["columns"]
+    header = ["variant"] + [c.replace("recall", "Re").upper() for c in columns]
+    header += ["best / run epochs", "valid NDCG@20", "model settings"]
+    group = study["superseded_by"]
+    lines = [
+        f"# Accuracy and diversity on {study['dataset']}",
+        "",
+        f"Leave-one-out, full ranking over all items, history masked "
+        f"(`eval_mask_history: True`), test metrics at the epoch of best validation "
+        f"NDCG@20; T = {protocol['MAX_ITEM_LIST_LENGTH']}, d = 64, batch 256, lr 1e-3, "
+        f"at most {protocol['epochs']} epochs, validation every {protocol['eval_step']} "
+        f"epoch(s), early stop after {protocol['stopping_step']} validations without "
+        f"improvement, seed {study['seeds'][0]}, one run each; all-position training for "
+        "every model. Every model keeps its own yaml defaults otherwise (last column). CC "
+        "and ILD use the item categories; F1 = 2ad/(a+d) with a = mean(Recall, NDCG), d "
+        "= mean(CC, ILD) at the same cutoff (dataset-level means, docs/metrics.md).",
+        "",
+        f"**Archive, superseded by the `{group}` group** (`../{group}/report.md`: every "
+        "model under one protocol, three seeds)."
+        + (
+            " STOSA here is the model as the paper writes it, STOSA's default when "
+            "these runs were made: today `stosa_preset: paper` with "
+            "`position_alignment: first` (today's default is the official code's model)."
+            if any(r["model"] == "STOSA" for r in results)
+            else ""
+        )
+        + " The script that trained these runs is gone; the runner only reports them.",
+        "",
+        f"Recorded with: `{study['recorded_with']}` (benchmarks/quality_table.py, deleted; "
+        "last in commit 3711814).",
+        "",
+        f"Command: `{RUNNER} --study={study_name} --report`",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for r in results:
+        curve = r["valid_curve"]
+        best = max(curve, key=lambda e: e[1])[0] + 1  # first best, as RecBole keeps it
+        settings = ", ".join(f"{k} {v}" for k, v in r["model_config"].items())
+        cells = [r["label"]] + [f"{r['test'][c]:.4f}" for c in columns]
+        cells += [
+            f"{best} / {curve[-1][0] + 1}",
+            f"{r['best_valid']['ndcg@20']:.4f}",
+            settings,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------- reproduce
+
+
+def _by_label_and_seed(runs):
+    found = {}
+    for r in runs:
+        found.setdefault(r["label"], {})[r["seed"]] = r
+    return found
+
+
+def _gain(runs, base, metric):
+    """Relative gain over the baseline, paired by seed: mean ± std in %."""
+    gains = [
+        100.0 * (r["test"][metric] / base[s]["test"][metric] - 1.0)
+        for s, r in runs.items()
+        if s in base and base[s]["test"].get(metric)
+    ]
+    if not gains:
+        return "-"
+    mean = round(statistics.mean(gains), 1) + 0.0  # no "-0.0"
+    if len(gains) == 1:
+        return f"{mean:+.1f} %"
+    return f"{mean:+.1f} ± {statistics.stdev(gains):.1f} %"
+
+
+def dataset_table(study, folder):
+    """The markdown section of one reproduce study (its runs in ``folder``), and the
+    per-model means for the charts."""
+    dataset = study["dataset"]
+    runs = _by_label_and_seed(load_runs(folder))
+    if not runs:
+        return f"### {dataset}\n\nNo run yet.\n", {}
+    baseline = studies.REPRODUCE_BASELINE
+    loss = studies.REPRODUCE_LOSS
+    base = runs.get(baseline, {})
+    base_epoch = (
+        statistics.median(r["seconds_per_epoch"] for r in base.values()) if base else 0
+    )
+    columns = study["columns"]
+    header = ["model", "loss", "seeds"] + columns
+    header += [
+        f"NDCG@10 vs {baseline}",
+        "NDCG@10 vs SASRec of its loss",
+        "s/epoch ratio",
+    ]
+    header += ["device", "paper (this protocol)"]
+    lines = [f"### {dataset}", "", "| " + " | ".join(header) + " |"]
+    lines.append("|" + "---|" * len(header))
+    means = {}
+    for label in studies.REPRODUCE_MODELS:
+        if label not in runs:
+            continue
+        per_seed = runs[label]
+        rs = list(per_seed.values())
+        cells = [label, loss[label], str(len(rs))]
+        cells += [fmt([r["test"][c] for r in rs if c in r["test"]]) for c in columns]
+        cells.append(
+            "baseline" if label == baseline else _gain(per_seed, base, "ndcg@10")
+        )
+        same = studies.SAME_LOSS_BASELINE[loss[label]]
+        cells.append(
+            "baseline"
+            if label == same or (label == baseline)
+            else f"{_gain(per_seed, runs.get(same, {}), 'ndcg@10')} (vs {same})"
+        )
+        epoch = statistics.median(r["seconds_per_epoch"] for r in rs)
+        cells.append(f"{epoch / base_epoch:.2f}" if base_epoch else "-")
+        cells.append(", ".join(sorted({r["device"] for r in rs})))
+        paper = studies.REPRODUCE_PAPER.get((label, dataset))
+        cells.append(
+            ", ".join(f"{k} {v:.4f}" for k, v in paper.items()) if paper else "-"
+        )
+        lines.append("| " + " | ".join(cells) + " |")
+        means[label] = {
+            c: statistics.mean([r["test"][c] for r in rs])
+            for c in columns
+            if all(c in r["test"] for r in rs)
+        }
+        means[label]["std ndcg@10"] = (
+            statistics.stdev([r["test"]["ndcg@10"] for r in rs]) if len(rs) > 1 else 0.0
+        )
+    skipped = study.get("skipped", [])
+    if skipped:
+        lines += [
+            "",
+            f"Not run on {dataset}: {', '.join(skipped)} (reads item categories; "
+            f"{dataset} has none).",
+        ]
+    missing = [m for m in study["variants"] if m not in runs]
+    if missing:
+        lines += ["", f"Not run yet on {dataset}: {', '.join(missing)}."]
+    one_seed = [m for m in studies.REPRODUCE_MODELS if len(runs.get(m, {})) == 1]
+    if one_seed:
+        which = "every model" if len(one_seed) == len(runs) else ", ".join(one_seed)
+        lines += [
+            "",
+            f"One seed only for {which}: no spread over seeds, so a gain of a few "
+            "percent may be seed noise (`--seeds` adds seeds; finished runs are kept).",
+        ]
+    return "\n".join(lines) + "\n", means
+
+
+def plots(all_means, output):
+    """Two PNGs: NDCG@10 per model and dataset (bars, std over seeds) and NDCG@10 against
+    ILD@10 (accuracy vs diversity)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(studies.REPRODUCE_MODELS)
+    loss = studies.REPRODUCE_LOSS
+    datasets = [d for d in all_means if all_means[d]]
+    labels = [m for m in models if any(m in all_means[d] for d in datasets)]
+    paths = []
+    fig, ax = plt.subplots(figsize=(2 + 1.2 * len(labels), 4))
+    width = 0.8 / max(1, len(datasets))
+    for j, dataset in enumerate(datasets):
+        xs = [i + j * width for i, m in enumerate(labels) if m in all_means[dataset]]
+        ys = [
+            all_means[dataset][m]["ndcg@10"] for m in labels if m in all_means[dataset]
+        ]
+        err = [
+            all_means[dataset][m]["std ndcg@10"]
+            for m in labels
+            if m in all_means[dataset]
+        ]
+        ax.bar(xs, ys, width, yerr=err, label=dataset, capsize=2)
+    ax.set_xticks(
+        [i + 0.4 - width / 2 for i in range(len(labels))], labels, rotation=30
+    )
+    ax.set_ylabel("test NDCG@10")
+    ax.legend()
+    fig.tight_layout()
+    paths.append(os.path.join(output, "reproduction_accuracy.png"))
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+    # accuracy vs diversity where the dataset has categories
+    diverse = [d for d in datasets if any("ild@10" in v for v in all_means[d].values())]
+    if not diverse:
+        return paths
+    legend_width = 2.4  # inches, right of the panels
+    width = 4.5 * len(diverse) + legend_width
+    fig, axes = plt.subplots(1, len(diverse), figsize=(width, 4))
+    axes = axes if len(diverse) > 1 else [axes]
+    marker = {"CE": "o", "BCE": "s", "BPR": "^"}
+    handles = {}
+    for ax, dataset in zip(axes, diverse):
+        for label, values in all_means[dataset].items():
+            if "ild@10" in values:
+                # one color per model and one marker per loss, the same on every panel;
+                # a legend, not labels at the points (models of one loss overlap)
+                color = plt.cm.tab20(models.index(label) % 20)
+                handles[label] = ax.scatter(
+                    values["ndcg@10"],
+                    values["ild@10"],
+                    color=color,
+                    marker=marker[loss[label]],
+                    edgecolors="black",
+                    linewidths=0.4,
+                )
+        ax.set_xlabel("test NDCG@10")
+        ax.set_ylabel("test ILD@10")
+        ax.set_title(dataset)
+    labels = [m for m in models if m in handles]
+    fig.legend(
+        [handles[m] for m in labels],
+        [m if f"({loss[m]})" in m else f"{m} ({loss[m]})" for m in labels],
+        loc="center right",
+        bbox_to_anchor=(0.99, 0.5),
+        fontsize=8,
+    )
+    fig.tight_layout(rect=(0, 0, 1 - legend_width / width, 1))
+    paths.append(os.path.join(output, "reproduction_diversity.png"))
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+    return paths
+
+
+def reproduce_page(sections, output, quick=False):
+    """The reproduce group's page: ``sections`` is a list of (study, runs folder), one
+    per dataset; the two charts are written into ``output`` beside the page."""
+    text = [
+        "# All mechanisms under one protocol",
+        "",
+        "Leave-one-out, full ranking, history masked; test metrics at the epoch of best "
+        "validation NDCG@10 (early stop after 10 validations without improvement, at most "
+        "200 epochs); every model with its paper's hyperparameters (its yaml), AWRSR with "
+        "M_simp. Mean ± std over seeds; the gains over SASRec are paired by seed (the "
+        "papers train with different losses, so each model is also compared with SASRec "
+        "trained with its own loss where that run exists). The s/epoch ratio is the "
+        "median epoch time of these runs over SASRec's; they shared the machine with "
+        "other runs, so it is rough: `../speed/models_Office.md` has interleaved "
+        f"measurements. Generated by `{RUNNER} --group=reproduce` (`--report` rebuilds "
+        "this page).",
+        "",
+    ]
+    if quick:
+        text += ["**Quick mode: a synthetic fixture, one epoch: no meaning.**", ""]
+    all_means = {}
+    for study, folder in sections:
+        table, means = dataset_table(study, folder)
+        text += [table]
+        all_means[study["dataset"]] = means
+    if any(all_means.values()):
+        for path in plots(all_means, output):
+            text.append(f"![{os.path.basename(path)}]({os.path.basename(path)})")
+            text.append("")
+    return "\n".join(text)

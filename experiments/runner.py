@@ -1,0 +1,456 @@
+"""The runner of the research wing: trains the variants of the studies declared in
+``experiments/studies.py`` (several seeds, resumable, one JSON per run) and writes their
+reports from the stored runs.
+
+    python -m experiments.runner --list
+    python -m experiments.runner --study=parec_beauty [--study=...] [--jobs=8]
+        [--device=cuda] [--seeds=2020,2021,2022] [--variants=SASRec,PARec] [--epochs=N]
+        [--stopping_step=N] [--threads=N] [--data_path=dataset]
+    python -m experiments.runner --group=reproduce [same options]
+    python -m experiments.runner --study=parec_beauty --report    # only rebuild reports
+    python -m experiments.runner --report                         # every report
+    python -m experiments.runner --study=rksa_beauty_full --rescore
+    python -m experiments.runner --group=reproduce --quick [--root=DIR]   # seconds
+
+A run trains one variant of a study with one seed in a fresh process (``--jobs`` of them
+at a time) through the library's training loop (``recbole_attn.quick_start.build`` and
+``train_and_evaluate``) and writes ``experiments/<study>/runs/<variant>__seed<k>.json``
+when it finishes; a run whose file exists is skipped, so a study can be split over
+processes or machines and resumed. After the runs, the reports of the studies (``report:
+table``: ``experiments/<study>/report.md``) and of the groups that hold them (the
+reproduce group: ``experiments/reproduce/report.md`` and two charts) are rebuilt from
+all stored runs. ``--seeds`` defaults to each study's ``seeds`` (2020 alone, or
+2020-2022 for the reproduce group).
+
+Datasets are RecBole atomic files under ``--data_path`` (default ``dataset``), e.g.
+``python dataset_scripts/seqfile.py --sequences ../shared/datasets/raw/office/Office_Products.txt --name Office --output_dir dataset``
+(docs/datasets.md).
+"""
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+
+from experiments import reports
+from experiments.studies import GROUPS, MEASUREMENTS, QUICK_STUDIES, STUDIES, slug
+
+#: experiments/: every study's folder (runs/ and report.md) and every group's
+HERE = os.path.dirname(os.path.abspath(__file__))
+#: category metrics, which a dataset without item categories cannot compute
+CATEGORY_METRICS = ("CC", "ILD", "F1")
+
+
+# ---------------------------------------------------------------------- paths
+
+
+def runs_folder(root, study_name):
+    return os.path.join(root, study_name, "runs")
+
+
+def run_path(folder, label, seed):
+    return os.path.join(folder, f"{slug(label)}__seed{seed}.json")
+
+
+# ---------------------------------------------------------------------- one run
+
+
+def run_one(study_name, label, seed, args, study=None):
+    """Train one variant with one seed (in its own process); return its result dict.
+    ``study`` defaults to the declared one (a worker receives it with the job)."""
+    import torch
+
+    from recbole_attn.quick_start import build, train_and_evaluate
+
+    study = study or STUDIES[study_name]
+    model, overrides = study["variants"][label]
+    config_dict = {
+        "data_path": os.path.abspath(args.data_path),
+        "seed": seed,
+        "state": "ERROR",
+        "show_progress": False,
+        "device": args.device,
+        **study["protocol"],
+        **overrides,
+    }
+    if args.epochs:
+        config_dict["epochs"] = args.epochs
+    if args.stopping_step:
+        config_dict["stopping_step"] = args.stopping_step
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    os.chdir(tempfile.mkdtemp(prefix="study-"))
+    start = time.perf_counter()
+    config, net, trainer, (train, valid, test) = build(
+        model, study["dataset"], config_dict=config_dict
+    )
+    logging.getLogger().setLevel(logging.ERROR)
+    epochs = []
+    last = [time.perf_counter()]
+
+    def record(epoch, score):
+        now = time.perf_counter()
+        epochs.append({"epoch": epoch, "valid_score": float(score), "s": now - last[0]})
+        last[0] = now
+
+    try:
+        result = train_and_evaluate(
+            config, trainer, train, valid, test, saved=True, callback=record
+        )
+    finally:
+        trainer.release()  # the claimed model file, if nothing was saved into it
+    model_file = result["saved_model_file"]
+    rescored = {
+        mode: rescore(model_file, eval_args)
+        for mode, eval_args in study.get("rescore", {}).items()
+    }
+    best_epoch = max(epochs, key=lambda e: e["valid_score"])["epoch"] if epochs else -1
+    device = (
+        f"GPU ({torch.cuda.get_device_name()})"
+        if config["device"].type == "cuda"
+        else f"CPU ({torch.get_num_threads()} threads)"
+    )
+    return {
+        "study": study_name,
+        "label": label,
+        "model": model,
+        "seed": seed,
+        "overrides": overrides,
+        "config": {
+            k: config[k]
+            for k in sorted(
+                set(study["protocol"])
+                | set(overrides)
+                | {"n_layers", "n_heads", "hidden_size", "MAX_ITEM_LIST_LENGTH"}
+            )
+            if k not in ("eval_args",)
+        },
+        "eval_mode": study["protocol"]["eval_args"]["mode"],
+        "best_valid": {k: float(v) for k, v in result["best_valid_result"].items()},
+        "test": {k: float(v) for k, v in result["test_result"].items()},
+        **({"rescored": rescored} if rescored else {}),
+        "best_epoch": best_epoch + 1,
+        "epochs_run": len(epochs),
+        "seconds_per_epoch": statistics.median(e["s"] for e in epochs[1:] or epochs),
+        "seconds": round(time.perf_counter() - start, 1),
+        "parameters": sum(p.numel() for p in net.parameters() if p.requires_grad),
+        "device": device,
+        # the best model (the runner's scratch folder; for heatmaps, not kept by the repo)
+        "model_file": os.path.abspath(model_file),
+    }
+
+
+def rescore(model_file, eval_args):
+    """Test metrics of a saved best model under another ranking (``eval_args``, e.g. 100
+    sampled negatives): the same split, model and selected epoch, only the candidates
+    ranked differ."""
+    from recbole_attn.quick_start import load_data_and_model
+
+    _, _, trainer, (_, _, test) = load_data_and_model(
+        model_file, {"eval_args": eval_args}
+    )
+    logging.getLogger().setLevel(logging.ERROR)
+    return {k: float(v) for k, v in trainer.evaluate(test).items()}
+
+
+def rescore_missing(study_name, folder, study=None):
+    """Add the study's ``rescore`` results to finished runs (in ``folder``) that lack
+    them (runs that predate the option), where the run's best model file still exists;
+    returns the runs still missing them."""
+    study = study or STUDIES[study_name]
+    missing = []
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if not name.endswith(".json"):
+            continue
+        path = os.path.join(folder, name)
+        with open(path) as f:
+            r = json.load(f)
+        todo = {
+            mode: eval_args
+            for mode, eval_args in study.get("rescore", {}).items()
+            if mode not in r.get("rescored", {})
+        }
+        if not todo:
+            continue
+        if not os.path.isfile(r.get("model_file", "")):
+            missing.append(f"{r['label']} seed {r['seed']} (model file gone)")
+            continue
+        for mode, eval_args in todo.items():
+            r.setdefault("rescored", {})[mode] = rescore(r["model_file"], eval_args)
+        with open(path, "w") as f:
+            json.dump(r, f, indent=1)
+    return missing
+
+
+def _work(job):
+    """One run in a fresh worker process; writes its JSON file."""
+    study_name, study, label, seed, args, folder = job
+    result = run_one(study_name, label, seed, args, study=study)
+    with open(run_path(folder, label, seed), "w") as f:
+        json.dump(result, f, indent=1)
+    return study_name, label, seed, result["test"], result["seconds"]
+
+
+# ---------------------------------------------------------------------- reports
+
+
+def report(study_name, root=HERE, study=None):
+    """Rebuild ``<root>/<study>/report.md`` from the study's runs; returns its text (a
+    one-line note, and no file, while there is no run). A study of the reproduce group
+    is reported on its group's page (:func:`group_report`)."""
+    study = study or STUDIES[study_name]
+    kind = study.get("report", "table")
+    if kind == "reproduce":
+        return f"{study_name} is reported on its group's page"
+    build = {
+        "table": reports.study_table,
+        "archive_quality": reports.archive_quality_table,
+    }[kind]
+    runs = reports.load_runs(runs_folder(root, study_name))
+    text = build(study_name, study, runs)
+    if text is None:
+        return f"no results for {study_name} yet"
+    with open(os.path.join(root, study_name, "report.md"), "w") as f:
+        f.write(text)
+    return text
+
+
+def group_report(group_name, root=HERE, names=None, quick=False):
+    """Rebuild ``<root>/<group>/report.md`` (and its charts) from the runs of all the
+    group's studies (``names``: other studies in their place, as ``--quick`` does);
+    returns the page's path."""
+    group = GROUPS[group_name]
+    if group["report"] != "reproduce":
+        raise ValueError(f"unknown group report {group['report']!r}")
+    names = names or group["studies"]
+    sections = [(_study(name, quick), runs_folder(root, name)) for name in names]
+    output = os.path.join(root, group_name)
+    os.makedirs(output, exist_ok=True)
+    text = reports.reproduce_page(sections, output, quick=quick)
+    path = os.path.join(output, "report.md")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def _study(name, quick=False):
+    if quick:
+        for group, study in QUICK_STUDIES.items():
+            if name == quick_name(group):
+                return study
+    return STUDIES[name]
+
+
+def quick_name(group):
+    return f"{group}_quick"
+
+
+# ---------------------------------------------------------------------- planning
+
+
+def groups_of(study_name):
+    return [g for g, group in GROUPS.items() if study_name in group["studies"]]
+
+
+def plan(names, args, root, quick=False):
+    """The jobs of the runs not done yet: (study, definition, label, seed, args,
+    folder)."""
+    from recbole_attn.model import MODELS as MODEL_CLASSES
+    from recbole_attn.quick_start import has_categories
+
+    jobs = []
+    for name in names:
+        study = _study(name, quick)
+        if study.get("archive"):
+            print(f"{name}: an archive (report only; the runner trains nothing)")
+            continue
+        folder = runs_folder(root, name)
+        os.makedirs(folder, exist_ok=True)
+        labels = list(study["variants"])
+        wanted = args.variants.split(",") if args.variants else None
+        for label in study.get("skipped", []):
+            if wanted is None or label in wanted:
+                print(
+                    f"skipped {label} on {study['dataset']}: it needs item categories"
+                )
+        if wanted is not None:
+            labels = [v for v in wanted if v in labels]
+        categories = has_categories(study["dataset"], args.data_path)
+        seeds = args.seeds or list(study.get("seeds", (2020,)))
+        if quick:
+            seeds = seeds[:1]
+        one_seed = set(study.get("one_seed", ()))
+        for seed in seeds[: study.get("max_seeds", len(seeds))]:
+            for label in labels:
+                if label in one_seed and seed != seeds[0]:
+                    continue  # a single run (study definition)
+                model = study["variants"][label][0]
+                needs = getattr(
+                    MODEL_CLASSES.get(model), "needs_item_categories", False
+                )
+                reads = set(study["protocol"].get("metrics", ())) & set(
+                    CATEGORY_METRICS
+                )
+                if not categories and (needs or reads):
+                    print(
+                        f"skipped {label} on {study['dataset']}: it needs item "
+                        f"categories, which {args.data_path} has not"
+                    )
+                    continue
+                if not os.path.isfile(run_path(folder, label, seed)):
+                    jobs.append((name, study, label, seed, args, folder))
+    return jobs
+
+
+def execute(jobs, workers):
+    """Run the jobs, ``workers`` fresh processes at a time; a failed run does not stop
+    the others."""
+    if not jobs:
+        return
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=get_context("spawn"), max_tasks_per_child=1
+    ) as pool:
+        futures = [pool.submit(_work, job) for job in jobs]
+        for future in as_completed(futures):
+            try:
+                name, label, seed, test, seconds = future.result()
+                print(
+                    f"done {name}: {label} seed {seed} ({seconds:.0f} s): {test}",
+                    flush=True,
+                )
+            except Exception as err:  # keep the other runs going
+                print(f"FAILED: {err!r}", flush=True)
+
+
+# ---------------------------------------------------------------------- main
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--study", action="append", default=[], help="repeatable")
+    p.add_argument("--group", action="append", default=[], help="repeatable")
+    p.add_argument("--list", action="store_true", help="studies, groups, measurements")
+    p.add_argument("--data_path", default="dataset")
+    p.add_argument("--device", default="cpu")
+    p.add_argument(
+        "--seeds", default=None, help="comma-separated (default: each study's seeds)"
+    )
+    p.add_argument("--variants", default=None, help="comma-separated labels")
+    p.add_argument("--epochs", type=int, default=None, help="override the budget")
+    p.add_argument("--stopping_step", type=int, default=None, help="override patience")
+    p.add_argument("--jobs", type=int, default=1, help="parallel processes")
+    p.add_argument("--threads", type=int, default=None, help="torch threads per run")
+    p.add_argument(
+        "--root",
+        default=None,
+        help="folder of the study folders (default experiments/; with --quick a "
+        "scratch folder)",
+    )
+    p.add_argument(
+        "--report",
+        action="store_true",
+        help="only rebuild the reports (of every study and group without "
+        "--study/--group)",
+    )
+    p.add_argument(
+        "--rescore",
+        action="store_true",
+        help="score finished runs' best models with the study's other rankings "
+        "(its `rescore` option) where missing, then rebuild the reports",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a group on a synthetic fixture, one epoch, one seed (seconds)",
+    )
+    args = p.parse_args(argv)
+    if args.seeds:
+        args.seeds = [int(s) for s in args.seeds.split(",")]
+    return args
+
+
+def print_list():
+    print("studies:")
+    for name, study in STUDIES.items():
+        kind = " (archive)" if study.get("archive") else ""
+        print(
+            f"  {name}{kind}: {study['dataset']}, variants: "
+            f"{', '.join(study['variants'])}"
+        )
+    print("groups:")
+    for name, group in GROUPS.items():
+        print(f"  {name}: {', '.join(group['studies'])} ({group['what']})")
+    print("measurements (their own scripts):")
+    for name, m in MEASUREMENTS.items():
+        print(f"  {name}: {m['what']}; `{m['command']}` -> {m['outputs']}")
+
+
+def main(argv=None):
+    """Returns the paths of the reports written."""
+    args = parse_args(argv)
+    if args.list or not (args.study or args.group or args.report):
+        print_list()
+        return []
+    for name in args.study:
+        if name not in STUDIES:
+            raise SystemExit(f"unknown study {name!r}; --list shows them")
+    for name in args.group:
+        if name not in GROUPS:
+            raise SystemExit(f"unknown group {name!r}; --list shows them")
+    if args.quick:
+        return main_quick(args)
+    root = os.path.abspath(args.root or HERE)
+    names = list(args.study)
+    for group in args.group:
+        names += [n for n in GROUPS[group]["studies"] if n not in names]
+    groups = list(dict.fromkeys(args.group + [g for n in names for g in groups_of(n)]))
+    if not names and not groups:  # --report alone: everything
+        names, groups = list(STUDIES), list(GROUPS)
+    if not (args.report or args.rescore):
+        execute(plan(names, args, root), args.jobs)
+    written = []
+    for name in names:
+        if args.rescore:
+            for run in rescore_missing(name, runs_folder(root, name)):
+                print(f"not rescored: {run}")
+        text = report(name, root)
+        print(text)
+        if os.path.isfile(os.path.join(root, name, "report.md")):
+            written.append(os.path.join(root, name, "report.md"))
+    for group in groups:
+        written.append(group_report(group, root))
+        print(written[-1])
+    return written
+
+
+def main_quick(args):
+    """``--quick``: each ``--group``'s quick study (the group's models on the synthetic
+    fixture, one epoch, the first seed) in a scratch folder (or ``--root``); its report
+    says it means nothing."""
+    from recbole_attn.data.synthetic import write_synthetic_dataset
+
+    if args.study or not args.group:
+        raise SystemExit("--quick runs a group: --group=reproduce --quick")
+    root = os.path.abspath(args.root or tempfile.mkdtemp(prefix="experiments-quick-"))
+    args.data_path = os.path.join(root, "data")
+    written = []
+    for group in args.group:
+        if group not in QUICK_STUDIES:
+            raise SystemExit(f"group {group!r} has no quick mode")
+        study = QUICK_STUDIES[group]
+        write_synthetic_dataset(args.data_path, name=study["dataset"])
+        name = quick_name(group)
+        if not args.report:
+            execute(plan([name], args, root, quick=True), args.jobs)
+        written.append(group_report(group, root, names=[name], quick=True))
+        print(written[-1])
+    return written
+
+
+if __name__ == "__main__":
+    main()

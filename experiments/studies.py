@@ -1,0 +1,574 @@
+"""Every study of the research wing, declared: what runs (dataset, protocol, variants,
+seeds) and how its report reads. ``python -m experiments.runner`` runs and reports them;
+nothing here trains or reads files.
+
+A study is one dict in :data:`STUDIES` (name -> definition):
+
+``dataset``
+    the RecBole dataset name (atomic files under the runner's ``--data_path``).
+``protocol``
+    the configuration every variant shares: split and ranking (``eval_args``), history
+    masking, metrics, the validation metric that picks the checkpoint, the budget.
+``variants``
+    label -> (model, overrides); the overrides go on top of the protocol.
+``baseline``
+    the label the time ratios (and the reproduce group's gains) are taken against.
+``columns``
+    the test metrics the report shows.
+``paper``
+    the paper's own numbers and protocol, quoted in the report.
+optional
+    ``seeds`` (default ``(2020,)``; ``--seeds`` overrides), ``one_seed`` (labels that run
+    the first seed only), ``max_seeds``, ``median`` (the report's centre: median instead
+    of mean), ``rescore`` (mode -> ``eval_args``: every run's best model is also tested
+    under that ranking), ``report`` (``table``, the default; ``reproduce``: a dataset
+    section of the reproduce group's page; ``archive_quality``: the older format of the
+    superseded quality tables), ``archive`` (report only: the runner trains nothing),
+    ``skipped`` (labels of the group left out of this study, with the reason in the
+    report: the reproduce studies of datasets without item categories).
+
+A group in :data:`GROUPS` runs several studies and writes one report over them. Runs are
+``experiments/<study>/runs/<variant>__seed<k>.json``; reports ``experiments/<study>/
+report.md`` and ``experiments/<group>/report.md`` (experiments/README.md).
+"""
+
+FULL = {"split": {"LS": "valid_and_test"}, "order": "TO", "mode": "full"}
+UNI100 = {"split": {"LS": "valid_and_test"}, "order": "TO", "mode": "uni100"}
+STOSA_METRICS = {
+    "metrics": ["Recall", "NDCG", "MRR"],
+    "topk": [1, 5, 10, 20],
+    "valid_metric": "MRR@20",
+}
+AWRSR_METRICS = {
+    "metrics": ["Recall", "NDCG"],
+    "topk": [1, 5, 10],
+    "valid_metric": "NDCG@5",
+}
+HIT_METRICS = {"metrics": ["Hit", "NDCG"], "topk": [5, 10], "valid_metric": "NDCG@10"}
+
+
+#: STOSA as the paper writes it (the default until the Office ablation below; the studies
+#: that ran it pin it, so that they still rerun as recorded)
+STOSA_PAPER = {
+    "position_alignment": "first",
+    "stosa_layer_means": "paper",
+    "stosa_input": "paper",
+    "stosa_ffn": "paper",
+    "stosa_init": "recbole",
+}
+#: every official-code behaviour of STOSA that has an option (docs/models.md, "What the
+#: official code does differently"); neg_exclude_heldout is a leak of held-out items.
+#: Without the leak, this is STOSA's default (STOSA.yaml; a test checks it)
+STOSA_OFFICIAL = {
+    "position_alignment": "last",
+    "stosa_layer_means": "official",
+    "stosa_input": "official",
+    "stosa_ffn": "official",
+    "stosa_init": "official",
+    "neg_exclude_heldout": True,
+}
+#: one official option reverted to ours (the leave-one-out ablations)
+STOSA_REVERTS = {
+    "no held-out leak": {"neg_exclude_heldout": False},
+    "RecBole init": {"stosa_init": "recbole"},
+    "paper input": {"stosa_input": "paper"},
+    "paper FFN": {"stosa_ffn": "paper"},
+    "no mean bug": {"stosa_layer_means": "paper"},
+    "first alignment": {"position_alignment": "first"},
+}
+
+
+def _awrsr(backbone, refinement):
+    """AWRSR on a backbone, trained with the backbone's loss (SASRec: the SASRec paper's
+    BCE, as its baseline variant; STOSA: BPR + pvn, the paper's STOSA as these studies
+    ran it)."""
+    loss = {"loss_type": "BCE"} if backbone == "SASRec" else STOSA_PAPER
+    return ("AWRSR", {"backbone": backbone, "refinement": refinement, **loss})
+
+
+#: name -> protocol (config), columns shown, baseline label, variants {label: (model,
+#: overrides)}, a note on the paper's own protocol
+STUDIES = {
+    "stosa_office": {
+        "dataset": "Office",
+        "protocol": {
+            "eval_args": FULL,
+            "eval_mask_history": True,
+            **STOSA_METRICS,
+            "epochs": 200,
+            "stopping_step": 20,
+        },
+        "columns": ["recall@1", "recall@5", "ndcg@5", "mrr@20"],
+        "baseline": "STOSA (first)",
+        "one_seed": [
+            "STOSA legacy (last)",
+            "SASRecAP BPR (first)",
+            "SASRecAP BPR (last)",
+        ],
+        "variants": {
+            "STOSA (first)": ("STOSA", STOSA_PAPER),
+            "STOSA (last)": ("STOSA", {**STOSA_PAPER, "position_alignment": "last"}),
+            "STOSA legacy (last)": (
+                "STOSA",
+                {
+                    **STOSA_PAPER,
+                    "position_alignment": "last",
+                    "stosa_layer_means": "official",
+                },
+            ),
+            "SASRecAP BPR (first)": (
+                "SASRecAP",
+                {"loss_type": "BPR", "MAX_ITEM_LIST_LENGTH": 100},
+            ),
+            "SASRecAP BPR (last)": (
+                "SASRecAP",
+                {
+                    "loss_type": "BPR",
+                    "MAX_ITEM_LIST_LENGTH": 100,
+                    "position_alignment": "last",
+                },
+            ),
+        },
+        "paper": "STOSA Table 1 (Office): R@1 .0234, R@5 .0677, N@5 .0461, MRR .0502; "
+        "official code, 200 epochs on 2 CPU cores: .0210 / .0616 / .0415 / .0444 "
+        "(full ranking, history masked, MRR over the whole list).",
+    },
+    "stosa_office_ablation": {
+        "dataset": "Office",
+        "protocol": {
+            "eval_args": FULL,
+            "eval_mask_history": True,
+            **STOSA_METRICS,
+            "epochs": 200,
+            "stopping_step": 100,  # the official code's patience
+        },
+        "columns": ["recall@1", "recall@5", "ndcg@5", "mrr@20"],
+        "baseline": "official-like",
+        "variants": {
+            "official-like": ("STOSA", STOSA_OFFICIAL),
+            "paper model (last)": (
+                "STOSA",
+                {**STOSA_PAPER, "position_alignment": "last"},
+            ),
+            **{
+                f"official-like: {name}": ("STOSA", {**STOSA_OFFICIAL, **revert})
+                for name, revert in STOSA_REVERTS.items()
+            },
+        },
+        "paper": "STOSA Table 1 (Office): R@1 .0234, R@5 .0677, N@5 .0461, MRR .0502; "
+        "official code, 200 epochs on 2 CPU cores: .0210 / .0616 / .0415 / .0444 "
+        "(full ranking, history masked, MRR over the whole list). Official-like = every "
+        "official-code option on; each other official-like row reverts ONE option to ours.",
+    },
+    "stosa_beauty": {
+        "dataset": "Beauty",
+        "protocol": {
+            "eval_args": FULL,
+            "eval_mask_history": True,
+            **STOSA_METRICS,
+            "epochs": 500,  # the official README's Beauty run
+            "stopping_step": 100,
+        },
+        "columns": ["recall@1", "recall@5", "ndcg@5", "mrr@20"],
+        "baseline": "STOSA (default)",
+        "variants": {
+            "STOSA (default)": ("STOSA", {}),
+            "paper model": ("STOSA", STOSA_PAPER),
+        },
+        "paper": "STOSA Table 1 (Beauty, 22,363 users): R@1 .0193, R@5 .0504, N@5 .0351, "
+        "MRR .0360 (full ranking, history masked, MRR over the whole list); the official "
+        "README run: d 64, T 100, 500 epochs.",
+    },
+    "awrsr_office": {
+        "dataset": "Office",
+        "protocol": {
+            "eval_args": FULL,
+            "eval_mask_history": True,
+            **AWRSR_METRICS,
+            "epochs": 200,
+            "stopping_step": 20,
+            "n_layers": 1,
+        },
+        "columns": ["recall@1", "recall@5", "ndcg@5", "recall@10", "ndcg@10"],
+        "baseline": "SASRec",
+        "max_seeds": 1,
+        "variants": {
+            "SASRec": ("SASRecAP", {"loss_type": "BCE"}),
+            "SASRec + simp": _awrsr("SASRec", "simp"),
+            "SASRec + value": _awrsr("SASRec", "value"),
+            "SASRec + add": _awrsr("SASRec", "add"),
+            "STOSA": ("STOSA", STOSA_PAPER),
+            "STOSA + simp": _awrsr("STOSA", "simp"),
+            "STOSA + value": _awrsr("STOSA", "value"),
+            "STOSA + add": _awrsr("STOSA", "add"),
+            "STOSA + stoc": _awrsr("STOSA", "stoc"),
+        },
+        "paper": "AWRSR Table 2 reports Beauty (52k users), ML-1M and Anime: e.g. "
+        "Beauty NDCG@5 SASRec .0234 -> simp .0243 (+3.85 %), STOSA .0285 -> simp .0304 "
+        "(+6.67 %). 1 layer, early stopping on NDCG@5.",
+    },
+    "parec_beauty": {
+        "dataset": "Beauty",
+        "protocol": {
+            "eval_args": FULL,
+            "eval_mask_history": False,
+            "metrics": ["Hit", "NDCG"],
+            "topk": [10],
+            "valid_metric": "NDCG@10",
+            "epochs": 200,
+            "stopping_step": 10,
+            "MAX_ITEM_LIST_LENGTH": 50,
+        },
+        "columns": ["hit@10", "ndcg@10"],
+        "baseline": "SASRec (CE)",
+        "median": True,
+        "one_seed": [
+            "PARec + position emb. + FFN after",
+            "average",
+            "linear annealing",
+            "exponential annealing",
+        ],
+        "variants": {
+            "SASRec (CE)": (
+                "SASRecAP",
+                {"loss_type": "CE", "position_alignment": "last"},
+            ),
+            "PARec": ("PARec", {}),
+            "FPARec": ("FPARec", {}),
+            "PARec + position emb. + FFN after": (
+                "PARec",
+                {"add_position_embedding": True, "ffn_placement": "after"},
+            ),
+            "average": ("PARec", {"positional_pattern": "average"}),
+            "linear annealing": ("PARec", {"positional_pattern": "linear"}),
+            "exponential annealing": ("PARec", {"positional_pattern": "exponential"}),
+        },
+        "paper": "PARec/FPARec Table 3 (Beauty, full ranking, history not excluded, "
+        "median of 3): SASRec .0813 / .0405, PARec .0806 / .0395, FPARec .0821 / .0402 "
+        "(HR@10 / NDCG@10).",
+    },
+}
+STUDIES["parec_ml100k"] = {
+    **STUDIES["parec_beauty"],
+    "dataset": "ml-100k",
+    "one_seed": [],
+    "paper": "PARec/FPARec Table 4 (ablation, HR@10 / NDCG@10, ML-1M): FPARec .2419 / "
+    ".1232, PARec .2255 / .1130, SASRec .2346 / .1186, average .2025 / .0986, linear "
+    "annealing .2056 / .0997, exponential annealing .2386 / .1283 (here on ml-100k).",
+}
+STUDIES["awrsr_beauty"] = {
+    **STUDIES["awrsr_office"],
+    "dataset": "Beauty",
+    "protocol": {
+        **STUDIES["awrsr_office"]["protocol"],
+        "MAX_ITEM_LIST_LENGTH": 20,  # the paper's best SASRec setting on Beauty
+        "hidden_size": 128,
+    },
+    # the paper's headline claim (M_simp on both backbones); the other refinements run
+    # on Office
+    "variants": {
+        k: STUDIES["awrsr_office"]["variants"][k]
+        for k in ("SASRec", "SASRec + simp", "STOSA", "STOSA + simp")
+    },
+}
+STUDIES["bucket_office"] = {
+    "dataset": "Office",
+    "protocol": {
+        "eval_args": FULL,
+        "eval_mask_history": True,
+        "metrics": ["Recall", "NDCG", "MRR"],
+        "topk": [5, 10, 20],
+        "valid_metric": "NDCG@10",
+        "epochs": 200,
+        "stopping_step": 10,
+    },
+    "columns": ["recall@10", "ndcg@10", "mrr@20"],
+    "baseline": "SASRecAP",
+    "variants": {
+        "SASRecAP": ("SASRecAP", {}),
+        "SASRecAP (bucket batches)": ("SASRecAP", {"train_batch_grouping": "bucket"}),
+        "PAtt": ("PAtt", {}),
+        "PAtt (bucket batches)": ("PAtt", {"train_batch_grouping": "bucket"}),
+    },
+    "paper": "none (issue: length-bucketed batches change batch composition; quality "
+    "over 3 seeds next to the speed, off by default unless unchanged within noise).",
+}
+for _dataset, _name in (("Beauty", "beauty"), ("ml-100k", "ml100k")):
+    for _mode, _args in (("full", FULL), ("uni100", UNI100)):
+        STUDIES[f"rksa_{_name}_{_mode}"] = {
+            "dataset": _dataset,
+            "protocol": {
+                "eval_args": _args,
+                "eval_mask_history": False,
+                **HIT_METRICS,
+                "epochs": 200,
+                "stopping_step": 10,
+                "train_batch_size": 128,
+                "MAX_ITEM_LIST_LENGTH": 50,
+            },
+            "columns": ["hit@5", "ndcg@5", "hit@10", "ndcg@10"],
+            "baseline": "SASRec (BCE)",
+            # more seeds (--seeds) for the paper's model and its baseline only
+            "one_seed": ["RKSA C", "RKSA I", "RKSA U", "RKSA I+U"],
+            # the best model of a full-ranking run is also scored with 100 sampled
+            # negatives (the paper's ranking): the uni100 numbers at half the training
+            # (the uni100 study trains again and selects on sampled validation)
+            **({"rescore": {"uni100": UNI100}} if _mode == "full" else {}),
+            "variants": {
+                "SASRec (BCE)": (
+                    "SASRecAP",
+                    {
+                        "loss_type": "BCE",
+                        "n_layers": 2,
+                        "n_heads": 1,
+                        "inner_size": 64,
+                        "hidden_act": "relu",
+                    },
+                ),
+                "RKSA C": ("RKSA", {"kernels": ["count"]}),
+                "RKSA I": ("RKSA", {"kernels": ["item"]}),
+                "RKSA U": ("RKSA", {"kernels": ["user"]}),
+                "RKSA I+U": ("RKSA", {"kernels": ["item", "user"]}),
+                "RKSA C+I+U": ("RKSA", {"kernels": ["count", "item", "user"]}),
+            },
+            "paper": "RKSA Table 2 (its own Beauty: 52k users, 100 sampled negatives): "
+            "SASRec Hit@5 .3735 NDCG@5 .2846 Hit@10 .4720 NDCG@10 .3164; RKSA .3999 / "
+            ".2998 / .5015 / .3326. Table 3 (Hit@10, Beauty): C .5015, I .4982, U "
+            ".4958, I+U .4951, C+I+U .5011.",
+        }
+
+
+def slug(text):
+    return "".join(c if c.isalnum() else "_" for c in text).strip("_")
+
+
+# ------------------------------------------------------------------ group: reproduce
+#: All five mechanisms and their SASRec baselines under ONE protocol on Office, Beauty and
+#: ml-100k: the comparison no paper makes (experiments/reproduce/report.md).
+REPRODUCE_BASELINE = "SASRec"
+#: label -> (model, overrides); the paper's hyperparameters are each model's yaml
+REPRODUCE_MODELS = {
+    REPRODUCE_BASELINE: ("SASRecAP", {}),
+    "SASRec (BCE)": ("SASRecAP", {"loss_type": "BCE"}),
+    "SASRec (BPR)": ("SASRecAP", {"loss_type": "BPR"}),
+    "STOSA": ("STOSA", {}),
+    "PAtt": ("PAtt", {}),
+    "DPAtt": ("DPAtt", {}),
+    "AWRSR simp (SASRec)": ("AWRSR", {"backbone": "SASRec", "refinement": "simp"}),
+    "AWRSR simp (STOSA)": ("AWRSR", {"backbone": "STOSA", "refinement": "simp"}),
+    "PARec": ("PARec", {}),
+    "FPARec": ("FPARec", {}),
+    "RKSA": ("RKSA", {}),
+}
+#: the training loss of each label (its yaml's loss_type; a test checks it): the papers
+#: train with different losses, and the loss moves the numbers as much as the attention
+REPRODUCE_LOSS = {
+    REPRODUCE_BASELINE: "CE",
+    "SASRec (BCE)": "BCE",
+    "SASRec (BPR)": "BPR",
+    "STOSA": "BPR",
+    "PAtt": "BCE",
+    "DPAtt": "BCE",
+    "AWRSR simp (SASRec)": "CE",
+    "AWRSR simp (STOSA)": "BPR",
+    "PARec": "CE",
+    "FPARec": "CE",
+    "RKSA": "BCE",
+}
+#: the SASRec each loss is compared with
+SAME_LOSS_BASELINE = {
+    "CE": REPRODUCE_BASELINE,
+    "BCE": "SASRec (BCE)",
+    "BPR": "SASRec (BPR)",
+}
+#: dataset -> whether it has item categories (the word of its shipped yaml; a test checks
+#: it): without them, the diversity metrics and the models that read categories drop out
+REPRODUCE_DATASETS = {"Office": False, "Beauty": True, "ml-100k": True}
+ACCURACY = ["recall@5", "ndcg@5", "recall@10", "ndcg@10", "mrr@20"]
+DIVERSITY = ["cc@10", "ild@10", "f1@10"]
+ACCURACY_METRICS = ("Recall", "NDCG", "MRR")
+REPRODUCE_PROTOCOL = {
+    "eval_args": FULL,
+    "eval_mask_history": True,
+    "metrics": ["Recall", "NDCG", "MRR", "CC", "ILD", "F1"],
+    "topk": [5, 10, 20],
+    "valid_metric": "NDCG@10",
+    "epochs": 200,
+    "stopping_step": 10,
+}
+#: paper numbers measured under THIS protocol (dataset, full ranking, history masked):
+#: (label, dataset) -> {metric: value}; the other papers' protocols differ
+#: (STOSA's Table 1: its Office and its 22,363-user Beauty, the datasets here)
+REPRODUCE_PAPER = {
+    ("STOSA", "Office"): {"recall@5": 0.0677, "ndcg@5": 0.0461},
+    ("STOSA", "Beauty"): {"recall@5": 0.0504, "ndcg@5": 0.0351},
+}
+#: ``--quick``: the synthetic fixture's columns (its categories are the .item file's
+#: ``categories``) and model sizes that train in seconds
+QUICK_COLUMNS = {
+    "inter": ["user_id", "item_id", "timestamp"],
+    "item": ["item_id", "categories"],
+}
+QUICK_MODEL = {
+    "hidden_size": 16,
+    "inner_size": 32,
+    "n_layers": 1,
+    "n_heads": 2,
+    "MAX_ITEM_LIST_LENGTH": 12,
+    "train_batch_size": 32,
+}
+
+
+def reproduce_name(dataset):
+    return "reproduce_" + slug(dataset)
+
+
+def reproduce_study(dataset, categories, quick=False):
+    """The reproduce group's study of one dataset. Without item ``categories`` the
+    diversity metrics and the models that read categories are left out (``skipped``)."""
+    from recbole_attn.model import MODELS as MODEL_CLASSES
+
+    protocol = dict(REPRODUCE_PROTOCOL)
+    columns = ACCURACY + DIVERSITY
+    if not categories:
+        protocol["metrics"] = [
+            m for m in REPRODUCE_PROTOCOL["metrics"] if m in ACCURACY_METRICS
+        ]
+        columns = list(ACCURACY)
+    variants = {
+        label: (model, overrides)
+        for label, (model, overrides) in REPRODUCE_MODELS.items()
+        if categories or not MODEL_CLASSES[model].needs_item_categories
+    }
+    if quick:  # the fixture's categories are its .item file's `categories`
+        protocol.update(epochs=1, stopping_step=1, load_col=QUICK_COLUMNS)
+        variants = {k: (m, {**o, **QUICK_MODEL}) for k, (m, o) in variants.items()}
+    return {
+        "dataset": dataset,
+        "protocol": protocol,
+        "columns": columns,
+        "baseline": REPRODUCE_BASELINE,
+        "variants": variants,
+        "skipped": [m for m in REPRODUCE_MODELS if m not in variants],
+        "seeds": (2020, 2021, 2022),
+        "report": "reproduce",
+        "paper": "each model's own paper (docs/models.md)",
+    }
+
+
+for _dataset, _categories in REPRODUCE_DATASETS.items():
+    STUDIES[reproduce_name(_dataset)] = reproduce_study(_dataset, _categories)
+
+
+# ------------------------------------------------------------------ archive
+#: The accuracy-and-diversity tables of PAtt/DPAtt against SASRec and STOSA (one seed, one
+#: run each, T = 30), recorded by benchmarks/quality_table.py (deleted; last in commit
+#: 3711814; superseded by the reproduce group). Report only: its runs are in the older
+#: format of that script.
+QUALITY_MEASURES = ["recall", "ndcg", "cc", "ild", "f1"]
+ARCHIVE_QUALITY_VARIANTS = {
+    "SASRec (BCE)": ("SASRecAP", {"loss_type": "BCE"}),
+    "SASRec (CE)": ("SASRecAP", {"loss_type": "CE"}),
+    "SASRec (BPR)": ("SASRecAP", {"loss_type": "BPR"}),
+    # recorded with no override when STOSA's default was the paper's model: today's
+    # paper preset with positions counted from the first item
+    "STOSA": ("STOSA", {"stosa_preset": "paper", "position_alignment": "first"}),
+    "PAtt2": ("PAtt", {"dpp_k": 2}),
+    "PAtt3": ("PAtt", {"dpp_k": 3}),
+    "DPAtt2": ("DPAtt", {"dpp_k": 2}),
+    "DPAtt3": ("DPAtt", {"dpp_k": 3}),
+}
+
+
+def _archive_quality(dataset, epochs, eval_step, stopping_step, dpp_lambda=None):
+    variants = dict(ARCHIVE_QUALITY_VARIANTS)
+    flags = ""
+    if dpp_lambda is not None:  # the lambda runs: PAtt and DPAtt only
+        variants = {
+            label: (model, {**overrides, "dpp_lambda": dpp_lambda})
+            for label, (model, overrides) in variants.items()
+            if model in ("PAtt", "DPAtt")
+        }
+        flags = f" --dpp_lambda={dpp_lambda:g}"
+    return {
+        "dataset": dataset,
+        "protocol": {
+            "eval_args": FULL,
+            "eval_mask_history": True,
+            "metrics": ["Recall", "NDCG", "CC", "ILD", "F1"],
+            "topk": [5, 20],
+            "valid_metric": "NDCG@20",
+            "epochs": epochs,
+            "eval_step": eval_step,
+            "stopping_step": stopping_step,
+            "MAX_ITEM_LIST_LENGTH": 30,
+            "train_batch_size": 256,
+            "learning_rate": 1e-3,
+        },
+        "columns": [f"{m}@{k}" for k in (5, 20) for m in QUALITY_MEASURES],
+        "baseline": next(iter(variants)),  # (the archive's table has no ratios)
+        "variants": variants,
+        "seeds": (2020,),
+        "report": "archive_quality",
+        "archive": True,
+        "superseded_by": "reproduce",
+        "recorded_with": f"python benchmarks/quality_table.py --dataset={dataset} "
+        f"--data_path=<dir> --epochs={epochs} --eval_step={eval_step} "
+        f"--stopping_step={stopping_step} --max_len=30 --seed=2020{flags}",
+        "paper": "PAtt Table 2 (SASRec on Beauty@5, its split and training): Re .1293, "
+        "ND .0803, CC .0510, ILD .7363, F1 .1655.",
+    }
+
+
+STUDIES["archive_quality_ml_100k"] = _archive_quality("ml-100k", 200, 1, 10)
+STUDIES["archive_quality_ml_100k_lambda4096"] = _archive_quality(
+    "ml-100k", 200, 1, 10, dpp_lambda=4096.0
+)
+STUDIES["archive_quality_Beauty"] = _archive_quality("Beauty", 30, 2, 5)
+STUDIES["archive_quality_Beauty_lambda4096"] = _archive_quality(
+    "Beauty", 30, 2, 5, dpp_lambda=4096.0
+)
+
+
+# ------------------------------------------------------------------ groups
+#: name -> the studies it runs and the report over them (``experiments/<group>/``)
+GROUPS = {
+    "reproduce": {
+        "studies": [reproduce_name(d) for d in REPRODUCE_DATASETS],
+        "report": "reproduce",
+        "what": "all five mechanisms and SASRec (CE, BCE, BPR) under one protocol, "
+        "3 seeds; the page and two charts",
+    },
+}
+#: group -> its ``--quick`` study: the same models on a synthetic fixture the runner
+#: writes, one epoch, one seed (a smoke test of the whole group in seconds)
+QUICK_STUDIES = {"reproduce": reproduce_study("quick", categories=True, quick=True)}
+
+
+# ------------------------------------------------------------------ measurements
+#: Measurements that are not training studies (times, memory, a table's size, a sweep
+#: recorded before the runner): each is a script beside the folder of its outputs, whose
+#: headers give the command that made them. ``--list`` shows them.
+MEASUREMENTS = {
+    "speed": {
+        "command": "python -m experiments.speed [--curve=T|users] [--quick]",
+        "outputs": "experiments/speed/",
+        "what": "seconds per epoch and peak memory of every model against SASRecAP, "
+        "interleaved repeats",
+    },
+    "patt_speed": {
+        "command": "python -m experiments.patt_speed [--users=2000] [--repeats=2]",
+        "outputs": "experiments/patt_speed/",
+        "what": "PAtt/DPAtt epoch time and memory against SASRecAP (synthetic data)",
+    },
+    "patt_lambda_sweep": {
+        "command": "python -m experiments.patt_lambda_sweep [--lambdas=...] [--ks=2,3]",
+        "outputs": "experiments/patt_lambda_sweep/",
+        "what": "PAtt's lambda on ml-100k, one run each",
+    },
+    "rksa_cooccurrence": {
+        "command": "python -m experiments.rksa_cooccurrence [--scale=10]",
+        "outputs": "experiments/rksa_cooccurrence/",
+        "what": "build time and memory of RKSA's co-occurrence table",
+    },
+}

@@ -1,0 +1,91 @@
+"""experiments/runner.py: one run of a study on the tiny fixture, and the ``rescore``
+option (a run's best model scored under another ranking)."""
+
+import argparse
+import json
+
+import pytest
+
+from experiments import runner, studies
+
+
+@pytest.fixture
+def tiny_study(tiny_data_path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # run_one moves to a scratch folder
+    name = "tiny_rescore"
+    study = {
+        "dataset": "tiny",
+        "protocol": {
+            "eval_args": studies.FULL,
+            "eval_mask_history": False,
+            **studies.HIT_METRICS,
+            "epochs": 2,
+            "stopping_step": 2,
+            "load_col": {"inter": ["user_id", "item_id", "timestamp"]},
+            "train_batch_size": 16,
+            "eval_batch_size": 64,
+            "hidden_size": 16,
+            "inner_size": 32,
+            "n_layers": 1,
+            "n_heads": 2,
+            "MAX_ITEM_LIST_LENGTH": 12,
+        },
+        "columns": ["hit@5", "ndcg@5", "hit@10", "ndcg@10"],
+        "baseline": "SASRec",
+        "variants": {"SASRec": ("SASRecAP", {})},
+        "rescore": {"uni100": studies.UNI100, "full": studies.FULL},
+        "paper": "none (test fixture)",
+    }
+    monkeypatch.setitem(studies.STUDIES, name, study)
+    args = argparse.Namespace(
+        data_path=tiny_data_path,
+        device="cpu",
+        epochs=None,
+        stopping_step=None,
+        threads=None,
+    )
+    return name, args
+
+
+def test_rescore_scores_the_best_model_under_other_rankings(tiny_study, tmp_path):
+    name, args = tiny_study
+    result = runner.run_one(name, "SASRec", 2020, args)
+    # new runs and stored runs mix in one report: a run written today has every key of
+    # the newest stored runs (those of bucket_office have them all)
+    stored = runner.runs_folder(runner.HERE, "bucket_office")
+    with open(runner.run_path(stored, "SASRecAP", 2020)) as f:
+        assert set(result) == set(json.load(f)) | {"rescored"}
+    assert result["epochs_run"] == 2 and 1 <= result["best_epoch"] <= 2
+    full, uni100 = result["rescored"]["full"], result["rescored"]["uni100"]
+    # the same model under the same ranking: exactly the run's own test
+    assert full == pytest.approx(result["test"], abs=1e-12)
+    # ranking the target among 100 sampled items is ranking it within a subset of all
+    # items: it can only rise, so every Hit@K is at least the full-ranking one
+    for k in (5, 10):
+        assert uni100[f"hit@{k}"] >= full[f"hit@{k}"]
+    # and on this fixture strictly (NDCG@10 moves with any rank in the top 10; Hit@10 only
+    # when a target crosses 10, which torch 2.6's dropout stream does not make it do)
+    assert uni100["ndcg@10"] > full["ndcg@10"]
+
+    # runs from before the option get it afterwards (where the model file still exists),
+    # and the report shows a second table
+    folder = tmp_path / "results" / name / "runs"
+    folder.mkdir(parents=True)
+    old = {k: v for k, v in result.items() if k != "rescored"}  # a run from before
+    gone = dict(old, seed=2021, model_file=str(tmp_path / "deleted.pth"))
+    for run in (old, gone):
+        with open(runner.run_path(str(folder), run["label"], run["seed"]), "w") as f:
+            json.dump(run, f)
+    missing = runner.rescore_missing(name, str(folder))
+    assert missing == ["SASRec seed 2021 (model file gone)"]
+    with open(runner.run_path(str(folder), "SASRec", 2020)) as f:
+        filled = json.load(f)
+    assert filled["rescored"]["uni100"] == pytest.approx(
+        result["rescored"]["uni100"], abs=1e-12
+    )
+    text = runner.report(name, root=str(tmp_path / "results"))
+    assert "test ranked with uni100" in text
+    uni_row = f"| SASRec | 1 | {filled['rescored']['uni100']['hit@5']:.4f} |"
+    assert uni_row in text
+    # the report sits beside the study's runs
+    assert (tmp_path / "results" / name / "report.md").read_text() == text

@@ -1,0 +1,113 @@
+"""experiments/studies.py: the declared studies agree with the library and with the
+stored runs, and the stored reports are what the runner writes from those runs."""
+
+import os
+
+import pytest
+
+from experiments import reports, runner, studies
+from recbole_attn.model import MODELS
+from recbole_attn.quick_start import build
+
+#: the official code's model, option by option (tests/test_stosa_official.py)
+OFFICIAL = {
+    "stosa_layer_means": "official",
+    "stosa_input": "official",
+    "stosa_ffn": "official",
+    "stosa_init": "official",
+    "position_alignment": "last",
+}
+
+
+def test_defaults_are_the_official_model_without_the_leak(tiny_config):
+    """STOSA.yaml = every official behaviour but the held-out leak (the Office ablation's
+    "no held-out leak" row, experiments/studies.py STOSA_OFFICIAL)."""
+    config, _, _, _ = build("STOSA", "tiny", config_dict=tiny_config)
+    for key, value in OFFICIAL.items():
+        assert config[key] == value, key
+    assert config["neg_exclude_heldout"] is False
+    want = {**studies.STOSA_OFFICIAL, "neg_exclude_heldout": False}
+    assert {k: config[k] for k in want} == want
+
+
+def test_every_study_is_well_formed():
+    for name, study in studies.STUDIES.items():
+        for key in ("dataset", "protocol", "columns", "baseline", "variants", "paper"):
+            assert key in study, (name, key)
+        assert study["baseline"] in study["variants"], name
+        for label, (model, overrides) in study["variants"].items():
+            assert model in MODELS or model == "SASRec", (name, label)
+            assert isinstance(overrides, dict)
+        assert set(study.get("one_seed", ())) <= set(study["variants"]), name
+        assert study.get("report", "table") in ("table", "reproduce", "archive_quality")
+    for name, group in studies.GROUPS.items():
+        assert set(group["studies"]) <= set(studies.STUDIES), name
+        assert os.path.isdir(os.path.join(runner.HERE, name)), name
+
+
+def test_stored_runs_belong_to_their_studies():
+    """Every run JSON under experiments/<study>/runs/ is a declared variant of that study,
+    run with its model and protocol; no run lies outside a study's runs/ folder."""
+    found = 0
+    for name in sorted(os.listdir(runner.HERE)):
+        folder = runner.runs_folder(runner.HERE, name)
+        if not os.path.isdir(folder):
+            continue
+        assert name in studies.STUDIES, name
+        study = studies.STUDIES[name]
+        for run in reports.load_runs(folder):
+            found += 1
+            assert run["label"] in study["variants"], (name, run["label"])
+            assert run["model"] == study["variants"][run["label"]][0]
+            assert run.get("study", name) == name
+            protocol = {k: v for k, v in study["protocol"].items() if k != "eval_args"}
+            recorded = {k: run["config"][k] for k in protocol if k in run["config"]}
+            overrides = study["variants"][run["label"]][1]
+            want = {
+                k: overrides.get(k, v) for k, v in protocol.items() if k in recorded
+            }
+            if "eval_mode" in run:
+                assert run["eval_mode"] == study["protocol"]["eval_args"]["mode"]
+            # the budget of a run may have been set on the command line (--epochs,
+            # --stopping_step)
+            for key in ("epochs", "stopping_step"):
+                recorded.pop(key, None)
+                want.pop(key, None)
+            assert recorded == want, (name, run["label"])
+    assert found >= 191  # the runs recorded when experiments/ was built
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n, s in studies.STUDIES.items()
+        if s.get("report", "table") != "reproduce"
+        and os.path.isdir(runner.runs_folder(runner.HERE, n))
+    ],
+)
+def test_stored_report_is_what_the_runner_writes(name):
+    """`python -m experiments.runner --report` leaves every report as committed."""
+    study = studies.STUDIES[name]
+    build_report = {
+        "table": reports.study_table,
+        "archive_quality": reports.archive_quality_table,
+    }[study.get("report", "table")]
+    runs = reports.load_runs(runner.runs_folder(runner.HERE, name))
+    with open(os.path.join(runner.HERE, name, "report.md")) as f:
+        assert build_report(name, study, runs) == f.read()
+
+
+def test_stored_reproduce_page_is_what_the_runner_writes(tmp_path):
+    pytest.importorskip("matplotlib")
+    sections = [
+        (studies.STUDIES[name], runner.runs_folder(runner.HERE, name))
+        for name in studies.GROUPS["reproduce"]["studies"]
+    ]
+    text = reports.reproduce_page(sections, str(tmp_path))
+    with open(os.path.join(runner.HERE, "reproduce", "report.md")) as f:
+        assert text == f.read()
+    assert sorted(os.listdir(tmp_path)) == [
+        "reproduction_accuracy.png",
+        "reproduction_diversity.png",
+    ]
