@@ -566,6 +566,11 @@ MEASUREMENTS = {
         "outputs": "experiments/patt_lambda_sweep/",
         "what": "PAtt's lambda on ml-100k, one run each",
     },
+    "recommend_speed": {
+        "command": "python -m experiments.recommend_speed [--dataset=Beauty] [--topk=20]",
+        "outputs": "experiments/speed/recommend_<dataset>.md",
+        "what": "every user's top-K (recbole_attn.recommend) against one test evaluation",
+    },
     "rksa_cooccurrence": {
         "command": "python -m experiments.rksa_cooccurrence [--scale=10]",
         "outputs": "experiments/rksa_cooccurrence/",

@@ -11,6 +11,7 @@ The command line of recbole_attn: ``recbole-attn`` (installed with the package),
     recbole-attn recommend --model_file=saved/<file>.pth --output=recs.csv   top-K per user
     recbole-attn evaluate --model_file=saved/<file>.pth [--key=value]  metrics of a model
     recbole-attn viz --model_file=saved/<file>.pth --user=196         attention heatmaps
+    recbole-attn export-upstream --recbole_dir=RecBole                our models into RecBole
 """
 
 import argparse
@@ -36,7 +37,8 @@ values are read as Python literals (``--topk=[5,10]``, ``--x=True``).
 
 Other commands: {prog} convert (raw files -> RecBole atomic files), {prog} recommend
 (top-K items per user from a saved model), {prog} evaluate (metrics of a saved model),
-{prog} viz (attention heatmaps); {prog} <command> --help.
+{prog} viz (attention heatmaps), {prog} export-upstream (our models as RecBole's own,
+into a RecBole checkout); {prog} <command> --help.
 """
 
 #: the overrides users reach for first, shown by --help
@@ -286,6 +288,7 @@ COMMANDS = {
     "viz": ("recbole_attn.viz", "main"),
     "recommend": ("recbole_attn.recommend", "main"),
     "evaluate": ("recbole_attn.cli", "evaluate_main"),
+    "export-upstream": ("recbole_attn.upstream.export", "main"),
 }
 
 

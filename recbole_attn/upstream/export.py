@@ -1,0 +1,169 @@
+"""
+recbole_attn.upstream.export
+############################
+
+``recbole-attn export-upstream --recbole_dir=DIR``: our models written into a RecBole
+checkout the way RecBole's own models are, generated from our code
+(:mod:`recbole_attn.upstream.bundle`), so that the export is never a second copy kept by
+hand:
+
+* ``recbole/model/sequential_recommender/<name>.py`` per model, importing only torch,
+  numpy, scipy and RecBole, and ``recbole/model/sequential_attention.py``: the shared
+  attention, its blocks, the base class and the data helpers the models read;
+* ``recbole/properties/model/<Name>.yaml``: the model's yaml with the keys of the base
+  class that it reads, a preset resolved to its options, and RecBole's training mode;
+* the model's line in ``recbole/model/sequential_recommender/__init__.py``, its docs page
+  ``docs/source/user_guide/model/sequential/<name>.rst`` (and its line in
+  ``model_intro.rst``), its entry in ``asset/model_list.json`` and its cases in
+  ``tests/model/test_model_auto.py``;
+* with ``--pr_dir``: one pull-request description per model.
+
+A file this command wrote before (it carries :data:`MARK`) is rewritten; any other existing
+file of those names is refused. RecBole's own files get our lines added once (a second
+export replaces them).
+"""
+
+import argparse
+import os
+import sys
+
+from recbole_attn.upstream.models import MARK, MODELS, SHARED, ExportError
+from recbole_attn.upstream.recbole_files import (
+    add_docs_lines,
+    add_init_lines,
+    add_model_list_entries,
+    add_test_cases,
+    docs_page,
+    pr_description,
+)
+from recbole_attn.upstream.sources import imported_models, model_file, python_files
+from recbole_attn.upstream.yaml_files import model_yaml
+
+
+def _write(path, text):
+    """Write ``text`` to ``path`` atomically (its folder created)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def check_checkout(recbole_dir):
+    needed = [
+        "recbole/model/sequential_recommender/__init__.py",
+        "recbole/properties/model",
+        "tests/model/test_model_auto.py",
+    ]
+    missing = [p for p in needed if not os.path.exists(os.path.join(recbole_dir, p))]
+    if missing:
+        raise ExportError(
+            f"{recbole_dir} is not a RecBole checkout (missing {', '.join(missing)}); "
+            "clone https://github.com/RUCAIBox/RecBole and pass its folder"
+        )
+
+
+def with_dependencies(names, files):
+    """``names`` and the models their files import (DPAtt needs PAtt's file, AWRSR
+    STOSA's), in :data:`MODELS` order."""
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        raise ExportError(
+            f"unknown model(s) {', '.join(unknown)}; exported are: {', '.join(MODELS)}"
+        )
+    needed = {m for n in names for m in imported_models(files, n)}
+    return [n for n in MODELS if n in needed]
+
+
+def planned_files(names=None):
+    """``(names, {relative path: text})``: the models exported (``names``, default all,
+    with the models they import) and every file the export writes whole (Python files,
+    yaml, docs pages)."""
+    files = python_files()
+    names = with_dependencies(list(names or MODELS), files)
+    out = {f"recbole/model/{SHARED}.py": files[f"recbole/model/{SHARED}.py"]}
+    for name in names:
+        text = model_yaml(name, files)
+        out[model_file(name)] = files[model_file(name)]
+        out[f"recbole/properties/model/{name}.yaml"] = text
+        out[f"docs/source/user_guide/model/sequential/{name.lower()}.rst"] = docs_page(
+            name, text
+        )
+    return names, out
+
+
+#: RecBole's own files that get our lines, and the edit that adds them
+EDITS = {
+    "recbole/model/sequential_recommender/__init__.py": add_init_lines,
+    "tests/model/test_model_auto.py": add_test_cases,
+    "asset/model_list.json": add_model_list_entries,
+    "docs/source/user_guide/model_intro.rst": add_docs_lines,
+}
+
+
+def export(recbole_dir, names=None, pr_dir=None):
+    """Write the export of ``names`` (default: every model; the models they import come
+    with them) into the RecBole checkout ``recbole_dir``; returns the paths written
+    (relative). Nothing is written when a file of ours would replace one of theirs."""
+    check_checkout(recbole_dir)
+    names, files = planned_files(names)
+    for path in files:
+        full = os.path.join(recbole_dir, path)
+        if os.path.exists(full) and MARK not in _read(full)[:200]:
+            raise ExportError(
+                f"{full} exists and was not written by recbole-attn export-upstream; "
+                "export into a fresh RecBole checkout (or remove that file)"
+            )
+    edited = {
+        path: edit(_read(os.path.join(recbole_dir, path)), names)
+        for path, edit in EDITS.items()
+        if os.path.exists(os.path.join(recbole_dir, path))
+    }
+    for path, text in {**files, **edited}.items():
+        _write(os.path.join(recbole_dir, path), text)
+    if pr_dir:
+        for name in names:
+            _write(os.path.join(pr_dir, f"{name}.md"), pr_description(name))
+    return sorted(files) + sorted(edited)
+
+
+def main(argv=None, prog="recbole-attn export-upstream"):
+    """``recbole-attn export-upstream``; returns the exit status."""
+    from recbole_attn.cli import OneLineParser, guarded
+
+    parser = OneLineParser(
+        prog=prog,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--recbole_dir", required=True, help="a RecBole checkout (git clone of RecBole)"
+    )
+    parser.add_argument(
+        "--models", help=f"comma-separated (default: all of {','.join(MODELS)})"
+    )
+    parser.add_argument(
+        "--pr_dir", help="also write one pull-request description per model here"
+    )
+    args = parser.parse_args(argv)
+
+    def run():
+        names = [n.strip() for n in args.models.split(",")] if args.models else None
+        written = export(args.recbole_dir, names, args.pr_dir)
+        print(f"wrote {len(written)} files into {args.recbole_dir}:")
+        for path in written:
+            print(f"  {path}")
+        if args.pr_dir:
+            print(f"pull-request descriptions: {args.pr_dir}")
+        return 0
+
+    return guarded(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main(prog="python -m recbole_attn.upstream.export"))

@@ -1,0 +1,328 @@
+"""The RecBole export (``recbole-attn export-upstream``, :mod:`recbole_attn.upstream`).
+
+* The exported files import only the standard library, torch, numpy, scipy and RecBole,
+  and are what black writes.
+* Every exported model, loaded with our model's ``state_dict``, gives our
+  ``full_sort_predict`` and ``predict`` in float64 (1e-10) and the same training loss
+  under the same seed, on a copy of the installed RecBole with the export written into
+  it: the export cannot drift from our code.
+* The export into a RecBole checkout adds each file and entry once, rewrites its own files
+  on a second run, and refuses a file it did not write.
+* RecBole's own ``tests/model/test_model_auto.py`` (our cases and its sequential models)
+  and ``tests/metrics`` in a RecBole checkout: needs a checkout and a Python environment
+  where RecBole 1.2.1 runs unpatched (numpy < 2, pandas < 3, ray <= 2.6.3): set
+  ``RECBOLE_CHECKOUT`` and ``RECBOLE_PYTHON`` (docs/upstream.md); skipped otherwise.
+"""
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import recbole
+
+from recbole_attn.upstream import assemble, bundle
+from recbole_attn.upstream.export import export
+from recbole_attn.upstream.models import MARK, MODELS, SHARED, ExportError
+from recbole_attn.upstream.recbole_files import recbole_test_cases
+from recbole_attn.upstream.sources import python_files
+
+from conftest import TINY_MODEL
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ALLOWED_TOP_LEVEL = {"torch", "numpy", "scipy", "recbole"} | set(
+    sys.stdlib_module_names
+)
+
+
+@pytest.fixture(scope="module")
+def files():
+    return python_files()
+
+
+def test_exported_files_import_only_recbole_and_torch(files):
+    assert f"recbole/model/{SHARED}.py" in files
+    for name in MODELS:
+        assert f"recbole/model/sequential_recommender/{name.lower()}.py" in files
+    for path, text in files.items():
+        assert text.startswith(f"# {MARK}")
+        tree = ast.parse(text)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                tops = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                tops = [node.module.split(".")[0]]
+            else:
+                continue
+            assert set(tops) <= ALLOWED_TOP_LEVEL, (path, ast.unparse(node))
+        # the attributes only our configuration check reads are gone
+        assert "option_rules" not in text and "options = {" not in text, path
+
+
+def test_exported_files_are_black_formatted(files):
+    import black
+
+    for path, text in files.items():
+        assert black.format_str(text, mode=black.Mode()) == text, path
+
+
+def test_each_model_file_holds_its_class_and_the_shared_module_no_model(files):
+    shared = ast.parse(files[f"recbole/model/{SHARED}.py"])
+    shared_classes = {n.name for n in shared.body if isinstance(n, ast.ClassDef)}
+    assert not shared_classes & set(MODELS)
+    assert "AttnSequentialRecommender" in shared_classes
+    assert "MultiHeadSelfAttention" in shared_classes
+    for name in MODELS:
+        tree = ast.parse(
+            files[f"recbole/model/sequential_recommender/{name.lower()}.py"]
+        )
+        classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
+        assert name in classes
+        assert not (set(classes) - {name}) & set(MODELS), (name, classes)
+
+
+def test_the_exported_yaml_has_every_default_our_config_gives(files):
+    """Every key the exported code reads and our Config gives the model (overall.yaml and
+    the model's yaml files) is in the exported yaml, unless RecBole's own yaml files
+    define it: FPARec's ``pattern_decay`` lives in PARec.yaml."""
+    import yaml
+
+    from recbole_attn.config import config_files, get_model_class, properties_dir
+    from recbole_attn.upstream.sources import model_sources
+    from recbole_attn.upstream.yaml_files import (
+        _read_keys,
+        model_yaml,
+        recbole_config_keys,
+    )
+
+    recbole_keys = recbole_config_keys()
+    for name in MODELS:
+        with open(os.path.join(properties_dir(), "model", f"{name}.yaml")) as f:
+            own = yaml.safe_load(f)
+        ours = {}
+        for path in config_files(get_model_class(name), "", options=own):
+            with open(path) as f:
+                ours.update(yaml.safe_load(f) or {})
+        read = set(_read_keys(model_sources(files, name)))
+        exported = set(yaml.safe_load(model_yaml(name, files)))
+        missing = (read & set(ours)) - recbole_keys - exported
+        assert not missing, (name, missing)
+
+
+def _case_options(options):
+    """A RecBole test case's options on our fixture, whose item file has the categories
+    in ``categories`` (RecBole's test data: ``class``)."""
+    out = {k: v for k, v in options.items() if k != "category_field"}
+    if "category_field" in options:
+        out["load_col"] = {
+            "inter": ["user_id", "item_id", "timestamp"],
+            "item": ["item_id", "categories"],
+        }
+    return out
+
+
+@pytest.fixture(scope="module")
+def patched_recbole(tmp_path_factory, files):
+    """A copy of the installed RecBole package with the export written into it."""
+    root = tmp_path_factory.mktemp("upstream")
+    shutil.copytree(
+        os.path.dirname(recbole.__file__),
+        root / "recbole",
+        ignore=shutil.ignore_patterns("__pycache__", "dataset_example"),
+    )
+    for path, text in files.items():
+        (root / path).write_text(text, encoding="utf-8")
+    return root
+
+
+def test_exported_models_equal_ours(patched_recbole, tiny_data_path, tmp_path):
+    cases = [
+        [name, {**TINY_MODEL, "state": "ERROR", **_case_options(options)}]
+        for name, model in MODELS.items()
+        for options in model.cases.values()
+    ]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(patched_recbole), HERE]))
+    done = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(HERE, "upstream_equivalence.py"),
+            tiny_data_path,
+            json.dumps(cases),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(report) == len(cases)
+    for row in report:
+        # the exported class, not ours, from the patched copy
+        assert row["file"].startswith(str(patched_recbole)), row
+        assert row["scores_finite"], row
+        assert row["full_sort_max_diff"] <= 1e-10, row
+        assert row["predict_checked"] and row["predict_max_diff"] <= 1e-10, row
+        ours, theirs = row["loss"]
+        assert abs(ours - theirs) <= 1e-10 * max(1.0, abs(ours)), row
+
+
+# ---------------------------------------------------------------------- into a checkout
+def _fake_checkout(root):
+    """The RecBole files the export reads or extends, in RecBole's layout and style."""
+    (root / "recbole/model/sequential_recommender").mkdir(parents=True)
+    (root / "recbole/properties/model").mkdir(parents=True)
+    (root / "tests/model").mkdir(parents=True)
+    (root / "asset").mkdir()
+    (root / "docs/source/user_guide").mkdir(parents=True)
+    (root / "recbole/model/sequential_recommender/__init__.py").write_text(
+        "from recbole.model.sequential_recommender.sasrec import SASRec\n"
+    )
+    (root / "tests/model/test_model_auto.py").write_text(
+        "import unittest\n\n\nclass TestSequentialRecommender(unittest.TestCase):\n"
+        "    def test_sasrec(self):\n        quick_test({'model': 'SASRec'})\n\n\n"
+        "class TestKnowledgeRecommender(unittest.TestCase):\n    pass\n"
+    )
+    (root / "asset/model_list.json").write_text(
+        '{\n  "data": [\n      {\n          "model": "SASRec"\n      }\n  ]\n}\n'
+    )
+    (root / "docs/source/user_guide/model_intro.rst").write_text(
+        ".. toctree::\n   :maxdepth: 1\n\n   model/sequential/sasrec\n\n"
+        "Knowledge-based Recommendation\n"
+    )
+
+
+def test_export_into_a_checkout_adds_once_and_rewrites_its_own(tmp_path):
+    root = tmp_path / "RecBole"
+    _fake_checkout(root)
+    written = export(str(root), ["STOSA", "DPAtt"], pr_dir=str(tmp_path / "prs"))
+    assert "recbole/model/sequential_recommender/stosa.py" in written
+    # DPAtt's file imports PAtt's: PAtt comes with it
+    assert "recbole/model/sequential_recommender/patt.py" in written
+    assert "recbole/model/sequential_recommender/awrsr.py" not in written
+    snapshot = {p: (root / p).read_text() for p in written}
+    assert export(str(root), ["STOSA", "DPAtt"]) == written
+    assert {p: (root / p).read_text() for p in written} == snapshot  # idempotent
+
+    init = (root / "recbole/model/sequential_recommender/__init__.py").read_text()
+    assert init.count("import STOSA") == 1 and "import SASRec" in init
+    tests = (root / "tests/model/test_model_auto.py").read_text()
+    assert tests.count("def test_stosa(self)") == 1
+    assert tests.count("def test_dpatt(self)") == 1
+    # inside TestSequentialRecommender, before the next class
+    assert (
+        tests.index("class TestSequentialRecommender")
+        < tests.index("def test_stosa(self)")
+        < tests.index("class TestKnowledgeRecommender")
+    )
+    compile(tests, "test_model_auto.py", "exec")
+    entries = json.loads((root / "asset/model_list.json").read_text())["data"]
+    assert [e["model"] for e in entries] == ["SASRec", "STOSA", "PAtt", "DPAtt"]
+    intro = (root / "docs/source/user_guide/model_intro.rst").read_text()
+    assert "   model/sequential/sasrec\n   model/sequential/stosa\n" in intro
+
+    import yaml
+
+    stosa = yaml.safe_load((root / "recbole/properties/model/STOSA.yaml").read_text())
+    assert stosa["training_mode"] == "last_position"
+    assert stosa["train_neg_sample_args"] is None
+    assert "stosa_preset" not in stosa and stosa["stosa_layer_means"] == "official"
+    # the base class's keys that RecBole's overall.yaml lacks come with the model
+    assert {"trim_batch", "length_groups", "neg_exclude_seen"} <= set(stosa)
+    # RecBole's own data and evaluation settings stay RecBole's and the user's
+    assert "load_col" not in stosa and "valid_metric" not in stosa
+    assert (tmp_path / "prs" / "STOSA.md").read_text().startswith("# Add STOSA")
+
+
+def test_export_refuses_a_file_it_did_not_write(tmp_path):
+    root = tmp_path / "RecBole"
+    _fake_checkout(root)
+    theirs = root / "recbole/model/sequential_recommender/stosa.py"
+    theirs.write_text("# someone's STOSA\n")
+    with pytest.raises(ExportError, match="not written by recbole-attn"):
+        export(str(root), ["STOSA"])
+    assert theirs.read_text() == "# someone's STOSA\n"
+    assert not (root / "recbole/properties/model/STOSA.yaml").exists()
+
+
+def test_export_needs_a_checkout(tmp_path):
+    with pytest.raises(ExportError, match="not a RecBole checkout"):
+        export(str(tmp_path), ["STOSA"])
+
+
+def test_test_cases_are_recbole_style():
+    text = recbole_test_cases(["AWRSR"])
+    tree = ast.parse("class T:\n" + text)
+    names = [f.name for f in tree.body[0].body]
+    assert names == [
+        "test_awrsr",
+        "test_awrsr_add",
+        "test_awrsr_stosa_stoc",
+    ]
+
+
+def test_bundle_refuses_a_name_defined_twice(tmp_path, monkeypatch):
+    pkg = tmp_path / "recbole_attn_fake"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def helper():\n    return 1\n")
+    (pkg / "b.py").write_text("def helper():\n    return 2\n")
+    (pkg / "m.py").write_text(
+        "from recbole_attn_fake.a import helper\n"
+        "from recbole_attn_fake import b\n\n\n"
+        "class M:\n    def f(self):\n        return helper() + b.helper()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(bundle, "PACKAGE", "recbole_attn_fake")
+    with pytest.raises(bundle.BundleError, match="helper is defined in"):
+        assemble.bundle({("recbole_attn_fake.m", "M"): "m"})
+
+
+# ---------------------------------------------------------------------- RecBole's own tests
+RECBOLE_CHECKOUT = os.environ.get("RECBOLE_CHECKOUT")
+RECBOLE_PYTHON = os.environ.get("RECBOLE_PYTHON")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (RECBOLE_CHECKOUT and RECBOLE_PYTHON),
+    reason="RecBole's own tests need a RecBole checkout (RECBOLE_CHECKOUT) and a Python "
+    "where RecBole 1.2.1 runs unpatched (RECBOLE_PYTHON: numpy<2, pandas<3, ray<=2.6.3); "
+    "docs/upstream.md",
+)
+def test_recbole_own_tests_pass_after_the_export(tmp_path):
+    checkout = tmp_path / "RecBole"
+    shutil.copytree(RECBOLE_CHECKOUT, checkout, ignore=shutil.ignore_patterns(".git"))
+    written = export(str(checkout))
+    for args in (
+        ["tests/model/test_model_auto.py", "-k", "TestSequentialRecommender"],
+        ["tests/metrics"],
+    ):
+        done = subprocess.run(
+            [
+                RECBOLE_PYTHON,
+                "-m",
+                "pytest",
+                "-q",
+                "-x",
+                "-p",
+                "no:cacheprovider",
+                *args,
+            ],
+            cwd=checkout,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stdout[-4000:]
+    done = subprocess.run(
+        [RECBOLE_PYTHON, "-m", "black", "--check"]
+        + [p for p in written if p.endswith(".py")],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]

@@ -1,0 +1,65 @@
+"""Run by tests/test_upstream.py in a child process whose ``recbole`` package is a copy
+with the export written into it: every exported class, given our model's weights, gives
+our model's ``full_sort_predict`` and ``predict`` (float64) and, under the same seed, its
+training loss.
+
+    python upstream_equivalence.py DATA_PATH CASES_JSON
+"""
+
+import importlib
+import json
+import sys
+
+import torch
+
+from recbole_attn.quick_start import build
+
+
+def main(data_path, cases):
+    report = []
+    for name, options in cases:
+        config, ours, _, (train, _, test) = build(
+            name, "tiny", config_dict={"data_path": data_path, **options}
+        )
+        module = importlib.import_module(
+            f"recbole.model.sequential_recommender.{name.lower()}"
+        )
+        theirs = getattr(module, name)(config, train.dataset)
+        theirs.load_state_dict(ours.state_dict())
+        ours, theirs = ours.double(), theirs.double()
+
+        batch = next(iter(test))[0]
+        ours.eval(), theirs.eval()
+        with torch.no_grad():
+            scores = [m.full_sort_predict(batch) for m in (ours, theirs)]
+            some = (
+                [m.predict(batch) for m in (ours, theirs)]
+                if "item_id" in batch
+                else None
+            )
+        ours.train(), theirs.train()
+        train_batch = next(iter(train))
+        losses = []
+        for model in (ours, theirs):
+            torch.manual_seed(0)
+            loss = model.calculate_loss(train_batch)
+            losses.append(sum(loss) if isinstance(loss, tuple) else loss)
+        report.append(
+            {
+                "model": name,
+                "options": options,
+                "file": module.__file__,
+                "full_sort_max_diff": float((scores[0] - scores[1]).abs().max()),
+                "predict_max_diff": (
+                    float((some[0] - some[1]).abs().max()) if some else 0.0
+                ),
+                "predict_checked": some is not None,
+                "loss": [float(loss) for loss in losses],
+                "scores_finite": bool(torch.isfinite(scores[0]).all()),
+            }
+        )
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], json.loads(sys.argv[2]))
