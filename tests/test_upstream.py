@@ -236,6 +236,10 @@ def test_export_into_a_checkout_adds_once_and_rewrites_its_own(tmp_path):
     # RecBole's own data and evaluation settings stay RecBole's and the user's
     assert "load_col" not in stosa and "valid_metric" not in stosa
     assert (tmp_path / "prs" / "STOSA.md").read_text().startswith("# Add STOSA")
+    # a later export of one model keeps the earlier models' test cases
+    export(str(root), ["RKSA"])
+    tests = (root / "tests/model/test_model_auto.py").read_text()
+    assert all(f"def test_{n}(self)" in tests for n in ("stosa", "dpatt", "rksa"))
 
 
 def test_export_refuses_a_file_it_did_not_write(tmp_path):

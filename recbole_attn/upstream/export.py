@@ -54,6 +54,11 @@ def _read(path):
         return f.read()
 
 
+def _ours(path):
+    """Whether ``path`` is a file an export wrote (its first line carries :data:`MARK`)."""
+    return os.path.isfile(path) and MARK in _read(path)[:200]
+
+
 def check_checkout(recbole_dir):
     needed = [
         "recbole/model/sequential_recommender/__init__.py",
@@ -114,13 +119,17 @@ def export(recbole_dir, names=None, pr_dir=None):
     names, files = planned_files(names)
     for path in files:
         full = os.path.join(recbole_dir, path)
-        if os.path.exists(full) and MARK not in _read(full)[:200]:
+        if os.path.exists(full) and not _ours(full):
             raise ExportError(
                 f"{full} exists and was not written by recbole-attn export-upstream; "
                 "export into a fresh RecBole checkout (or remove that file)"
             )
+    # the models an earlier export put there keep their lines (the test cases are one
+    # block, rewritten whole)
+    earlier = [n for n in MODELS if _ours(os.path.join(recbole_dir, model_file(n)))]
+    listed = [n for n in MODELS if n in names or n in earlier]
     edited = {
-        path: edit(_read(os.path.join(recbole_dir, path)), names)
+        path: edit(_read(os.path.join(recbole_dir, path)), listed)
         for path, edit in EDITS.items()
         if os.path.exists(os.path.join(recbole_dir, path))
     }
