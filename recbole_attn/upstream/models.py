@@ -23,7 +23,8 @@ TESTS_END = "    # --- recbole_attn export: end ---\n"
 
 
 class ExportError(RecboleAttnError):
-    """The RecBole checkout cannot take the export (missing folder, a file of ours there)."""
+    """The RecBole checkout cannot take the export (not a checkout, or a file of that name
+    that no export wrote)."""
 
 
 @dataclass
@@ -124,16 +125,16 @@ MODELS = {
     ),
     "PARec": Model(
         "recbole_attn.model.parec",
-        "2024",
-        "arXiv'24",
+        "",  # year and venue: the paper's text gives neither; fill in before the PR
+        "",
         "Learning Positional Attention for Sequential Recommendation",
         "Fan Luo, Juan Zhang and Shenghui Xu",
         ref_code="https://github.com/NetEase-Media/FPARec",
     ),
     "FPARec": Model(
         "recbole_attn.model.parec",
-        "2024",
-        "arXiv'24",
+        "",  # year and venue: the paper's text gives neither; fill in before the PR
+        "",
         "Learning Positional Attention for Sequential Recommendation",
         "Fan Luo, Juan Zhang and Shenghui Xu",
         ref_code="https://github.com/NetEase-Media/FPARec",

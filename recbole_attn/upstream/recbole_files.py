@@ -176,8 +176,10 @@ def pr_description(name):
     description, note = _docstring_parts(get_model_class(name))
     tests = "\n".join(f"- `{c}`" for c in case_names(name))
     return (
-        f"# Add {name} ({model.pub} {model.paper})\n\n"
-        f"Paper: {model.paper} ({model.authors}, {model.pub}) {model.paper_link}\n"
+        f"# Add {name} ({model.paper})\n\n"
+        f"Paper: {model.paper} ({model.authors}"
+        + (f", {model.pub}" if model.pub else ", venue and year: to fill in")
+        + f") {model.paper_link}\n"
         + (f"Reference code: {model.ref_code}\n" if model.ref_code else "")
         + f"\n## What is implemented\n\n{description}\n\n"
         f"## Deviations from the paper\n\n{note or 'None.'}\n\n"
