@@ -8,15 +8,7 @@ import pytest
 from experiments import reports, runner, studies
 from recbole_attn.model import MODELS
 from recbole_attn.quick_start import build
-
-#: the official code's model, option by option (tests/test_stosa_official.py)
-OFFICIAL = {
-    "stosa_layer_means": "official",
-    "stosa_input": "official",
-    "stosa_ffn": "official",
-    "stosa_init": "official",
-    "position_alignment": "last",
-}
+from test_stosa_official import OFFICIAL  # the official code's model, option by option
 
 
 def test_defaults_are_the_official_model_without_the_leak(tiny_config):

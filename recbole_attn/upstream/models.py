@@ -50,6 +50,24 @@ class Model:
 #: RecBole's test data has its genres in the token_seq item field ``class``
 TEST_CATEGORIES = {"category_field": "class"}
 
+#: one paper, two models
+PATT_PAPER = {
+    "year": "2024",
+    "pub": "KDD'24",
+    "paper": "Probabilistic Attention for Sequential Recommendation",
+    "authors": "Yuli Liu, Christian Walder, Lexing Xie and Yiqun Liu",
+    "paper_link": "https://doi.org/10.1145/3637528.3671733",
+    "ref_code": "https://github.com/l-lyl/PAtt",
+}
+PAREC_PAPER = {
+    # year and venue: the paper's text gives neither; fill in before the PR
+    "year": "",
+    "pub": "",
+    "paper": "Learning Positional Attention for Sequential Recommendation",
+    "authors": "Fan Luo, Juan Zhang and Shenghui Xu",
+    "ref_code": "https://github.com/NetEase-Media/FPARec",
+}
+
 MODELS = {
     "STOSA": Model(
         "recbole_attn.model.stosa",
@@ -72,13 +90,8 @@ MODELS = {
     ),
     "PAtt": Model(
         "recbole_attn.model.patt",
-        "2024",
-        "KDD'24",
-        "Probabilistic Attention for Sequential Recommendation",
-        "Yuli Liu, Christian Walder, Lexing Xie and Yiqun Liu",
-        "https://doi.org/10.1145/3637528.3671733",
-        "https://github.com/l-lyl/PAtt",
-        {
+        **PATT_PAPER,
+        cases={
             "": {},
             "k3": {"dpp_k": 3},
             "k3_sampled": {"dpp_k": 3, "dpp_triple_samples": 2},
@@ -86,13 +99,8 @@ MODELS = {
     ),
     "DPAtt": Model(
         "recbole_attn.model.patt",
-        "2024",
-        "KDD'24",
-        "Probabilistic Attention for Sequential Recommendation",
-        "Yuli Liu, Christian Walder, Lexing Xie and Yiqun Liu",
-        "https://doi.org/10.1145/3637528.3671733",
-        "https://github.com/l-lyl/PAtt",
-        {
+        **PATT_PAPER,
+        cases={
             "": TEST_CATEGORIES,
             "product": {**TEST_CATEGORIES, "dpp_diversity_form": "product"},
         },
@@ -125,19 +133,11 @@ MODELS = {
     ),
     "PARec": Model(
         "recbole_attn.model.parec",
-        "",  # year and venue: the paper's text gives neither; fill in before the PR
-        "",
-        "Learning Positional Attention for Sequential Recommendation",
-        "Fan Luo, Juan Zhang and Shenghui Xu",
-        ref_code="https://github.com/NetEase-Media/FPARec",
+        **PAREC_PAPER,
     ),
     "FPARec": Model(
         "recbole_attn.model.parec",
-        "",  # year and venue: the paper's text gives neither; fill in before the PR
-        "",
-        "Learning Positional Attention for Sequential Recommendation",
-        "Fan Luo, Juan Zhang and Shenghui Xu",
-        ref_code="https://github.com/NetEase-Media/FPARec",
+        **PAREC_PAPER,
     ),
     "RKSA": Model(
         "recbole_attn.model.rksa",
