@@ -6,6 +6,8 @@
   ``full_sort_predict`` and ``predict`` in float64 (1e-10) and the same training loss
   under the same seed, on a copy of the installed RecBole with the export written into
   it: the export cannot drift from our code.
+* The exported CC, ILD and F1 give our values, and the exported collector function our
+  item→category table, on the same copy.
 * The export into a RecBole checkout adds each file and entry once, rewrites its own files
   on a second run, and refuses a file it did not write.
 * RecBole's own ``tests/model/test_model_auto.py`` (our cases and its sequential models)
@@ -24,7 +26,7 @@ import sys
 import pytest
 import recbole
 
-from recbole_attn.upstream import assemble, bundle
+from recbole_attn.upstream import assemble, bundle, metric_files
 from recbole_attn.upstream.export import export
 from recbole_attn.upstream.models import MARK, MODELS, SHARED, ExportError
 from recbole_attn.upstream.recbole_files import recbole_test_cases
@@ -135,6 +137,13 @@ def patched_recbole(tmp_path_factory, files):
     )
     for path, text in files.items():
         (root / path).write_text(text, encoding="utf-8")
+
+    def read(path):
+        return (root / path).read_text() if (root / path).is_file() else None
+
+    for path, text in metric_files.metric_files(read).items():
+        if path.startswith("recbole/"):
+            (root / path).write_text(text, encoding="utf-8")
     return root
 
 
@@ -171,6 +180,87 @@ def test_exported_models_equal_ours(patched_recbole, tiny_data_path, tmp_path):
         assert abs(ours - theirs) <= 1e-10 * max(1.0, abs(ours)), row
 
 
+def test_exported_metrics_equal_ours(patched_recbole, tiny_data_path, tmp_path):
+    options = {
+        **TINY_MODEL,
+        "state": "ERROR",
+        "metrics": ["Recall", "CC"],
+        "valid_metric": "Recall@10",
+        **_case_options({"category_field": "categories"}),
+    }
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(patched_recbole), HERE]))
+    done = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(HERE, "upstream_metrics_equivalence.py"),
+            tiny_data_path,
+            json.dumps(options),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    # RecBole's classes and collector, from the patched copy
+    assert report["file"].startswith(str(patched_recbole))
+    assert report["collector_file"].startswith(str(patched_recbole))
+    assert report["theirs"] == report["ours"]
+    assert set(report["ours"]) == {
+        "CC",
+        "ILD cosine",
+        "ILD jaccard",
+        "F1",
+        "F1 NDCG/CC",
+    }
+    # values in [0, 1], none trivial at K = 10 (at K = 1 ILD has no pair: 0)
+    assert all(0 <= v <= 1 for r in report["ours"].values() for v in r.values())
+    assert all(0 < max(r.values()) < 1 for r in report["ours"].values())
+    assert report["table_equal"] and report["table_categories"] > 0
+
+
+def test_metric_export_keeps_recbole_lines_and_adds_its_own_once(tmp_path):
+    root = tmp_path / "RecBole"
+    _fake_checkout(root)
+    before = {p: (root / p).read_text() for p in metric_files.EVALUATOR_FILES}
+    written = export(str(root), [])
+    assert sorted(written) == sorted(
+        [metric_files.TEST_FILE, *metric_files.EVALUATOR_FILES]
+    )
+    after = {p: (root / p).read_text() for p in metric_files.EVALUATOR_FILES}
+    for path, text in after.items():
+        # every line of RecBole's file is still there, in order
+        lines = iter(text.splitlines())
+        assert all(line in lines for line in before[path].splitlines()), path
+        assert text.count(metric_files.BLOCK_BEGIN) == 1
+    metrics = after["recbole/evaluator/metrics.py"]
+    assert all(f"\nclass {n}(" in metrics for n in metric_files.METRIC_NAMES)
+    assert "class CategoryMetric(" in after["recbole/evaluator/base_metric.py"]
+    collector = after["recbole/evaluator/collector.py"]
+    assert collector.count("collected_item_categories(self.config") == 1
+    export(str(root), [])
+    again = {p: (root / p).read_text() for p in metric_files.EVALUATOR_FILES}
+    assert again == after  # a second export rewrites its block, adds no import twice
+    test = (root / metric_files.TEST_FILE).read_text()
+    assert test.startswith(f"# {MARK}")
+    compile(test, "test_category_metrics.py", "exec")
+
+
+def test_metric_docs_list_the_metrics_and_their_options_once():
+    page = (
+        "  Ranking-based     Recall, MRR, NDCG\n  value-based       AUC\n\n"
+        "- ``metric_decimal_place(int)``: The decimal place. Defaults to ``4``.\n"
+        "- ``other``: x\n"
+    )
+    once = metric_files.add_docs(page)
+    assert "Ranking-based     Recall, MRR, NDCG, CC, ILD, F1\n" in once
+    assert once.index("metric_decimal_place") < once.index("``category_field (str)``")
+    assert once.index("``category_field (str)``") < once.index("``other``")
+    assert metric_files.add_docs(once) == once
+
+
 # ---------------------------------------------------------------------- into a checkout
 def _fake_checkout(root):
     """The RecBole files the export reads or extends, in RecBole's layout and style."""
@@ -194,6 +284,12 @@ def _fake_checkout(root):
         ".. toctree::\n   :maxdepth: 1\n\n   model/sequential/sasrec\n\n"
         "Knowledge-based Recommendation\n"
     )
+    # RecBole's evaluator files, as the installed RecBole has them
+    for path in metric_files.EVALUATOR_FILES:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(
+            os.path.join(os.path.dirname(recbole.__file__), path[8:]), root / path
+        )
 
 
 def test_export_into_a_checkout_adds_once_and_rewrites_its_own(tmp_path):
@@ -240,6 +336,20 @@ def test_export_into_a_checkout_adds_once_and_rewrites_its_own(tmp_path):
     export(str(root), ["RKSA"])
     tests = (root / "tests/model/test_model_auto.py").read_text()
     assert all(f"def test_{n}(self)" in tests for n in ("stosa", "dpatt", "rksa"))
+
+
+def test_pull_request_descriptions_carry_the_measurements(tmp_path):
+    root = tmp_path / "RecBole"
+    _fake_checkout(root)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "RKSA.md").write_text("## Measured with recbole_attn\n\n| a | b |\n")
+    export(str(root), ["RKSA", "PARec"], pr_dir=str(tmp_path / "prs"), pr_notes=notes)
+    rksa = (tmp_path / "prs" / "RKSA.md").read_text()
+    assert "## Tests" in rksa and "## Measured with recbole_attn\n\n| a | b |\n" in rksa
+    assert "Measured" not in (tmp_path / "prs" / "PARec.md").read_text()
+    metrics = (tmp_path / "prs" / "metrics.md").read_text()
+    assert metrics.startswith("# Add category-diversity metrics CC, ILD and F1")
 
 
 def test_export_refuses_a_file_it_did_not_write(tmp_path):

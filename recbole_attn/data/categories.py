@@ -88,8 +88,7 @@ def _missing_field_hint(config, field, alternative):
     if columns is None:
         return (
             f"the dataset has no item file ({path}). Write one with a token_seq "
-            f"category column ('{item_fields}:token' and '{field}:token_seq'; "
-            "recbole-attn convert does this when given category data), or "
+            f"category column ('{item_fields}:token' and '{field}:token_seq'), or "
             f"{alternative}."
         )
     names = [c.split(":")[0] for c in columns]

@@ -57,6 +57,15 @@ def check_metrics_category_field_loads(config):
         )
 
 
+def collected_item_categories(config, dataset):
+    """What the collector stores under ``data.item_categories`` for the metrics of
+    ``config`` that need it: the item→category table of ``dataset``
+    (:func:`~recbole_attn.data.categories.item_category_table`), its field checked first
+    (:func:`check_metrics_category_field`)."""
+    field = check_metrics_category_field(config, dataset)
+    return item_category_table(dataset, field)
+
+
 def _dataset_of(data):
     """The RecBole Dataset of a dataloader (or ``data`` itself)."""
     dataset = getattr(data, "_dataset", None)
@@ -90,8 +99,9 @@ class CategoryCollector(Collector):
         return returned
 
     def collect_item_categories(self, dataset):
-        field = check_metrics_category_field(self.config, dataset)
-        self.data_struct.set(ITEM_CATEGORIES, item_category_table(dataset, field))
+        self.data_struct.set(
+            ITEM_CATEGORIES, collected_item_categories(self.config, dataset)
+        )
 
     def ensure_item_categories(self, data):
         """Collect the table from ``data`` (a dataloader or dataset) if a metric needs it

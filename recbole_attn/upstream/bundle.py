@@ -29,6 +29,7 @@ CONFIG_ONLY_ATTRIBUTES = ("options", "option_rules", "presets")
 SUBSTITUTES = {
     ("recbole_attn.errors", "ConfigError"): "ValueError",
     ("recbole_attn.errors", "CategoryFieldError"): "ValueError",
+    ("recbole_attn.errors", "MetricConfigError"): "ValueError",
 }
 
 

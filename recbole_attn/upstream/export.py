@@ -16,7 +16,10 @@ hand:
   ``docs/source/user_guide/model/sequential/<name>.rst`` (and its line in
   ``model_intro.rst``), its entry in ``asset/model_list.json`` and its cases in
   ``tests/model/test_model_auto.py``;
-* with ``--pr_dir``: one pull-request description per model.
+* the CC, ILD and F1 metrics in RecBole's evaluator (``--metrics=False`` leaves them
+  out): :mod:`recbole_attn.upstream.metric_files`;
+* with ``--pr_dir``: one pull-request description per model (``<Name>.md``) and one for
+  the metrics (``metrics.md``).
 
 A file this command wrote before (it carries :data:`MARK`) is rewritten; any other existing
 file of those names is refused. RecBole's own files get our lines added once (a second
@@ -27,6 +30,7 @@ import argparse
 import os
 import sys
 
+from recbole_attn.upstream import metric_files
 from recbole_attn.upstream.models import MARK, MODELS, SHARED, ExportError
 from recbole_attn.upstream.recbole_files import (
     add_docs_lines,
@@ -64,6 +68,7 @@ def check_checkout(recbole_dir):
         "recbole/model/sequential_recommender/__init__.py",
         "recbole/properties/model",
         "tests/model/test_model_auto.py",
+        *metric_files.EVALUATOR_FILES,
     ]
     missing = [p for p in needed if not os.path.exists(os.path.join(recbole_dir, p))]
     if missing:
@@ -111,12 +116,36 @@ EDITS = {
 }
 
 
-def export(recbole_dir, names=None, pr_dir=None):
+def _read_in(recbole_dir):
+    def read(path):
+        full = os.path.join(recbole_dir, path)
+        return _read(full) if os.path.isfile(full) else None
+
+    return read
+
+
+def _notes(pr_notes, name):
+    """The measurements of model ``name`` for its pull request: ``<pr_notes>/<name>.md``
+    (written by recbole_attn's experiments), or None."""
+    path = os.path.join(pr_notes, f"{name}.md") if pr_notes else None
+    return _read(path) if path and os.path.isfile(path) else None
+
+
+def export(recbole_dir, names=None, pr_dir=None, metrics=True, pr_notes=None):
     """Write the export of ``names`` (default: every model; the models they import come
-    with them) into the RecBole checkout ``recbole_dir``; returns the paths written
-    (relative). Nothing is written when a file of ours would replace one of theirs."""
+    with them; ``[]``: none) and, with ``metrics``, of the CC, ILD and F1 metrics into the
+    RecBole checkout ``recbole_dir``; returns the paths written (relative). Nothing is
+    written when a file of ours would replace one of theirs."""
     check_checkout(recbole_dir)
-    names, files = planned_files(names)
+    if names == []:
+        names, files = [], {}
+    else:
+        names, files = planned_files(names)
+    metric_edits = {}
+    if metrics:
+        metric_edits = metric_files.metric_files(_read_in(recbole_dir))
+        # the new test file is ours, RecBole's evaluator files and docs are edited
+        files[metric_files.TEST_FILE] = metric_edits.pop(metric_files.TEST_FILE)
     for path in files:
         full = os.path.join(recbole_dir, path)
         if os.path.exists(full) and not _ours(full):
@@ -131,13 +160,19 @@ def export(recbole_dir, names=None, pr_dir=None):
     edited = {
         path: edit(_read(os.path.join(recbole_dir, path)), listed)
         for path, edit in EDITS.items()
-        if os.path.exists(os.path.join(recbole_dir, path))
+        if names and os.path.exists(os.path.join(recbole_dir, path))
     }
+    edited.update(metric_edits)
     for path, text in {**files, **edited}.items():
         _write(os.path.join(recbole_dir, path), text)
     if pr_dir:
         for name in names:
-            _write(os.path.join(pr_dir, f"{name}.md"), pr_description(name))
+            _write(
+                os.path.join(pr_dir, f"{name}.md"),
+                pr_description(name, _notes(pr_notes, name)),
+            )
+        if metrics:
+            _write(os.path.join(pr_dir, "metrics.md"), metric_files.pr_description())
     return sorted(files) + sorted(edited)
 
 
@@ -157,13 +192,34 @@ def main(argv=None, prog="recbole-attn export-upstream"):
         "--models", help=f"comma-separated (default: all of {','.join(MODELS)})"
     )
     parser.add_argument(
+        "--metrics",
+        default="True",
+        choices=["True", "False"],
+        help="also export the CC, ILD and F1 metrics (default True)",
+    )
+    parser.add_argument(
         "--pr_dir", help="also write one pull-request description per model here"
     )
+    parser.add_argument(
+        "--pr_notes",
+        help="a folder of <Model>.md measurements to put into the descriptions "
+        "(recbole_attn's experiments/recbole_training_office/pr_notes)",
+    )
     args = parser.parse_args(argv)
+    if args.pr_notes and not os.path.isdir(args.pr_notes):
+        parser.error(f"--pr_notes={args.pr_notes} is not a folder")
 
     def run():
-        names = [n.strip() for n in args.models.split(",")] if args.models else None
-        written = export(args.recbole_dir, names, args.pr_dir)
+        names = None
+        if args.models is not None:  # --models= (empty): the metrics alone
+            names = [n.strip() for n in args.models.split(",") if n.strip()]
+        written = export(
+            args.recbole_dir,
+            names,
+            args.pr_dir,
+            args.metrics == "True",
+            args.pr_notes,
+        )
         print(f"wrote {len(written)} files into {args.recbole_dir}:")
         for path in written:
             print(f"  {path}")

@@ -6,6 +6,7 @@ What the RecBole export knows of each model (its module here, its paper, the cas
 RecBole's ``test_model_auto.py``) and where the export puts things in RecBole's tree.
 """
 
+import re
 from dataclasses import dataclass, field
 
 from recbole_attn.errors import RecboleAttnError
@@ -20,6 +21,12 @@ RECBOLE_TRAINING_MODE = "last_position"
 #: test cases: begin and end lines inside RecBole's TestSequentialRecommender
 TESTS_BEGIN = "    # --- recbole_attn export: begin (regenerate, do not edit) ---\n"
 TESTS_END = "    # --- recbole_attn export: end ---\n"
+
+
+def cite_docs(text):
+    """``text`` whose references to our documentation (``docs/models.md``) say whose it
+    is (``recbole_attn's docs/models.md``): RecBole's tree has a docs/ of its own."""
+    return re.sub(r"(?<![\w/.'])docs/(\w+\.md)", r"recbole_attn's docs/\1", text)
 
 
 class ExportError(RecboleAttnError):

@@ -14,7 +14,12 @@ import re
 import yaml
 
 from recbole_attn import __version__
-from recbole_attn.upstream.models import MARK, MODELS, RECBOLE_TRAINING_MODE
+from recbole_attn.upstream.models import (
+    MARK,
+    MODELS,
+    RECBOLE_TRAINING_MODE,
+    cite_docs,
+)
 from recbole_attn.upstream.sources import model_file, model_sources
 
 
@@ -158,6 +163,6 @@ def model_yaml(name, files):
         "# negatives are drawn inside the model (one per position): no RecBole sampler\n"
         "train_neg_sample_args: ~\n"
     )
-    text = f"# {MARK} {__version__}\n" + header + "".join(entries.values())
+    text = cite_docs(f"# {MARK} {__version__}\n" + header + "".join(entries.values()))
     yaml.safe_load(text)  # a broken yaml is our bug: fail here, not in RecBole
     return text

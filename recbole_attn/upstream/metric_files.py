@@ -1,0 +1,446 @@
+"""
+recbole_attn.upstream.metric_files
+##################################
+
+The category-diversity metrics CC, ILD and F1 in RecBole's own evaluator, generated from
+:mod:`recbole_attn.evaluator` by the same bundler as the models
+(:mod:`recbole_attn.upstream.bundle`):
+
+* ``recbole/evaluator/base_metric.py``: ``CategoryMetric``, the base of CC and ILD beside
+  RecBole's ``TopkMetric``, and what the metrics and the collector share;
+* ``recbole/evaluator/metrics.py``: ``CC``, ``ILD``, ``F1`` (RecBole registers every class
+  defined in this module, so they are usable by name in ``metrics``);
+* ``recbole/evaluator/collector.py``: the function that reads and checks the item→category
+  table, and the lines of ``Collector.data_collect`` that store it under
+  ``data.item_categories`` when a metric needs it;
+* ``tests/metrics/test_category_metrics.py``: the metrics against direct loops over the
+  recommended lists, and the collector on RecBole's test data;
+* the metric lists and the options in the docs (``evaluation_settings.rst``,
+  ``train_eval_intro.rst``).
+
+RecBole's files keep their text: each gets the imports it lacks and one marked block at its
+end (a second export rewrites the block), then black, which leaves RecBole's own lines as
+they are (they are black-formatted).
+"""
+
+import ast
+import re
+
+from recbole_attn import __version__
+from recbole_attn.upstream.assemble import bundle, unit_text
+from recbole_attn.upstream.bundle import BundleError
+from recbole_attn.upstream.models import MARK, ExportError
+from recbole_attn.upstream.sources import format_source, import_lines, references
+
+METRICS_MODULE = "recbole_attn.evaluator.metrics"
+COLLECTOR_MODULE = "recbole_attn.evaluator.collector"
+#: file under recbole/evaluator/ of each root; None: the definitions several files
+#: share, which go to base_metric.py (metrics.py and collector.py import from it)
+ROOTS = {
+    (METRICS_MODULE, "CategoryMetric"): None,
+    (METRICS_MODULE, "CC"): "metrics",
+    (METRICS_MODULE, "ILD"): "metrics",
+    (METRICS_MODULE, "F1"): "metrics",
+    (COLLECTOR_MODULE, "collected_item_categories"): "collector",
+}
+METRIC_NAMES = ("CC", "ILD", "F1")
+BLOCK_BEGIN = "# --- recbole_attn export: begin (regenerate, do not edit) ---"
+BLOCK_END = "# --- recbole_attn export: end ---"
+#: the line of RecBole's Collector.data_collect after which ours go, and ours
+COLLECT_AFTER = (
+    '            self.data_struct.set("data.count_users", '
+    "train_data.dataset.user_counter)\n"
+)
+COLLECT_LINES = (
+    "        if self.register.need(ITEM_CATEGORIES):\n"
+    "            self.data_struct.set(\n"
+    "                ITEM_CATEGORIES,\n"
+    "                collected_item_categories(self.config, train_data.dataset),\n"
+    "            )\n"
+)
+TEST_FILE = "tests/metrics/test_category_metrics.py"
+#: RecBole's files the metric export extends
+EVALUATOR_FILES = tuple(
+    f"recbole/evaluator/{name}.py" for name in ("base_metric", "metrics", "collector")
+)
+
+
+def _file_of(where):
+    return "base_metric" if where is None else where
+
+
+def _module_of(where):
+    return f"recbole.evaluator.{_file_of(where)}"
+
+
+def blocks():
+    """``{path: (import lines, block text)}`` of RecBole's three evaluator files."""
+    try:
+        files, bundler = bundle(ROOTS)
+    except BundleError as error:
+        raise ExportError(f"cannot export the metrics: {error}") from None
+    rewrite = references(
+        {n: where for where, e in files.items() for u in e.units for n in u.names},
+        _module_of,
+    )
+    out = {}
+    for where, entry in files.items():
+        internal = [
+            (_module_of(other), names) for other, names in entry.imports.items()
+        ]
+        body = "\n\n".join(
+            rewrite(unit_text(bundler, unit)).rstrip("\n") for unit in entry.units
+        )
+        # RecBole's base class is imported by the metrics, defined by base_metric.py
+        itself = f"from {_module_of(where)} import "
+        imports = [
+            line
+            for line in import_lines(entry.external, internal).split("\n")
+            if line and not line.startswith(itself)
+        ]
+        out[f"recbole/evaluator/{_file_of(where)}.py"] = (imports, body)
+    return out
+
+
+def _bindings(node):
+    """``{(module or None, name, local)}`` that an import statement binds."""
+    if isinstance(node, ast.Import):
+        return {(None, a.name, a.asname or a.name) for a in node.names}
+    return {(node.module, a.name, a.asname or a.name) for a in node.names}
+
+
+def add_imports(text, lines):
+    """``text`` with those of the import ``lines`` whose names it does not import yet at
+    top level, after its last top-level import."""
+    tree = ast.parse(text)
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    if not imports:
+        raise ExportError("an evaluator file of RecBole without imports: not RecBole's")
+    present = set().union(*(_bindings(n) for n in imports))
+    new = []
+    for line in lines:
+        node = ast.parse(line).body[0]
+        missing = _bindings(node) - present
+        if missing:
+            if isinstance(node, ast.ImportFrom):
+                names = ", ".join(
+                    n if n == local else f"{n} as {local}"
+                    for _, n, local in sorted(missing, key=lambda b: b[1])
+                )
+                line = f"from {node.module} import {names}"
+            new.append(line + "\n")
+    if not new:
+        return text
+    lines_of = text.splitlines(keepends=True)
+    after = max(n.end_lineno for n in imports)
+    return "".join(lines_of[:after] + new + lines_of[after:])
+
+
+def with_block(text, block):
+    """``text`` with ``block`` as its marked last block (replacing an earlier one)."""
+    if BLOCK_BEGIN in text:
+        start = text.index(BLOCK_BEGIN)
+        end = text.index(BLOCK_END, start) + len(BLOCK_END)
+        text = text[:start] + text[end:]
+    return (
+        text.rstrip("\n")
+        + f"\n\n\n{BLOCK_BEGIN}\n# generated by recbole_attn {__version__} from "
+        f"recbole_attn.evaluator\n{block.rstrip()}\n\n\n{BLOCK_END}\n"
+    )
+
+
+def add_collect_lines(text):
+    """RecBole's collector.py whose ``data_collect`` stores the category table."""
+    if COLLECT_LINES in text:
+        return text
+    if COLLECT_AFTER not in text:
+        raise ExportError(
+            "recbole/evaluator/collector.py has no line "
+            f"{COLLECT_AFTER.strip()!r} in Collector.data_collect: RecBole changed it; "
+            "add the lines of recbole_attn.upstream.metric_files.COLLECT_LINES by hand"
+        )
+    return text.replace(COLLECT_AFTER, COLLECT_AFTER + COLLECT_LINES, 1)
+
+
+def edited_evaluator_files(read):
+    """``{path: new text}`` of RecBole's evaluator files; ``read(path)`` gives the
+    current text of a file of the checkout."""
+    out = {}
+    for path, (lines, block) in blocks().items():
+        text = with_block(add_imports(read(path), lines), block)
+        if path.endswith("collector.py"):
+            text = add_collect_lines(text)
+        out[path] = format_source(text)
+    return out
+
+
+#: RecBole's docs that list the ranking metrics: the line, and the options' place
+DOCS_LISTS = (
+    "docs/source/user_guide/config/evaluation_settings.rst",
+    "docs/source/user_guide/train_eval_intro.rst",
+)
+METRIC_LIST = re.compile(r"^(\s*Ranking-based\s+.*?)(\s*)$", re.M)
+OPTIONS_AFTER = "- ``metric_decimal_place(int)``"
+OPTIONS = """\
+- ``category_field (str)``: The item feature (a ``token_seq`` column of the ``.item``
+  file, loaded by ``load_col``) that holds each item's categories, read by the
+  category-diversity metrics ``CC``, ``ILD`` and ``F1``. Defaults to ``categories``.
+- ``ild_distance (str)``: The distance between two items' category sets in ``ILD``:
+  ``cosine`` or ``jaccard``. Defaults to ``cosine``.
+- ``f1_accuracy_metrics (list)`` and ``f1_diversity_metrics (list)``: The top-k metrics
+  whose means are ``F1``'s accuracy and diversity. Default to ``['Recall', 'NDCG']`` and
+  ``['CC', 'ILD']``.
+"""
+
+
+def add_docs(text):
+    """A docs page of RecBole with CC, ILD, F1 in its ranking-metric list (and, on the
+    evaluation-settings page, their options)."""
+    match = METRIC_LIST.search(text)
+    if match is None:
+        raise ExportError("a RecBole docs page without its 'Ranking-based' metric list")
+    if "CC, ILD, F1" not in match.group(1):
+        text = (
+            text[: match.end(1)] + ", " + ", ".join(METRIC_NAMES) + text[match.end(1) :]
+        )
+    if OPTIONS_AFTER in text and "``category_field (str)``" not in text:
+        lines = text.splitlines(keepends=True)
+        at = next(i for i, line in enumerate(lines) if line.startswith(OPTIONS_AFTER))
+        at += 1
+        while at < len(lines) and lines[at].startswith("  ") and lines[at].strip():
+            at += 1  # the option's continuation lines
+        text = "".join(lines[:at] + [OPTIONS] + lines[at:])
+    return text
+
+
+TEST_TEXT = '''# {mark} {version}
+"""CC, ILD and F1 (recbole.evaluator.metrics) against direct loops over the recommended
+lists, and the collector that hands them the item categories (data.item_categories)."""
+
+import math
+import os
+import sys
+import unittest
+from types import SimpleNamespace
+
+sys.path.append(os.getcwd())
+import torch
+from recbole.config import Config
+from recbole.data import create_dataset
+from recbole.evaluator.collector import Collector, DataStruct
+from recbole.evaluator.register import metric_information, metrics_dict
+
+current_path = os.path.dirname(os.path.realpath(__file__))
+TOPK = [1, 2, 3]
+# item -> category ids (0: padding); item 0 is the padding item, item 5 has none
+item_categories = torch.tensor(
+    [[0, 0], [1, 0], [1, 2], [3, 0], [2, 3], [0, 0], [4, 1], [2, 2]]
+)
+rec_items = torch.tensor([[1, 2, 3], [2, 4, 6], [5, 1, 6], [3, 5, 7], [5, 5, 5]])
+pos_index = torch.tensor(
+    [[1, 0, 0], [0, 0, 1], [0, 0, 0], [0, 1, 0], [0, 0, 0]], dtype=torch.long
+)
+pos_len = torch.tensor([[1], [2], [1], [3], [1]])
+
+
+def config_with(**options):
+    return Config(
+        "BPR",
+        "ml-1m",
+        config_dict={{"topk": TOPK, "metric_decimal_place": 12, **options}},
+    )
+
+
+def data_struct():
+    data = DataStruct()
+    data.set("rec.items", rec_items)
+    data.set("rec.topk", torch.cat([pos_index, pos_len], dim=1))
+    data.set("data.item_categories", item_categories)
+    return data
+
+
+def categories(item):
+    return {{int(c) for c in item_categories[item] if c > 0}}
+
+
+ALL = set().union(*(categories(i) for i in range(len(item_categories))))
+
+
+def cc(k):
+    return sum(
+        len(set().union(*(categories(i) for i in row[:k].tolist()))) / len(ALL)
+        for row in rec_items
+    ) / len(rec_items)
+
+
+def ild(k, distance):
+    values = []
+    for row in rec_items.tolist():
+        sets = [categories(i) for i in row[:k]]
+        pairs = [
+            (a, b)
+            for x, a in enumerate(sets)
+            for b in sets[x + 1 :]
+            if a and b
+        ]
+        if not pairs:
+            continue  # no pair of two categorized items: the user is left out
+        sims = [
+            len(a & b) / math.sqrt(len(a) * len(b))
+            if distance == "cosine"
+            else len(a & b) / len(a | b)
+            for a, b in pairs
+        ]
+        values.append(sum(1 - s for s in sims) / len(pairs))
+    return sum(values) / len(values) if values else 0.0
+
+
+def recall(k):
+    return sum(
+        sum(hits[:k]) / n for hits, n in zip(pos_index.tolist(), pos_len[:, 0].tolist())
+    ) / len(pos_index)
+
+
+def ndcg(k):
+    total = 0.0
+    for hits, n in zip(pos_index.tolist(), pos_len[:, 0].tolist()):
+        dcg = sum(h / math.log2(r + 2) for r, h in enumerate(hits[:k]))
+        idcg = sum(1 / math.log2(r + 2) for r in range(min(n, k)))
+        total += dcg / idcg
+    return total / len(pos_index)
+
+
+class TestCategoryMetrics(unittest.TestCase):
+    def assert_values(self, name, result, expected):
+        for k in TOPK:
+            self.assertAlmostEqual(result[f"{{name}}@{{k}}"], expected(k), places=10)
+
+    def test_registered_with_the_category_table(self):
+        for name in ("cc", "ild", "f1"):
+            self.assertIn(name, metrics_dict)
+            self.assertIn("data.item_categories", metric_information[name])
+
+    def test_cc(self):
+        result = metrics_dict["cc"](config_with()).calculate_metric(data_struct())
+        self.assert_values("cc", result, cc)
+
+    def test_ild_cosine_and_jaccard(self):
+        for distance in ("cosine", "jaccard"):
+            config = config_with(ild_distance=distance)
+            result = metrics_dict["ild"](config).calculate_metric(data_struct())
+            self.assert_values("ild", result, lambda k: ild(k, distance))
+
+    def test_ild_rejects_an_unknown_distance(self):
+        with self.assertRaises(ValueError):
+            metrics_dict["ild"](config_with(ild_distance="euclid"))
+
+    def test_f1(self):
+        result = metrics_dict["f1"](config_with()).calculate_metric(data_struct())
+
+        def f1(k):
+            a = (recall(k) + ndcg(k)) / 2
+            d = (cc(k) + ild(k, "cosine")) / 2
+            return 2 * a * d / (a + d)
+
+        self.assert_values("f1", result, f1)
+
+    def test_f1_components(self):
+        config = config_with(f1_accuracy_metrics=["NDCG"], f1_diversity_metrics=["CC"])
+        result = metrics_dict["f1"](config).calculate_metric(data_struct())
+        self.assert_values(
+            "f1", result, lambda k: 2 * ndcg(k) * cc(k) / (ndcg(k) + cc(k))
+        )
+        with self.assertRaises(ValueError):
+            metrics_dict["f1"](config_with(f1_accuracy_metrics=["AUC"]))
+
+
+def category_config(**options):
+    return Config(
+        "BPR",
+        "test",
+        config_dict={{
+            "data_path": os.path.join(current_path, "../test_data/"),
+            "metrics": ["Recall", "CC"],
+            "category_field": "class",
+            "load_col": {{
+                "inter": ["user_id", "item_id"],
+                "item": ["item_id", "class"],
+            }},
+            "state": "ERROR",
+            **options,
+        }},
+    )
+
+
+class TestCategoryCollector(unittest.TestCase):
+    def test_collector_gives_every_item_its_categories(self):
+        config = category_config()
+        dataset = create_dataset(config)
+        collector = Collector(config)
+        collector.data_collect(SimpleNamespace(dataset=dataset))
+        table = collector.get_data_struct().get("data.item_categories")
+        self.assertEqual(table.shape[0], dataset.item_num)
+        # tests/test_data/test/test.item: 1 Toy Story, 2 GoldenEye
+        for token, genres in (
+            ("1", {{"Animation", "Children's", "Comedy"}}),
+            ("2", {{"Action", "Adventure", "Thriller"}}),
+        ):
+            row = table[dataset.token2id("item_id", token)]
+            self.assertEqual(set(dataset.id2token("class", row[row > 0])), genres)
+
+    def test_a_missing_category_field_is_a_clear_error(self):
+        config = category_config(category_field="genre")
+        dataset = create_dataset(config)
+        with self.assertRaisesRegex(ValueError, "genre"):
+            Collector(config).data_collect(SimpleNamespace(dataset=dataset))
+
+
+if __name__ == "__main__":
+    unittest.main()
+'''
+
+
+def test_file():
+    """RecBole's test of the metrics (a new file of ``tests/metrics``)."""
+    return format_source(TEST_TEXT.format(mark=MARK, version=__version__))
+
+
+def pr_description():
+    from recbole_attn.evaluator import metrics
+
+    doc = "Notation:" + metrics.__doc__.split("Notation:", 1)[1].rstrip()
+    return (
+        "# Add category-diversity metrics CC, ILD and F1\n\n"
+        "Top-k metrics of the categories of the recommended items, as PAtt (KDD'24) "
+        "reports them, for any RecBole model on any dataset whose `.item` file has a "
+        "`token_seq` category column (the item→category table reaches the metrics "
+        "through the collector, under `data.item_categories`).\n\n"
+        f"{doc}\n\n"
+        "## What changes\n\n"
+        "- `recbole/evaluator/base_metric.py`: `CategoryMetric` (the base of CC and ILD) "
+        "and the helpers the metrics and the collector share.\n"
+        "- `recbole/evaluator/metrics.py`: `CC`, `ILD`, `F1`.\n"
+        "- `recbole/evaluator/collector.py`: `Collector.data_collect` stores the "
+        "item→category table under `data.item_categories` when a metric needs it "
+        "(`collected_item_categories`, which checks the field and says how to fix it: "
+        "missing from the `.item` file, not loaded by `load_col`, not `token_seq`).\n"
+        "- Options `category_field`, `ild_distance`, `f1_accuracy_metrics`, "
+        "`f1_diversity_metrics`, documented in `evaluation_settings.rst`.\n\n"
+        "## Tests\n\n"
+        f"`{TEST_FILE}`: CC, ILD (cosine and Jaccard) and F1 against direct loops over the "
+        "recommended lists, F1's components, the errors, and the collector on "
+        "`tests/test_data` (its `class` genres).\n\n"
+        f"Generated by recbole_attn {__version__} (`recbole-attn export-upstream`).\n"
+    )
+
+
+def metric_files(read):
+    """``{path: text}`` of everything the metric export writes or edits in a checkout
+    (``read(path)``: the text of a file of it, None when it lacks the file)."""
+    out = edited_evaluator_files(read)
+    out[TEST_FILE] = test_file()
+    for path in DOCS_LISTS:
+        text = read(path)
+        if text is not None:
+            out[path] = add_docs(text)
+    return out
