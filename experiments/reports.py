@@ -98,6 +98,8 @@ def study_table(study_name, study, runs):
         cells.append(f"{per_epoch / base_epoch:.2f}" if base_epoch else "-")
         cells.append(", ".join(sorted({r["device"] for r in runs_of})))
         lines.append("| " + " | ".join(cells) + " |")
+    if study.get("pairs"):
+        lines += ["", *pairs_table(study, results)]
     for mode in study.get("rescore", {}):
         lines += [
             "",
@@ -121,6 +123,151 @@ def study_table(study_name, study, runs):
                 ]
                 lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _median_epoch(runs):
+    return statistics.median(r["seconds_per_epoch"] for r in runs)
+
+
+def _change(new, old):
+    mean = round(100.0 * (new / old - 1.0), 1) + 0.0 if old else None
+    return "-" if mean is None else f"{mean:+.1f} %"
+
+
+def pairs_table(study, results, metrics=("ndcg@10", "recall@10")):
+    """The lines of a study's ``pairs`` table: per model, the second variant against the
+    first (seconds per epoch, epochs, test metrics, paired by seed)."""
+    first, second = (s.strip(" ()") for s in _pair_words(study))
+    header = ["model", f"s / epoch: {first}", second, "ratio", "best / run epochs"]
+    for m in metrics:
+        header += [f"{m}: {first}", second, "change"]
+    lines = [
+        f"Per model, {second} against {first} (medians of seconds per epoch, which "
+        "include one validation; test metrics of the seeds both have):",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for model, (a, b) in study["pairs"].items():
+        runs_a = {r["seed"]: r for r in results.get(a, [])}
+        runs_b = {r["seed"]: r for r in results.get(b, [])}
+        seeds = sorted(set(runs_a) & set(runs_b))
+        if not seeds:
+            continue
+        ra, rb = [runs_a[s] for s in seeds], [runs_b[s] for s in seeds]
+        ea, eb = _median_epoch(ra), _median_epoch(rb)
+        cells = [model, f"{ea:.2f}", f"{eb:.2f}", f"{eb / ea:.2f}"]
+        cells.append(
+            "; ".join(
+                ", ".join(f"{r['best_epoch']}/{r['epochs_run']}" for r in side)
+                for side in (ra, rb)
+            )
+        )
+        for m in metrics:
+            va = statistics.mean(r["test"][m] for r in ra)
+            vb = statistics.mean(r["test"][m] for r in rb)
+            cells += [f"{va:.4f}", f"{vb:.4f}", _change(vb, va)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _pair_words(study):
+    """The label suffixes of the two sides of a study's pairs."""
+    model, (a, b) = next(iter(study["pairs"].items()))
+    return a[len(model) :], b[len(model) :]
+
+
+def pr_notes(study_name, study, runs, reproduce):
+    """``{exported model: markdown}``: what its pull request says was measured, from the
+    stored runs: the reproduce rows of its labels (``reproduce``: {dataset: runs}) and
+    this study's pairs."""
+    results = {}
+    for r in runs:
+        results.setdefault(r["label"], []).append(r)
+    protocol = studies.REPRODUCE_PROTOCOL
+    notes = {}
+    for label, model in studies.EXPORTED.items():
+        rows = []
+        for dataset, dataset_runs in reproduce.items():
+            by_label = _by_label_and_seed(dataset_runs)
+            if label not in by_label:
+                continue
+            per_seed = by_label[label]
+            loss = studies.REPRODUCE_LOSS[label]
+            same = studies.SAME_LOSS_BASELINE[loss]
+            rs = list(per_seed.values())
+            rows.append(
+                [
+                    dataset,
+                    label,
+                    loss,
+                    str(len(rs)),
+                    fmt([r["test"]["ndcg@10"] for r in rs]),
+                    fmt([r["test"]["recall@10"] for r in rs]),
+                    _gain(
+                        per_seed,
+                        by_label.get(studies.REPRODUCE_BASELINE, {}),
+                        "ndcg@10",
+                    ),
+                    (
+                        "-"
+                        if same == studies.REPRODUCE_BASELINE
+                        else f"{_gain(per_seed, by_label.get(same, {}), 'ndcg@10')} ({same})"
+                    ),
+                    ", ".join(sorted({r["device"] for r in rs})),
+                ]
+            )
+        pair = study["pairs"].get(label)
+        table = pairs_table({**study, "pairs": {label: pair}}, results) if pair else []
+        if not rows and len(table) <= 4:  # no reproduce run, no pair of runs
+            continue
+        text = notes.setdefault(
+            model,
+            [
+                "## Measured with recbole_attn",
+                "",
+                f"Generated from stored runs by `{RUNNER} --study={study_name} "
+                "--report` (recbole_attn's experiments/).",
+                "",
+            ],
+        )
+        if rows:
+            header = [
+                "dataset",
+                "variant",
+                "loss",
+                "seeds",
+                "NDCG@10",
+                "Recall@10",
+                f"NDCG@10 vs {studies.REPRODUCE_BASELINE} (CE)",
+                "vs SASRec of its loss",
+                "device",
+            ]
+            text += [
+                f"{label}, trained recbole_attn's way (one sequence per user, a loss "
+                "at every position), under one protocol for every model: "
+                "leave-one-out, full ranking over all items with the user's history "
+                f"masked, test metrics at the epoch of best validation "
+                f"{protocol['valid_metric']} (early stop after "
+                f"{protocol['stopping_step']} validations, at most "
+                f"{protocol['epochs']} epochs), mean ± std over seeds, gains paired "
+                "by seed:",
+                "",
+                "| " + " | ".join(header) + " |",
+                "|" + "---|" * len(header),
+                *("| " + " | ".join(row) + " |" for row in rows),
+                "",
+            ]
+        if len(table) > 4:
+            text += [
+                f"What RecBole's training (this pull request: one sample per "
+                f"prefix, the loss at its last position) costs {label} on "
+                f"{study['dataset']}, same protocol and seed:",
+                "",
+                *table[2:],
+                "",
+            ]
+    return {model: "\n".join(lines) + "\n" for model, lines in notes.items()}
 
 
 # ---------------------------------------------------------------------- archive

@@ -217,7 +217,25 @@ def report(study_name, root=HERE, study=None):
         return f"no results for {study_name} yet"
     with open(os.path.join(root, study_name, "report.md"), "w") as f:
         f.write(text)
+    if study.get("pr_notes"):
+        write_pr_notes(study_name, study, runs, root)
     return text
+
+
+def write_pr_notes(study_name, study, runs, root=HERE):
+    """``<root>/<study>/pr_notes/<Model>.md``: what each exported model's pull request
+    says was measured (``recbole-attn export-upstream --pr_notes=<that folder>``)."""
+    from experiments.studies import REPRODUCE_DATASETS, reproduce_name
+
+    reproduce = {
+        dataset: reports.load_runs(runs_folder(root, reproduce_name(dataset)))
+        for dataset in REPRODUCE_DATASETS
+    }
+    folder = os.path.join(root, study_name, "pr_notes")
+    os.makedirs(folder, exist_ok=True)
+    for model, text in reports.pr_notes(study_name, study, runs, reproduce).items():
+        with open(os.path.join(folder, f"{model}.md"), "w") as f:
+            f.write(text)
 
 
 def group_report(group_name, root=HERE, names=None, quick=False):

@@ -103,3 +103,73 @@ def test_stored_reproduce_page_is_what_the_runner_writes(tmp_path):
         "reproduction_accuracy.png",
         "reproduction_diversity.png",
     ]
+
+
+def test_pairs_and_pr_notes_name_declared_variants_and_exported_models():
+    from recbole_attn.upstream.models import MODELS as EXPORTED_MODELS
+
+    assert set(studies.EXPORTED.values()) == set(EXPORTED_MODELS)
+    assert set(studies.EXPORTED) <= set(studies.REPRODUCE_MODELS)
+    for name, study in studies.STUDIES.items():
+        for first, second in study.get("pairs", {}).values():
+            assert {first, second} <= set(study["variants"]), name
+
+
+def _run(label, seed, ndcg, recall, per_epoch, best=5, run=9):
+    return {
+        "label": label,
+        "seed": seed,
+        "test": {"ndcg@10": ndcg, "recall@10": recall},
+        "seconds_per_epoch": per_epoch,
+        "best_epoch": best,
+        "epochs_run": run,
+        "device": "CPU (1 threads)",
+    }
+
+
+def test_pairs_table_and_pr_notes_from_runs():
+    study = studies.STUDIES["recbole_training_office"]
+    ours, theirs = study["pairs"]["STOSA"]
+    runs = [
+        _run(ours, 2020, 0.05, 0.10, 2.0),
+        _run(theirs, 2020, 0.04, 0.09, 10.0, best=3, run=7),
+        _run(theirs, 2021, 0.9, 0.9, 99.0),  # no partner seed: left out
+    ]
+    results = {}
+    for r in runs:
+        results.setdefault(r["label"], []).append(r)
+    lines = reports.pairs_table(study, results)
+    row = [line for line in lines if line.startswith("| STOSA |")]
+    assert row == [
+        "| STOSA | 2.00 | 10.00 | 5.00 | 5/9; 3/7 | 0.0500 | 0.0400 | -20.0 % "
+        "| 0.1000 | 0.0900 | -10.0 % |"
+    ]
+    reproduce = {
+        "Office": [
+            _run("STOSA", 2020, 0.05, 0.1, 1.0),
+            _run("SASRec", 2020, 0.1, 0.2, 1.0),
+            _run("SASRec (BPR)", 2020, 0.04, 0.1, 1.0),
+        ]
+    }
+    notes = reports.pr_notes("recbole_training_office", study, runs, reproduce)
+    assert set(notes) == {"STOSA"}  # no other model has a run here
+    text = notes["STOSA"]
+    assert "| Office | STOSA | BPR | 1 | 0.0500 | 0.1000 | -50.0 % | +25.0 % " in text
+    assert row[0] in text
+
+
+def test_stored_pr_notes_are_what_the_runner_writes():
+    reproduce = {
+        d: reports.load_runs(runner.runs_folder(runner.HERE, studies.reproduce_name(d)))
+        for d in studies.REPRODUCE_DATASETS
+    }
+    for name, study in studies.STUDIES.items():
+        folder = runner.runs_folder(runner.HERE, name)
+        if not study.get("pr_notes") or not os.path.isdir(folder):
+            continue
+        notes = reports.pr_notes(name, study, reports.load_runs(folder), reproduce)
+        stored = os.path.join(runner.HERE, name, "pr_notes")
+        assert sorted(os.listdir(stored)) == sorted(f"{m}.md" for m in notes)
+        for model, text in notes.items():
+            with open(os.path.join(stored, f"{model}.md")) as f:
+                assert f.read() == text, (name, model)
