@@ -189,7 +189,9 @@ def test_position_losses_are_means(built, name, extra):
         out = out if isinstance(out, tuple) else (out,)
         out = tuple(o[mask] for o in out)
         pos = targets[mask]
-        neg = torch.randint(1, net.n_items, pos.shape) if net.needs_negatives else None
+        neg = None
+        if net.needs_negatives:  # two negatives per position
+            neg = torch.randint(1, net.n_items, pos.shape + (2,))
 
         def loss(rep):
             o = tuple(x.repeat(rep, *([1] * (x.dim() - 1))) for x in out)
@@ -197,7 +199,7 @@ def test_position_losses_are_means(built, name, extra):
                 net.position_loss(
                     o if len(o) > 1 else o[0],
                     pos.repeat(rep),
-                    None if neg is None else neg.repeat(rep),
+                    None if neg is None else neg.repeat(rep, 1),
                 )
             )
 

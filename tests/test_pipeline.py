@@ -103,6 +103,8 @@ def test_sasrec_ap_bce_loss_is_the_sasrec_papers(tiny_config):
     targets, mask = net.training_targets(seq, seq_len, batch[net.POS_ITEM_ID])
     out = net.encode(net.sequence_context(batch))[mask]
     neg = net.sample_negatives(seq, targets)[mask]
+    assert neg.shape == (int(mask.sum()), 1)  # neg_sample_num: 1
+    neg = neg[:, 0]
     emb = net.item_embedding.weight
     pos_s, neg_s = (out * emb[targets[mask]]).sum(-1), (out * emb[neg]).sum(-1)
     expected = -(torch.log(torch.sigmoid(pos_s)) + torch.log(1 - torch.sigmoid(neg_s)))
@@ -212,7 +214,9 @@ def test_cli_missing_dataset(tmp_path, monkeypatch, capsys):
     [
         ("PAtt", "--dpp_k=4", "dpp_k must be one of [2, 3] (2: PAtt^2, pairs"),
         ("SASRecAP", "--loss_type=MSE", "loss_type"),
-        ("STOSA", "--loss_type=CE", "loss_type must be one of ['BPR'] (STOSA is"),
+        ("STOSA", "--loss_type=CCE", "loss_type must be one of ['BCE', 'BPR', 'SSM',"),
+        ("PAtt", "--neg_sample_num=0", "neg_sample_num must be an integer >= 1"),
+        ("RKSA", "--neg_sample_distribution=zipf", "neg_sample_distribution must be"),
         ("SASRecAP", "--training_mode=every_position", "training_mode must be"),
         ("PAtt", "--dpp_k=3 --MAX_ITEM_LIST_LENGTH=2", "raise MAX_ITEM_LIST_LENGTH"),
         ("DPAtt", "--dataset=tiny_nocat", "DPAtt needs the item category field"),

@@ -165,8 +165,8 @@ def _negatives(net, batch, draws, seed):
     torch.manual_seed(seed)
     users = batch[net.USER_ID]
     return users, torch.cat(
-        [net.sample_negatives(item_seq, targets, users) for _ in range(draws)], dim=1
-    )
+        [net.sample_negatives(item_seq, targets, users) for _ in range(draws)], dim=2
+    ).flatten(1)
 
 
 def test_heldout_negatives_leak(tiny_config):

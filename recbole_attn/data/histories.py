@@ -102,6 +102,13 @@ def training_histories(dataset):
     )
 
 
+def item_counts(dataset, n_items):
+    """``[n_items]``: the number of training interactions of every item (in the
+    :func:`training_histories` of the training split ``dataset``; 0 for the padding
+    item), what popularity-based negative sampling draws by."""
+    return torch.bincount(training_histories(dataset).items, minlength=n_items)
+
+
 #: attribute of a training dataset that holds its :func:`heldout_table`
 HELDOUT_ATTR = "_heldout_items"
 

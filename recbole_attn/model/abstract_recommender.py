@@ -17,9 +17,11 @@ the work:
 * :mod:`~recbole_attn.model.length_groups`: exact length grouping (a batch split into a
   few groups of similar lengths, losses combined so that the loss and its gradients are
   the ungrouped batch's);
-* :mod:`~recbole_attn.model.negatives`: one uniform negative per position, in one tensor
-  operation;
-* :mod:`~recbole_attn.model.losses`: BCE/BPR on sampled negatives, memory-bounded CE;
+* :mod:`~recbole_attn.model.negatives`: ``neg_sample_num`` negatives per position, uniform
+  or by popularity, drawn for the whole batch at once;
+* :mod:`~recbole_attn.model.losses`: the losses every model takes (``loss_type``): CE over
+  all items (memory-bounded), BPR, BCE and the log-Q corrected sampled softmax SSM on the
+  sampled negatives;
 
 and position ids counted from the first item or from the most recent one
 (``position_alignment``), sequence-level auxiliary loss terms that layers add while
@@ -34,19 +36,28 @@ from recbole.utils import InputType
 
 from recbole_attn.config_check import Flag, Integer, Number, OneOf
 from recbole_attn.data.dataset import TRAINING_MODES
-from recbole_attn.data.histories import heldout_items
+from recbole_attn.data.histories import heldout_items, item_counts
 from recbole_attn.errors import ConfigError
 from recbole_attn.model import batching, negatives
 from recbole_attn.model.batching import map_output
 from recbole_attn.model.layers.context import SequenceContext, position_ids
 from recbole_attn.model.length_groups import combine_group_losses, group_rows
-from recbole_attn.model.losses import sampled_loss
+from recbole_attn.model.losses import (
+    LOSS_TYPE_HINT,
+    LOSS_TYPES,
+    SAMPLED_LOSS_TYPES,
+    chunked_cross_entropy,
+    sampled_loss,
+)
 
 
 class AttnSequentialRecommender(SequentialRecommender):
     r"""Base class of recbole_attn's sequential recommenders.
 
-    Config keys read here: ``training_mode`` (``all_position`` | ``last_position``),
+    Config keys read here: ``loss_type`` (``CE`` | ``BPR`` | ``BCE`` | ``SSM``,
+    :mod:`~recbole_attn.model.losses`), ``neg_sample_num`` (negatives per position of the
+    sampled losses), ``neg_sample_distribution`` (``uniform`` | ``popularity``: training
+    counts + 1), ``training_mode`` (``all_position`` | ``last_position``),
     ``neg_exclude_seen`` (negatives avoid the items of the user's training sequence, as in
     the official code of STOSA and PAtt; False = plain uniform sampling),
     ``neg_exclude_heldout`` (negatives also avoid the user's validation and test items: a
@@ -63,6 +74,9 @@ class AttnSequentialRecommender(SequentialRecommender):
     #: the options read here (checked with the configuration, before any data is loaded;
     #: a model adds its own in ``options`` and cross-option ``option_rules``)
     options = {
+        "loss_type": OneOf(*LOSS_TYPES, hint=LOSS_TYPE_HINT),
+        "neg_sample_num": Integer(1),
+        "neg_sample_distribution": OneOf("uniform", "popularity"),
         "training_mode": OneOf(*TRAINING_MODES),
         "trim_batch": Flag(),
         "neg_exclude_seen": Flag(),
@@ -72,8 +86,6 @@ class AttnSequentialRecommender(SequentialRecommender):
         "length_group_overhead": Number(),
         "ce_logits_budget_mb": Number("positive"),
     }
-    #: whether :meth:`position_loss` needs one sampled negative per position
-    needs_negatives = False
     #: whether prediction may compute only the last position in the last layer: set it
     #: where that is exact (no step of the model mixes the query rows of a layer)
     last_position_shortcut = False
@@ -91,6 +103,8 @@ class AttnSequentialRecommender(SequentialRecommender):
         super().__init__(config, dataset)
 
         # load parameters info (checked with the configuration: ``options``)
+        self.loss_type = config["loss_type"]
+        self.neg_sample_num = config["neg_sample_num"]
         self.training_mode = config["training_mode"]
         self.trim_batch = bool(config["trim_batch"])
         self.neg_exclude_seen = bool(config["neg_exclude_seen"])
@@ -110,6 +124,12 @@ class AttnSequentialRecommender(SequentialRecommender):
         self.max_length_groups = config["length_groups"] or 1
         self.length_group_overhead = float(config["length_group_overhead"] or 0.0)
         self.ce_logits_budget_mb = float(config["ce_logits_budget_mb"])
+        if config["neg_sample_distribution"] == "popularity":
+            # q of the sampled negatives: training interactions + 1 (not a parameter)
+            q = negatives.popularity_distribution(item_counts(dataset, self.n_items))
+            self.register_buffer("neg_distribution", q, persistent=False)
+        else:
+            self.neg_distribution = None  # uniform
 
     # ------------------------------------------------------------------ to implement
     def encode(self, context):
@@ -117,22 +137,58 @@ class AttnSequentialRecommender(SequentialRecommender):
         ``context``, or ``[B, 1, ...]`` at ``context.query_index`` when it is set."""
         raise NotImplementedError
 
-    def position_loss(self, output, pos_items, neg_items):
-        """Loss from outputs gathered at N training positions ``[N, ...]`` and their
-        targets ``pos_items [N]`` (and ``neg_items [N]`` when :attr:`needs_negatives`).
-        Returns a scalar or a tuple of scalars (RecBole sums and logs them), each a MEAN
-        over the N positions: length grouping weights the groups' losses by their N
-        (tested for every model; a loss that is not a per-position mean needs
-        ``length_grouping = False``)."""
+    def score_factors(self, output):
+        """``[..., D]``: the model's score of item j from outputs ``[..., ...]`` as a dot
+        product ``score_factors(output) . item_factors(j)``, which CE over all items
+        computes by chunks (:func:`~recbole_attn.model.losses.chunked_cross_entropy`)
+        and the default :meth:`score_items` and :meth:`score_all_items` use."""
         raise NotImplementedError
 
-    def score_items(self, output, items):
-        """Scores ``[B]`` of ``items [B]`` from last-position outputs ``[B, ...]``."""
+    def item_factors(self, items=None):
+        """``[..., D]`` of ``items`` (``[n_items, D]`` of every item when None): see
+        :meth:`score_factors`."""
         raise NotImplementedError
+
+    # ------------------------------------------------------------------ scores
+    def score_items(self, output, items):
+        """Scores of ``items`` ``[B]`` (or ``[B, M]``: M items per row) from outputs
+        ``[B, ...]``; larger is better."""
+        query = self.score_factors(output)
+        keys = self.item_factors(items)
+        if keys.dim() > query.dim():
+            query = query.unsqueeze(-2)
+        return (query * keys).sum(-1)
 
     def score_all_items(self, output):
         """Scores ``[B, n_items]`` of every item; larger is better."""
-        raise NotImplementedError
+        return self.score_factors(output) @ self.item_factors().transpose(0, 1)
+
+    def position_loss(self, output, pos_items, neg_items, neg_log_q=None):
+        """Loss from outputs gathered at N training positions ``[N, ...]``, their targets
+        ``pos_items [N]`` and, for the sampled losses, ``neg_items [N, M]`` (with
+        ``neg_log_q [N, M]`` for SSM): ``loss_type``'s loss
+        (:mod:`~recbole_attn.model.losses`). A model adds its own terms by overriding
+        this and returning a tuple of scalars (RecBole sums and logs them), each a MEAN
+        over the N positions: length grouping weights the groups' losses by their N
+        (tested for every model; a loss that is not a per-position mean needs
+        ``length_grouping = False``)."""
+        if self.loss_type == "CE":
+            return chunked_cross_entropy(
+                self.score_factors(output),
+                self.item_factors(),
+                pos_items,
+                self.ce_logits_budget_mb,
+            )
+        neg_mask = None
+        if self.loss_type == "SSM" and not self.neg_exclude_seen:
+            neg_mask = neg_items != pos_items.unsqueeze(-1)  # accidental hits
+        return sampled_loss(
+            self.score_items(output, pos_items),
+            self.score_items(output, neg_items),
+            self.loss_type,
+            neg_log_q,
+            neg_mask,
+        )
 
     # ------------------------------------------------------------------ shared
     def _init_weights(self, module):
@@ -146,8 +202,6 @@ class AttnSequentialRecommender(SequentialRecommender):
         if isinstance(module, nn.Linear) and module.bias is not None:
             module.bias.data.zero_()
 
-    sampled_loss = staticmethod(sampled_loss)
-
     def trim(self, item_seq, item_seq_len):
         """Cut a right-padded batch to its longest sequence (unless ``trim_batch: False``,
         which exists to measure what trimming saves; results are identical)."""
@@ -160,18 +214,45 @@ class AttnSequentialRecommender(SequentialRecommender):
             item_seq, item_seq_len, pos_items, self.training_mode
         )
 
+    @property
+    def needs_negatives(self):
+        """Whether :meth:`position_loss` needs sampled negatives (a sampled
+        ``loss_type``; a model with a term of its own on negatives extends this)."""
+        return self.loss_type in SAMPLED_LOSS_TYPES
+
+    def _heldout(self):
+        return self.heldout_items if self.neg_exclude_heldout else None
+
     def sample_negatives(self, item_seq, targets, users=None):
-        """One negative item per position ``[B, L]``
-        (:func:`~recbole_attn.model.negatives.sample_negatives`): avoiding the user's
-        training items with ``neg_exclude_seen``, and the user's validation and test items
-        under the opt-in leak ``neg_exclude_heldout``."""
+        """``neg_sample_num`` negative items per position ``[B, L, M]``
+        (:func:`~recbole_attn.model.negatives.sample_negatives`), from
+        ``neg_sample_distribution``: avoiding the user's training items with
+        ``neg_exclude_seen``, and the user's validation and test items under the opt-in
+        leak ``neg_exclude_heldout``."""
         return negatives.sample_negatives(
             item_seq,
             targets,
             self.n_items,
+            num=self.neg_sample_num,
             exclude_seen=self.neg_exclude_seen,
-            heldout_items=self.heldout_items if self.neg_exclude_heldout else None,
+            heldout_items=self._heldout(),
             users=users,
+            q=self.neg_distribution,
+        )
+
+    def negatives_log_q(self, neg_items, item_seq, targets, users=None):
+        """``[B, L, M]``: the log probability with which :meth:`sample_negatives` drew
+        each of ``neg_items`` (SSM's log-Q correction)."""
+        excluded = None
+        if self.neg_exclude_seen or self.neg_exclude_heldout:
+            excluded = negatives.excluded_items(
+                item_seq if self.neg_exclude_seen else item_seq[:, :0],
+                targets if self.neg_exclude_seen else targets[:, :0],
+                self._heldout(),
+                users,
+            )
+        return negatives.log_sampling_probability(
+            neg_items, excluded, self.neg_distribution, self.n_items
         )
 
     def sequence_context(self, interaction, last_position=False, record=False):
@@ -260,13 +341,16 @@ class AttnSequentialRecommender(SequentialRecommender):
         targets, mask = self.training_targets(
             item_seq, item_seq_len, interaction[self.POS_ITEM_ID]
         )
-        neg_items = None
+        negs = None
         if self.needs_negatives:
-            neg_items = self.sample_negatives(
-                item_seq, targets, self._users(interaction)
-            )
+            users = self._users(interaction)
+            neg_items = self.sample_negatives(item_seq, targets, users)
+            neg_log_q = None
+            if self.loss_type == "SSM":
+                neg_log_q = self.negatives_log_q(neg_items, item_seq, targets, users)
+            negs = (neg_items, neg_log_q)
         if groups is None:
-            losses, _, aux = self._context_losses(contexts[0], targets, mask, neg_items)
+            losses, _, aux = self._context_losses(contexts[0], targets, mask, negs)
             losses += tuple(term.value for term in aux)
             return losses if len(losses) > 1 else losses[0]
         parts = []
@@ -276,19 +360,19 @@ class AttnSequentialRecommender(SequentialRecommender):
                     context,
                     targets[rows, :length],
                     mask[rows, :length],
-                    None if neg_items is None else neg_items[rows, :length],
+                    _select(negs, lambda n: n[rows, :length]),
                 )
             )
         losses = combine_group_losses(parts)
         return losses if len(losses) > 1 else losses[0]
 
-    def _context_losses(self, context, targets, mask, neg_items):
+    def _context_losses(self, context, targets, mask, negs):
         """``(position losses tuple, number of loss positions, aux loss terms)`` of one
-        context and its ``[B, L]`` targets, loss mask and negatives."""
+        context and its ``[B, L]`` targets, loss mask and negatives ``(items, log_q)``
+        (``[B, L, M]`` each; None when not needed)."""
         output = map_output(lambda o: o[mask], self.encode(context))
-        loss = self.position_loss(
-            output, targets[mask], None if neg_items is None else neg_items[mask]
-        )
+        neg_items, neg_log_q = _select(negs, lambda n: n[mask]) or (None, None)
+        loss = self.position_loss(output, targets[mask], neg_items, neg_log_q)
         loss = loss if isinstance(loss, tuple) else (loss,)
         return loss, mask.sum(), list(context.aux_loss_terms)
 
@@ -357,3 +441,10 @@ class AttnSequentialRecommender(SequentialRecommender):
         if not context.unrefined:
             raise ValueError(f"{type(self).__name__} has no attention refiner")
         return context.unrefined
+
+
+def _select(negs, index):
+    """``negs`` ``(items, log_q or None)`` with ``index`` applied to each, or None."""
+    if negs is None:
+        return None
+    return tuple(None if n is None else index(n) for n in negs)

@@ -97,7 +97,6 @@ class AWRSR(AttnSequentialRecommender):
                 config["initializer_range"],
             ),
         )
-        self.needs_negatives = self.backbone.needs_negatives
 
     @property
     def trm_encoder(self):
@@ -107,14 +106,24 @@ class AWRSR(AttnSequentialRecommender):
     def encode(self, context):
         return self.backbone.encode(context)
 
-    def position_loss(self, output, pos_items, neg_items):
-        return self.backbone.position_loss(output, pos_items, neg_items)
+    @property
+    def needs_negatives(self):
+        return self.backbone.needs_negatives
+
+    def position_loss(self, output, pos_items, neg_items, neg_log_q=None):
+        return self.backbone.position_loss(output, pos_items, neg_items, neg_log_q)
 
     def score_items(self, output, items):
         return self.backbone.score_items(output, items)
 
     def score_all_items(self, output):
         return self.backbone.score_all_items(output)
+
+    def score_factors(self, output):
+        return self.backbone.score_factors(output)
+
+    def item_factors(self, items=None):
+        return self.backbone.item_factors(items)
 
 
 def combinations():

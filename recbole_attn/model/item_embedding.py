@@ -17,37 +17,19 @@ from recbole_attn.model.layers.transformer import (
     TransformerEncoder,
     TransformerLayer,
 )
-from recbole_attn.model.losses import (
-    LOSS_TYPES,
-    SAMPLED_LOSS_TYPES,
-    chunked_cross_entropy,
-)
 
 
 class ItemEmbeddingRecommender(AttnSequentialRecommender):
     r"""A sequential recommender whose prediction layer is SASRec's: the score of item j
     is the dot product of the sequence representation with row j of ``item_embedding``.
 
-    Trained with ``loss_type`` ``CE`` (softmax over all items), ``BPR`` or ``BCE`` (one
-    sampled negative per position; BCE is the SASRec paper's loss). A subclass creates
-    ``item_embedding`` (and, for :meth:`embed_sequence`, ``position_embedding``,
-    ``LayerNorm`` and ``dropout``) and sets ``loss_type``, then calls
-    :meth:`check_loss_type`.
+    Trained with any ``loss_type`` of the base class (CE over all items, BPR, BCE or the
+    sampled softmax SSM; BCE with one negative is the SASRec paper's loss). A subclass
+    creates ``item_embedding`` (and, for :meth:`embed_sequence`, ``position_embedding``,
+    ``LayerNorm`` and ``dropout``).
     """
 
-    options = {
-        "loss_type": OneOf(
-            *LOSS_TYPES,
-            hint="CE: softmax over all items; BCE (the SASRec and PAtt papers') and "
-            "BPR: one sampled negative per position",
-        ),
-        "hidden_act": OneOf(*ACTIVATIONS),
-    }
-
-    def check_loss_type(self):
-        """Set :attr:`needs_negatives` from ``loss_type`` (checked with the
-        configuration)."""
-        self.needs_negatives = self.loss_type in SAMPLED_LOSS_TYPES
+    options = {"hidden_act": OneOf(*ACTIVATIONS)}
 
     def transformer_encoder(self, make_score, make_refiner=None, **attention_options):
         """SASRec's stack of ``n_layers`` blocks: the shared attention with the score module
@@ -85,17 +67,10 @@ class ItemEmbeddingRecommender(AttnSequentialRecommender):
         )
         return self.dropout(self.LayerNorm(hidden))
 
-    def position_loss(self, output, pos_items, neg_items):
-        if not self.needs_negatives:
-            return chunked_cross_entropy(
-                output, self.item_embedding.weight, pos_items, self.ce_logits_budget_mb
-            )
-        pos_score = self.score_items(output, pos_items)
-        neg_score = self.score_items(output, neg_items)
-        return self.sampled_loss(pos_score, neg_score, self.loss_type)
+    def score_factors(self, output):
+        return output
 
-    def score_items(self, output, items):
-        return (output * self.item_embedding(items)).sum(-1)
-
-    def score_all_items(self, output):
-        return output @ self.item_embedding.weight.transpose(0, 1)
+    def item_factors(self, items=None):
+        if items is None:
+            return self.item_embedding.weight
+        return self.item_embedding(items)

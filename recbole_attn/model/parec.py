@@ -90,13 +90,11 @@ class PARec(ItemEmbeddingRecommender):
         self.hidden_act = config["hidden_act"]
         self.layer_norm_eps = config["layer_norm_eps"]
         self.initializer_range = config["initializer_range"]
-        self.loss_type = config["loss_type"]
         self.add_position_embedding = bool(config["add_position_embedding"])
         self.ffn_placement = config["ffn_placement"]
         self.positional_pattern = config["positional_pattern"]
         self.pattern_decay = float(config["pattern_decay"])
         self.factor_k = int(config["factor_k"]) if self.factorized else None
-        self.check_loss_type()
 
         # define layers and loss
         self.item_embedding = nn.Embedding(

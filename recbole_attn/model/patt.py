@@ -62,8 +62,8 @@ class PAtt(ItemEmbeddingRecommender):
         * The Sampler is linear without bias, as in eq. 8 (the official code squares a
           biased projection elementwise).
         * Loss: BCE with one uniform negative per position, as the official code
-          (``loss_type: BCE``, default); ``BPR`` and ``CE`` (softmax over all items) are
-          options. All-position training (``training_mode: all_position``) by default.
+          (``loss_type: BCE``, default); ``CE`` (softmax over all items), ``BPR`` and
+          ``SSM`` are options. All-position training (``training_mode: all_position``) by default.
         * Position ids count from the first item (``position_alignment: first``); the
           left-padded official code counts back from the most recent item
           (``position_alignment: last``).
@@ -105,15 +105,12 @@ class PAtt(ItemEmbeddingRecommender):
         self.hidden_act = config["hidden_act"]
         self.layer_norm_eps = config["layer_norm_eps"]
         self.initializer_range = config["initializer_range"]
-        self.loss_type = config["loss_type"]
         self.dpp_k = config["dpp_k"]
         self.dpp_lambda = float(config["dpp_lambda"])
         self.dpp_triple_samples = int(config["dpp_triple_samples"])
         self.dpp_row_normalize = bool(config["dpp_row_normalize"])
         self.dpp_jitter = float(config["dpp_cat_jitter"])
         self.dpp_diversity_form = self.diversity_form(config)
-
-        self.check_loss_type()
 
         # define layers and loss
         self.item_embedding = nn.Embedding(

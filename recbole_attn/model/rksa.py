@@ -82,13 +82,11 @@ class RKSA(ItemEmbeddingRecommender):
         self.hidden_act = config["hidden_act"]
         self.layer_norm_eps = config["layer_norm_eps"]
         self.initializer_range = config["initializer_range"]
-        self.loss_type = config["loss_type"]
         self.kernels = list(config["kernels"])
         self.item_kernel = config["item_kernel"]
         self.location_activation = config["location_activation"]
         self.rksa_jitter = float(config["rksa_jitter"])
         self.rksa_rank_weight = float(config["rksa_rank_weight"])
-        self.check_loss_type()
 
         # define layers and loss
         self.n_users = dataset.num(self.USER_ID)

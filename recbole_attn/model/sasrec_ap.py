@@ -26,11 +26,12 @@ class SASRecAP(ItemEmbeddingRecommender):
     NOTE:
         The only differences from RecBole's SASRec are the training mode
         (``training_mode: all_position`` by default) and the losses: with ``loss_type:
-        BPR`` the negative of each position is drawn uniformly inside the model (one per
-        position), not by RecBole's sampler; with ``loss_type: CE`` the softmax over all
-        items is computed only at valid (non-padding) positions. ``loss_type: BCE`` (not in
-        RecBole's SASRec) is the SASRec paper's loss: binary cross-entropy of one positive
-        and one sampled negative per position, the loss PAtt is trained with.
+        BPR`` the negatives of each position are drawn inside the model
+        (``neg_sample_num``, default one), not by RecBole's sampler; with ``loss_type:
+        CE`` the softmax over all items is computed only at valid (non-padding)
+        positions. ``loss_type: BCE`` (not in RecBole's SASRec) is the SASRec paper's
+        loss: binary cross-entropy of one positive and one sampled negative per
+        position, the loss PAtt is trained with; ``SSM`` is the sampled softmax.
     """
 
     last_position_shortcut = True
@@ -50,8 +51,6 @@ class SASRecAP(ItemEmbeddingRecommender):
         self.hidden_act = config["hidden_act"]
         self.layer_norm_eps = config["layer_norm_eps"]
         self.initializer_range = config["initializer_range"]
-        self.loss_type = config["loss_type"]
-        self.check_loss_type()
 
         # define layers and loss
         self.item_embedding = nn.Embedding(

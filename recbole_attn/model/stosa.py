@@ -25,6 +25,7 @@ from recbole_attn.model.layers import (
     TransformerLayer,
     WassersteinScore,
     elu_plus_one,
+    gaussian_vector,
     pairwise_wasserstein2_squared,
     wasserstein2_squared,
 )
@@ -116,6 +117,11 @@ class STOSA(AttnSequentialRecommender):
           reproduces (default False).
         * The official evaluation masks a repeated target too; the converted Office has
           no repeated item in any sequence, so this is not an option here.
+        * ``loss_type: BPR`` is the paper's loss (the default); ``CE`` (softmax over all
+          items), ``BCE`` and ``SSM`` (the base class's losses) train the same scores
+          :math:`-W_2^2`, so every loss ranks as the evaluation does. The pvn hinge takes
+          the sampled negatives (``neg_sample_num``, averaged over them; under ``CE``
+          they are drawn for it alone while ``pvn_weight > 0``).
         * The L2 term of eq. 12 is Adam's ``weight_decay`` (0 by default, as in the
           official runs).
         * Scores returned to RecBole are :math:`-W_2^2`, so that "larger is better".
@@ -127,12 +133,8 @@ class STOSA(AttnSequentialRecommender):
           which stopped it around epoch 50 on Office, 12 % below the official R@5.
     """
 
-    needs_negatives = True
     last_position_shortcut = True
     options = {
-        "loss_type": OneOf(
-            "BPR", hint="STOSA is trained with its BPR on W2 distances + pvn hinge"
-        ),
         "pvn_weight": Number(),
         "stosa_preset": OneOf(*PRESETS),
         "stosa_layer_means": OneOf("paper", "official"),
@@ -157,7 +159,6 @@ class STOSA(AttnSequentialRecommender):
         self.attn_dropout_prob = config["attn_dropout_prob"]
         self.layer_norm_eps = config["layer_norm_eps"]
         self.initializer_range = config["initializer_range"]
-        self.loss_type = config["loss_type"]
         self.pvn_weight = config["pvn_weight"]
         self.layer_means = config["stosa_layer_means"]  # the preset's, unless given
         self.input_layer = config["stosa_input"]
@@ -261,20 +262,33 @@ class STOSA(AttnSequentialRecommender):
             cov = self.dropout(self.cov_layer_norm(cov))
         return self.trm_encoder((mean, cov), context)
 
-    def position_loss(self, output, pos_items, neg_items):
+    @property
+    def needs_negatives(self):
+        """The sampled losses need negatives, and so does the pvn hinge (eq. 11) under
+        any loss when its weight is not 0."""
+        return super().needs_negatives or self.pvn_weight > 0
+
+    def position_loss(self, output, pos_items, neg_items, neg_log_q=None):
+        """``loss_type``'s loss on the scores :math:`-W_2^2` (BPR: eq. 12) and, with
+        negatives, the pvn hinge (eq. 11), averaged over the M negatives."""
+        loss = super().position_loss(output, pos_items, neg_items, neg_log_q)
+        if neg_items is None:
+            return loss
         mean, cov = output
-        pos_mean, pos_cov = self.item_gaussians(pos_items)
+        pos_mean, pos_cov = (g.unsqueeze(-2) for g in self.item_gaussians(pos_items))
         neg_mean, neg_cov = self.item_gaussians(neg_items)
-        pos_dist = wasserstein2_squared(mean, cov, pos_mean, pos_cov)
-        neg_dist = wasserstein2_squared(mean, cov, neg_mean, neg_cov)
+        pos_dist = wasserstein2_squared(
+            mean.unsqueeze(-2), cov.unsqueeze(-2), pos_mean, pos_cov
+        )
         pos_neg_dist = wasserstein2_squared(pos_mean, pos_cov, neg_mean, neg_cov)
-        bpr = -F.logsigmoid(neg_dist - pos_dist).mean()
         pvn = torch.relu(pos_dist - pos_neg_dist).mean()
-        return bpr, self.pvn_weight * pvn
+        return loss, self.pvn_weight * pvn
 
     def score_items(self, output, items):
         mean, cov = output
         item_mean, item_cov = self.item_gaussians(items)
+        if item_mean.dim() > mean.dim():  # [B, M] items
+            mean, cov = mean.unsqueeze(-2), cov.unsqueeze(-2)
         return -wasserstein2_squared(mean, cov, item_mean, item_cov)
 
     def score_all_items(self, output):
@@ -284,6 +298,29 @@ class STOSA(AttnSequentialRecommender):
             cov,
             self.mean_item_embedding.weight,
             elu_plus_one(self.cov_item_embedding.weight),
+        )
+
+    def score_factors(self, output):
+        r""":math:`-W_2^2 = 2 x \cdot y - \|x\|^2 - \|y\|^2` with :math:`x = [\mu,
+        \Sigma^{1/2}]` of the sequence and :math:`y` of the item: the query factors
+        :math:`[2x, -\|x\|^2, -1]` (the item's: :meth:`item_factors`)."""
+        x = gaussian_vector(*output)
+        return torch.cat(
+            [2.0 * x, -(x * x).sum(-1, keepdim=True), -torch.ones_like(x[..., :1])],
+            dim=-1,
+        )
+
+    def item_factors(self, items=None):
+        """:math:`[y, 1, \|y\|^2]` of the items' Gaussians (every item when None)."""
+        if items is None:
+            y = gaussian_vector(
+                self.mean_item_embedding.weight,
+                elu_plus_one(self.cov_item_embedding.weight),
+            )
+        else:
+            y = gaussian_vector(*self.item_gaussians(items))
+        return torch.cat(
+            [y, torch.ones_like(y[..., :1]), (y * y).sum(-1, keepdim=True)], dim=-1
         )
 
 

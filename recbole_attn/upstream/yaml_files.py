@@ -160,7 +160,8 @@ def model_yaml(name, files):
     )
     # the models draw their negatives themselves: RecBole's sampler stays off
     entries["train_neg_sample_args"] = (
-        "# negatives are drawn inside the model (one per position): no RecBole sampler\n"
+        "# negatives are drawn inside the model (neg_sample_num per position): "
+        "no RecBole sampler\n"
         "train_neg_sample_args: ~\n"
     )
     text = cite_docs(f"# {MARK} {__version__}\n" + header + "".join(entries.values()))

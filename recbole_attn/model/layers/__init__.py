@@ -37,6 +37,7 @@ from recbole_attn.model.layers.wasserstein import (
     GaussianFeedForward,
     WassersteinScore,
     elu_plus_one,
+    gaussian_vector,
     pairwise_wasserstein2_squared,
     wasserstein2_squared,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "GaussianFeedForward",
     "WassersteinScore",
     "elu_plus_one",
+    "gaussian_vector",
     "pairwise_wasserstein2_squared",
     "wasserstein2_squared",
 ]

@@ -34,6 +34,12 @@ def _root(cov):
     return cov.clamp_min(COV_EPS).sqrt()
 
 
+def gaussian_vector(mean, cov):
+    """:math:`[\mu, \Sigma^{1/2}]` ``[..., 2d]``: W2 between diagonal Gaussians is the
+    Euclidean distance between these."""
+    return torch.cat([mean, _root(cov)], dim=-1)
+
+
 def wasserstein2_squared(mean1, cov1, mean2, cov2):
     """Elementwise squared W2 distance over the last dimension (broadcasting)."""
     return ((mean1 - mean2) ** 2).sum(-1) + ((_root(cov1) - _root(cov2)) ** 2).sum(-1)
@@ -42,8 +48,8 @@ def wasserstein2_squared(mean1, cov1, mean2, cov2):
 def pairwise_wasserstein2_squared(mean1, cov1, mean2, cov2):
     """All squared W2 distances between ``[..., N, d]`` and ``[..., M, d]`` (or ``[M, d]``)
     Gaussians, as ``[..., N, M]``, in matmul form; clamped at 0 against round-off."""
-    x = torch.cat([mean1, _root(cov1)], dim=-1)
-    y = torch.cat([mean2, _root(cov2)], dim=-1)
+    x = gaussian_vector(mean1, cov1)
+    y = gaussian_vector(mean2, cov2)
     sq_x = (x * x).sum(-1, keepdim=True)
     sq_y = (y * y).sum(-1).unsqueeze(-2)
     dist = sq_x + sq_y - 2.0 * torch.matmul(x, y.transpose(-1, -2))
