@@ -203,6 +203,7 @@ VALUE_RULES = {
     "epochs": Integer(1),
     "train_batch_size": Integer(1),
     "eval_batch_size": Integer(1),
+    "eval_scores_budget_mb": Number("positive"),
     "stopping_step": Integer(1),
     "eval_step": Integer(1),
     "MAX_ITEM_LIST_LENGTH": Integer(1),

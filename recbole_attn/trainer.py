@@ -292,7 +292,7 @@ class AttnTrainer(Trainer):
             # repeat is still a reachable hit; every other item of the input is excluded
             target_scores = scores[positive_u, positive_i].clone()
             item_seq = interaction[self.model.ITEM_SEQ].to(scores.device)
-            scores = scores.scatter(1, item_seq, -np.inf)
+            scores.scatter_(1, item_seq, -np.inf)  # in place: one [B, n_items] block
             scores[positive_u, positive_i] = target_scores
             scores[:, 0] = -np.inf
         return interaction, scores, positive_u, positive_i

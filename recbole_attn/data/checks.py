@@ -204,6 +204,28 @@ def check_topk(config, dataset):
         )
 
 
+def cap_eval_batch_size(config, dataset):
+    """Full ranking scores a ``[users, items]`` block per evaluation batch (RecBole's
+    sequential loaders take ``eval_batch_size`` users; the model's scores, the evaluator's
+    positive matrix and top-K work on blocks of that size): ``eval_batch_size`` is lowered,
+    said on the console, so that one block of float32 scores stays within
+    ``eval_scores_budget_mb`` (a million items at the default 512 MB: 134 users per
+    batch). Catalogues of the size of Amazon's 5-core datasets are not affected."""
+    mode = (config["eval_args"] or {}).get("mode")
+    full = mode == "full" or (isinstance(mode, dict) and "full" in mode.values())
+    budget = config["eval_scores_budget_mb"]
+    if not full or not budget:
+        return
+    users = max(1, int(budget * 2**20) // (4 * dataset.item_num))
+    if config["eval_batch_size"] > users:
+        getLogger().warning(
+            f"eval_batch_size lowered from {config['eval_batch_size']} to {users} users: "
+            f"full ranking over {dataset.item_num} items keeps each batch's scores "
+            f"within eval_scores_budget_mb ({budget} MB)"
+        )
+        config["eval_batch_size"] = users
+
+
 #: leave-one-out mode -> the evaluation phases its splits hold, after the training split
 LOO_PHASES = {
     "valid_and_test": ("validation", "test"),

@@ -13,7 +13,7 @@ run silently replaces the configuration's data. recbole_attn never unpickles a f
 dataloaders.
 """
 
-from recbole_attn.data.checks import check_split, check_topk
+from recbole_attn.data.checks import cap_eval_batch_size, check_split, check_topk
 from recbole_attn.errors import ConfigError
 
 #: RecBole's options that save or load pickled datasets and dataloaders
@@ -51,6 +51,7 @@ def data_preparation(config, dataset):
     built = dataset.build()
     check_split(config, dataset, built)
     check_topk(config, dataset)
+    cap_eval_batch_size(config, dataset)
     train_dataset, valid_dataset, test_dataset = built
     train_sampler, valid_sampler, test_sampler = create_samplers(config, dataset, built)
     if config["MODEL_TYPE"] == ModelType.KNOWLEDGE:
