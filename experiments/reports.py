@@ -262,7 +262,8 @@ def pr_notes(study_name, study, runs, reproduce):
             text += [
                 f"What RecBole's training (this pull request: one sample per "
                 f"prefix, the loss at its last position) costs {label} on "
-                f"{study['dataset']}, same protocol and seed:",
+                f"{study['dataset']}, same protocol, one seed (compare the changes "
+                "with the spread over seeds above):",
                 "",
                 *table[2:],
                 "",
