@@ -54,6 +54,7 @@ COLUMNS = {
     "inter": ["user_id", "item_id", "timestamp"],
     "item": ["item_id", "categories"],
 }
+FULL = {"items": "10000,100000,1000000", "users": 5000, "negatives": 100}
 QUICK = {"items": "300,1000", "users": 60, "negatives": 5}
 QUICK_MODEL = {
     "hidden_size": 16,
@@ -68,10 +69,10 @@ QUICK_MODEL = {
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--items", default="10000,100000,1000000")
-    p.add_argument("--users", type=int, default=5000)
+    p.add_argument("--items", default=None, help="default 10000,100000,1000000")
+    p.add_argument("--users", type=int, default=None, help="default 5000")
     p.add_argument("--losses", default="SSM,CE")
-    p.add_argument("--negatives", type=int, default=100)
+    p.add_argument("--negatives", type=int, default=None, help="default 100")
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--timeout", type=int, default=1800, help="seconds per run")
@@ -81,12 +82,10 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="tiny sizes, seconds")
     p.add_argument("--one", help=argparse.SUPPRESS)  # a run, in its own process
     args = p.parse_args(argv)
-    if args.quick:
-        args.items, args.users, args.negatives = (
-            QUICK["items"],
-            QUICK["users"],
-            QUICK["negatives"],
-        )
+    defaults = QUICK if args.quick else FULL
+    for key, value in defaults.items():  # what is not given explicitly
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     return args
 
 
