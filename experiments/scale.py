@@ -36,6 +36,8 @@ import subprocess
 import sys
 import time
 
+from experiments import studies
+
 #: experiments/scale/: runs/ and the report
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scale")
 MODELS = {
@@ -56,15 +58,7 @@ COLUMNS = {
 }
 FULL = {"items": "10000,100000,1000000", "users": 5000, "negatives": 100}
 QUICK = {"items": "300,1000", "users": 60, "negatives": 5}
-QUICK_MODEL = {
-    "hidden_size": 16,
-    "inner_size": 32,
-    "n_layers": 1,
-    "n_heads": 2,
-    "MAX_ITEM_LIST_LENGTH": 12,
-    "dpp_cat_steps": 5,
-    "dpp_cat_rank": 4,
-}
+QUICK_MODEL = {**studies.QUICK_MODEL, "dpp_cat_steps": 5, "dpp_cat_rank": 4}
 
 
 def parse_args(argv):

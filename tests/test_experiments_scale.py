@@ -12,10 +12,9 @@ from conftest import REPO
 from experiments import scale
 
 
-@pytest.mark.slow
-def test_quick_scale_runs_and_reports(tmp_path):
-    out, data = tmp_path / "out", tmp_path / "data"
-    done = subprocess.run(
+def _quick(out, data):
+    """``python -m experiments.scale --quick`` with two models on one catalogue."""
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -32,6 +31,12 @@ def test_quick_scale_runs_and_reports(tmp_path):
         text=True,
         timeout=900,
     )
+
+
+@pytest.mark.slow
+def test_quick_scale_runs_and_reports(tmp_path):
+    out, data = tmp_path / "out", tmp_path / "data"
+    done = _quick(out, data)
     assert done.returncode == 0, done.stderr[-3000:]
     runs = scale.load_runs(str(out))
     assert len(runs) == 2 * 2  # models x losses
@@ -44,22 +49,7 @@ def test_quick_scale_runs_and_reports(tmp_path):
     assert report == scale.report_text(runs, report.split("by `")[1].split("`")[0])
     assert report.count("| SASRecAP |") == 2 and (out / "scale.png").is_file()
     # resumable: a second invocation finds every run stored and trains nothing
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.scale",
-            "--quick",
-            f"--out={out}",
-            f"--data_path={data}",
-            "--models=SASRecAP,DPAtt",
-            "--items=300",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    again = _quick(out, data)
     assert again.returncode == 0 and "epoch" not in again.stdout.split("# Every")[0]
 
 

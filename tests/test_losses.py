@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from recbole_attn.data.histories import item_counts
 from recbole_attn.model import MODELS, negatives
 from recbole_attn.model.losses import LOSS_TYPES, sampled_loss
-from test_model_contract import model_builder
+from test_model_contract import assert_trains, model_builder
 
 
 # ---------------------------------------------------------------- the formulas
@@ -282,16 +282,7 @@ def test_every_model_trains_with_every_loss(built_train, name, extra, loss):
         )
     got = float(losses[0].detach())
     assert abs(got - float(want)) < 2e-5 * max(1.0, abs(float(want)))
-    net.train()
-    try:
-        losses = net.calculate_loss(batch)
-        losses = losses if isinstance(losses, tuple) else (losses,)
-        assert all(torch.isfinite(v) for v in losses)
-        sum(losses).backward()
-        grads = [p.grad for p in net.parameters() if p.grad is not None]
-        assert grads and all(torch.isfinite(g).all() for g in grads)
-    finally:
-        net.zero_grad(set_to_none=True)
+    assert_trains(net, batch)
 
 
 def test_stosa_factors_are_its_distance(built_train):

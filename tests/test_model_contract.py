@@ -289,12 +289,12 @@ def test_weights_only_checkpoint_round_trip(built, name, extra, tmp_path):
             torch.testing.assert_close(v, state[k], rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("name,extra", CASES)
-def test_training_loss_and_gradients_are_finite(built, name, extra):
-    _, net, (train_data, _, _) = built(name, extra)
+def assert_trains(net, batch):
+    """One training step's losses and gradients are finite (``net`` left in eval mode
+    with no gradients)."""
     net.train()
     try:
-        losses = net.calculate_loss(next(iter(train_data)))
+        losses = net.calculate_loss(batch)
         losses = losses if isinstance(losses, tuple) else (losses,)
         assert all(torch.isfinite(loss) for loss in losses)
         sum(losses).backward()
@@ -303,3 +303,9 @@ def test_training_loss_and_gradients_are_finite(built, name, extra):
     finally:
         net.zero_grad(set_to_none=True)
         net.eval()
+
+
+@pytest.mark.parametrize("name,extra", CASES)
+def test_training_loss_and_gradients_are_finite(built, name, extra):
+    _, net, (train_data, _, _) = built(name, extra)
+    assert_trains(net, next(iter(train_data)))

@@ -27,10 +27,8 @@ import ast
 import re
 
 from recbole_attn import __version__
-from recbole_attn.upstream.assemble import bundle, unit_text
-from recbole_attn.upstream.bundle import BundleError
 from recbole_attn.upstream.models import MARK, ExportError
-from recbole_attn.upstream.sources import format_source, import_lines, references
+from recbole_attn.upstream.sources import bundled, format_source, import_lines
 
 METRICS_MODULE = "recbole_attn.evaluator.metrics"
 COLLECTOR_MODULE = "recbole_attn.evaluator.collector"
@@ -75,22 +73,9 @@ def _module_of(where):
 
 def blocks():
     """``{path: (import lines, block text)}`` of RecBole's three evaluator files."""
-    try:
-        files, bundler = bundle(ROOTS)
-    except BundleError as error:
-        raise ExportError(f"cannot export the metrics: {error}") from None
-    rewrite = references(
-        {n: where for where, e in files.items() for u in e.units for n in u.names},
-        _module_of,
-    )
+    _, _, parts = bundled(ROOTS, _module_of, "the metrics")
     out = {}
-    for where, entry in files.items():
-        internal = [
-            (_module_of(other), names) for other, names in entry.imports.items()
-        ]
-        body = "\n\n".join(
-            rewrite(unit_text(bundler, unit)).rstrip("\n") for unit in entry.units
-        )
+    for where, entry, internal, body in parts:
         # RecBole's base class is imported by the metrics, defined by base_metric.py
         itself = f"from {_module_of(where)} import "
         imports = [

@@ -98,24 +98,36 @@ def references(where_of, module_of=_module_of):
     return lambda text: re.sub(r"recbole_attn(?:\.\w+)+", rewrite, text)
 
 
-def python_files():
-    """``{relative path: source}`` of the model files and the shared module."""
-    roots = {(model.module, name): name.lower() for name, model in MODELS.items()}
+def bundled(roots, module_of, what):
+    """The bundle of ``roots`` as the export writes it: ``(bundler, rewrite, parts)``
+    with ``rewrite`` the :func:`references` rewriter of its names (``module_of``: where a
+    file's definitions go) and ``parts`` ``[(where, entry, internal imports, body)]``, one
+    per file. A name the bundler cannot follow is an :class:`ExportError` (``what``: what
+    could not be exported)."""
     try:
         files, bundler = bundle(roots)
     except BundleError as error:
-        raise ExportError(f"cannot export: {error}") from None
+        raise ExportError(f"cannot export {what}: {error}") from None
     rewrite = references(
-        {n: where for where, e in files.items() for u in e.units for n in u.names}
+        {n: where for where, e in files.items() for u in e.units for n in u.names},
+        module_of,
     )
-    out = {}
+    parts = []
     for where, entry in files.items():
-        internal = [
-            (_module_of(other), names) for other, names in entry.imports.items()
-        ]
+        internal = [(module_of(other), names) for other, names in entry.imports.items()]
         body = "\n\n".join(
             rewrite(unit_text(bundler, unit)).rstrip("\n") for unit in entry.units
         )
+        parts.append((where, entry, internal, body))
+    return bundler, rewrite, parts
+
+
+def python_files():
+    """``{relative path: source}`` of the model files and the shared module."""
+    roots = {(model.module, name): name.lower() for name, model in MODELS.items()}
+    bundler, rewrite, parts = bundled(roots, _module_of, "the models")
+    out = {}
+    for where, entry, internal, body in parts:
         if where is None:
             sources = sorted({unit.module for unit in entry.units})
             doc = SHARED_DOC.format(
