@@ -4,12 +4,14 @@ recbole_attn.model.abstract_recommender
 
 The contract of our sequential models (docs/models.md, "Training"). A subclass implements
 :meth:`~AttnSequentialRecommender.encode` (per-position outputs from a
-:class:`~recbole_attn.model.layers.context.SequenceContext`),
-:meth:`~AttnSequentialRecommender.position_loss`,
-:meth:`~AttnSequentialRecommender.score_items` and
-:meth:`~AttnSequentialRecommender.score_all_items`; RecBole's ``calculate_loss``,
-``predict`` and ``full_sort_predict`` are provided here, on the small modules that do
-the work:
+:class:`~recbole_attn.model.layers.context.SequenceContext`) and its item score as a dot
+product (:meth:`~AttnSequentialRecommender.score_factors`,
+:meth:`~AttnSequentialRecommender.item_factors`), and may override
+:meth:`~AttnSequentialRecommender.score_items`,
+:meth:`~AttnSequentialRecommender.score_all_items` (a more exact form of the same score)
+and :meth:`~AttnSequentialRecommender.position_loss` (terms of its own); RecBole's
+``calculate_loss``, ``predict`` and ``full_sort_predict`` are provided here, on the small
+modules that do the work:
 
 * :mod:`~recbole_attn.model.batching`: trimming every batch to its longest sequence, and
   the targets of both training modes (``all_position``: a loss at every valid position of
