@@ -147,28 +147,31 @@ def patched_recbole(tmp_path_factory, files):
     return root
 
 
+def _run_in_patched(patched_recbole, script, data_path, payload, cwd, timeout):
+    """Run tests/<script> with the patched RecBole first on the path (a fresh process: the
+    installed RecBole stays out of it); return the JSON its last line prints."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(patched_recbole), HERE]))
+    done = subprocess.run(
+        [sys.executable, os.path.join(HERE, script), data_path, json.dumps(payload)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def test_exported_models_equal_ours(patched_recbole, tiny_data_path, tmp_path):
     cases = [
         [name, {**TINY_MODEL, "state": "ERROR", **_case_options(options)}]
         for name, model in MODELS.items()
         for options in model.cases.values()
     ]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(patched_recbole), HERE]))
-    done = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(HERE, "upstream_equivalence.py"),
-            tiny_data_path,
-            json.dumps(cases),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    report = _run_in_patched(
+        patched_recbole, "upstream_equivalence.py", tiny_data_path, cases, tmp_path, 600
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(report) == len(cases)
     for row in report:
         # the exported class, not ours, from the patched copy
@@ -188,22 +191,14 @@ def test_exported_metrics_equal_ours(patched_recbole, tiny_data_path, tmp_path):
         "valid_metric": "Recall@10",
         **_case_options({"category_field": "categories"}),
     }
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(patched_recbole), HERE]))
-    done = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(HERE, "upstream_metrics_equivalence.py"),
-            tiny_data_path,
-            json.dumps(options),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    report = _run_in_patched(
+        patched_recbole,
+        "upstream_metrics_equivalence.py",
+        tiny_data_path,
+        options,
+        tmp_path,
+        300,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
     # RecBole's classes and collector, from the patched copy
     assert report["file"].startswith(str(patched_recbole))
     assert report["collector_file"].startswith(str(patched_recbole))
