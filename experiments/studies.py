@@ -659,4 +659,10 @@ MEASUREMENTS = {
         "outputs": "experiments/rksa_cooccurrence/",
         "what": "build time and memory of RKSA's co-occurrence table",
     },
+    "scale": {
+        "command": "python -m experiments.scale [--items=10000,100000,1000000] [--quick]",
+        "outputs": "experiments/scale/",
+        "what": "every model at 10k/100k/1M synthetic items: one epoch and one full "
+        "ranking per loss, time and peak memory (runs/ are its own, not a study's)",
+    },
 }
