@@ -172,6 +172,18 @@ def test_a_user_who_saw_everything_falls_back_to_q():
     torch.testing.assert_close(log_q, torch.full_like(log_q, -math.log(9)))
 
 
+def test_popularity_beyond_the_multinomial_limit_says_what_to_do():
+    """torch.multinomial draws from at most 2^24 categories: a larger catalogue with
+    popularity negatives is a configuration error naming the way out, not torch's."""
+    from recbole_attn.errors import ConfigError
+
+    too_many = torch.zeros(negatives.MULTINOMIAL_MAX_ITEMS + 1, dtype=torch.int8)
+    with pytest.raises(ConfigError, match="neg_sample_distribution: uniform"):
+        negatives.popularity_distribution(too_many)
+    q = negatives.popularity_distribution(torch.zeros(5, dtype=torch.int8))
+    torch.testing.assert_close(q, torch.tensor([0.0, 0.25, 0.25, 0.25, 0.25]))
+
+
 def test_popularity_counts_the_training_interactions(tiny_config, tiny_data_path):
     """The popularity of negatives: every item's training interactions (each user's
     sequence without its validation and test items), read from the .inter file."""

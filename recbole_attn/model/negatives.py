@@ -30,12 +30,20 @@ from recbole_attn.errors import ConfigError
 DENSE_BUDGET = 2**24
 #: rounds of redrawing excluded negatives before the remaining rows take the matrix way
 REJECTION_ROUNDS = 8
+#: the most categories ``torch.multinomial`` draws from (popularity negatives)
+MULTINOMIAL_MAX_ITEMS = 2**24
 
 
 def popularity_distribution(item_counts):
     """``q [n_items]`` proportional to ``item_counts + 1`` over the items ``1..n-1``
     (add-one, so that an item without training interaction can still be a negative), 0
     for the padding item 0."""
+    if item_counts.numel() > MULTINOMIAL_MAX_ITEMS:
+        raise ConfigError(
+            f"neg_sample_distribution: popularity draws from at most "
+            f"{MULTINOMIAL_MAX_ITEMS:,} items (torch.multinomial's limit); this dataset "
+            f"has {item_counts.numel():,}: set neg_sample_distribution: uniform"
+        )
     q = item_counts.double() + 1.0
     q[0] = 0.0
     return (q / q.sum()).float()
