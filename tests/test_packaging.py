@@ -30,6 +30,23 @@ def test_pyproject_lists_every_subpackage_and_the_properties():
     assert {"*.yaml", "model/*.yaml", "dataset/*.yaml", "hyper/*.hyper"} <= set(data)
 
 
+def test_every_source_file_compiles_without_warnings():
+    """No SyntaxWarning at import (an invalid escape such as ``\\m`` in a docstring is a
+    SyntaxWarning from Python 3.12 on, shown to every user)."""
+    import warnings
+
+    for folder in ("recbole_attn", "experiments", "dataset_scripts", "tests"):
+        for root, _, files in os.walk(os.path.join(REPO, folder)):
+            for name in files:
+                if name.endswith(".py"):
+                    path = os.path.join(root, name)
+                    with open(path, encoding="utf-8") as f:
+                        source = f.read()
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("error")
+                        compile(source, path, "exec")
+
+
 def test_every_model_has_its_yaml_and_search_space():
     from recbole_attn.model import MODELS
     from recbole_attn.tuning import shipped_spaces

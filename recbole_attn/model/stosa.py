@@ -311,7 +311,7 @@ class STOSA(AttnSequentialRecommender):
         )
 
     def item_factors(self, items=None):
-        """:math:`[y, 1, \|y\|^2]` of the items' Gaussians (every item when None)."""
+        r""":math:`[y, 1, \|y\|^2]` of the items' Gaussians (every item when None)."""
         if items is None:
             y = gaussian_vector(
                 self.mean_item_embedding.weight,

@@ -35,7 +35,7 @@ def _root(cov):
 
 
 def gaussian_vector(mean, cov):
-    """:math:`[\mu, \Sigma^{1/2}]` ``[..., 2d]``: W2 between diagonal Gaussians is the
+    r""":math:`[\mu, \Sigma^{1/2}]` ``[..., 2d]``: W2 between diagonal Gaussians is the
     Euclidean distance between these."""
     return torch.cat([mean, _root(cov)], dim=-1)
 
