@@ -37,7 +37,14 @@ VARIANTS = {
         {"stosa_init": "recbole"},
     ],
     "SASRecAP": [{}],
-    "PAtt": [{}, {"dpp_k": 3}, {"dpp_k": 3, "dpp_triple_samples": 4}],
+    "PAtt": [
+        {},
+        {"dpp_k": 3},
+        {"dpp_k": 3, "dpp_triple_samples": 4},
+        # the official code's behaviours without its leak (experiments/studies.py,
+        # PATT_NO_LEAK); the leaky dpp_ground_set: sequence is tested in test_patt.py
+        {"dpp_lambda": 0.125, "dpp_diagonal": "kernel", "dpp_sampler": "squared"},
+    ],
     "DPAtt": [
         {},
         {"dpp_k": 3, "dpp_row_normalize": False},

@@ -575,3 +575,197 @@ def test_bad_diversity_form_raises(tiny_config):
             | {"dpp_diversity_form": "product", "dpp_k": 3, "dpp_triple_samples": 4},
             "DPAtt",
         )
+
+
+# ------------------------------------------------------------------ official-code options
+def official_rule_attention(hidden, query, mask, lam, sampler, diagonal, ground_set):
+    """Reference for one head, written out from the official code's rule
+    (REFERENCE_NOTES §2, docs/patt.md "Against the official code"): S = M W (+ b, then
+    squared elementwise for ``squared``), L = S S^T; for every pair (i, j) of the ground
+    set, det of the 2x2 block of L; Z = the sum of those dets over pairs i < j of the
+    ground set (every position for ``sequence``, the valid prefix of each row
+    otherwise); logits -lam det / Z off the diagonal and -lam L_tt (``kernel``) or 0 on
+    it; softmax over the keys r <= t that are real items."""
+    b, n, _ = hidden.shape
+    s = query(hidden)
+    s = s * s if sampler == "squared" else s
+    out = torch.zeros(b, n, n, dtype=hidden.dtype)
+    for x in range(b):
+        L = s[x] @ s[x].T
+        if ground_set == "prefix":
+            L = L * mask[x][:, None] * mask[x][None, :]
+        det = torch.zeros(n, n, dtype=hidden.dtype)
+        for i, j in itertools.permutations(range(n), 2):
+            det[i, j] = torch.linalg.det(L[[i, j]][:, [i, j]])
+        for t in range(n):
+            if not mask[x, t]:
+                continue
+            members = range(n) if ground_set == "sequence" else range(t + 1)
+            members = [i for i in members if ground_set == "sequence" or mask[x, i]]
+            z = sum(det[i, j] for i, j in itertools.combinations(members, 2))
+            logits = torch.full((n,), -math.inf, dtype=hidden.dtype)
+            for r in range(t + 1):
+                if not mask[x, r]:
+                    continue
+                if r == t:
+                    logits[r] = -lam * L[t, t] if diagonal == "kernel" else 0.0
+                else:
+                    p = det[r, t] / z if len(members) >= 2 else 0.0
+                    logits[r] = -lam * p
+            out[x, t] = torch.softmax(logits, -1)
+    return out
+
+
+OFFICIAL_OPTIONS = [
+    ("linear", "one", "prefix"),
+    ("squared", "one", "prefix"),
+    ("linear", "kernel", "prefix"),
+    ("linear", "one", "sequence"),
+    ("squared", "kernel", "sequence"),  # the official attention
+]
+
+
+@pytest.mark.parametrize("sampler,diagonal,ground_set", OFFICIAL_OPTIONS)
+def test_official_options_match_a_loop_over_the_official_rule(
+    sampler, diagonal, ground_set
+):
+    """Each official behaviour alone and all together (with lambda = 1/sqrt(d_h), the
+    official scale), through the shared attention, equals the rule written as loops over
+    pairs with torch.linalg.det, on right-padded rows, float64."""
+    gen = torch.Generator().manual_seed(5)
+    b, n, dim = 3, 6, 8
+    mask = torch.tensor([[1] * 6, [1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0]]).bool()
+    lam = 1.0 / math.sqrt(dim)
+    layer, run = dpp_attention(
+        1,
+        dim,
+        mask,
+        k=2,
+        lam=lam,
+        sampler=sampler,
+        diagonal=diagonal,
+        ground_set=ground_set,
+    )
+    assert (layer.query.bias is not None) == (sampler == "squared")
+    with torch.no_grad():  # a nonzero bias, so that the test sees it
+        if layer.query.bias is not None:
+            layer.query.bias.normal_(generator=gen)
+    hidden = torch.randn(b, n, dim, generator=gen, dtype=torch.float64)
+    _, attn = run(hidden)
+    want = official_rule_attention(
+        hidden, layer.query, mask, lam, sampler, diagonal, ground_set
+    )
+    rows = mask
+    torch.testing.assert_close(attn[:, 0][rows], want[rows], rtol=1e-10, atol=1e-12)
+
+
+def test_sequence_ground_set_k3_is_the_k_dpp_of_every_position():
+    """k = 3 on the whole padded sequence: -lambda times the brute-force triple
+    marginals of the k-DPP on all positions (padding included), off the diagonal."""
+    gen = torch.Generator().manual_seed(6)
+    b, n, dim = 2, 5, 6
+    mask = torch.tensor([[1] * 5, [1, 1, 1, 0, 0]]).bool()
+    layer, run = dpp_attention(1, dim, mask, k=3, lam=2.0, ground_set="sequence")
+    hidden = torch.randn(b, n, dim, generator=gen, dtype=torch.float64)
+    logits = layer.score(
+        layer.query(hidden).unsqueeze(1),
+        None,
+        SequenceContext(
+            item_seq=mask.long(),
+            item_seq_len=mask.sum(-1),
+            positions=position_ids(mask.sum(-1), n, n, "first"),
+            max_length=n,
+        ),
+    )
+    for x in range(b):
+        s = layer.query(hidden[x])
+        probs, _ = brute_pair_probs(s @ s.T, torch.ones(n, dtype=torch.bool), 3)
+        torch.testing.assert_close(logits[x, 0], -2.0 * probs, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("sampler,diagonal,ground_set", OFFICIAL_OPTIONS[1:])
+def test_gradcheck_official_options(sampler, diagonal, ground_set):
+    gen = torch.Generator().manual_seed(8)
+    mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]).bool()
+    layer, run = dpp_attention(
+        1,
+        4,
+        mask,
+        k=2,
+        lam=0.5,
+        sampler=sampler,
+        diagonal=diagonal,
+        ground_set=ground_set,
+    )
+    hidden = torch.randn(2, 5, 4, generator=gen, dtype=torch.float64)
+    hidden.requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda h: run(h)[0], (hidden,))
+
+
+def test_bad_official_option_values_raise():
+    for kwargs, word in [
+        ({"diagonal": "zero"}, "diagonal"),
+        ({"sampler": "cubed"}, "sampler"),
+        ({"ground_set": "future"}, "ground_set"),
+        ({"k": 3, "triple_samples": 4, "ground_set": "sequence"}, "exact only"),
+    ]:
+        with pytest.raises(ValueError, match=word):
+            DPPScore(**kwargs)
+
+
+def _outputs(net, seq, lengths):
+    context = net.sequence_context({net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths})
+    return net.encode(context)
+
+
+def test_sequence_ground_set_is_the_opt_in_leak(tiny_config):
+    """With the whole padded sequence as ground set, a row's output changes when a LATER
+    item changes (the official normalizer's leak); with the prefix ground set it does
+    not. The leaky option keeps batches at full length and numbers the padding
+    0 .. T-n-1 (the left-padded official layout), the items keep their ids."""
+    config = tiny_config | {"hidden_dropout_prob": 0.0, "dpp_lambda": 8.0}
+    torch.manual_seed(0)
+    seq = torch.randint(1, 20, (2, 12))
+    lengths = torch.tensor([9, 12])
+    seq[0, 9:] = 0
+    changed = seq.clone()
+    changed[:, 7] = torch.tensor([21, 22])  # after position 5 of both rows
+    for ground_set, leaks in (("prefix", False), ("sequence", True)):
+        net, _ = build_model(config | {"dpp_ground_set": ground_set}, "PAtt")
+        net.eval()
+        assert net.trim_batch is (ground_set == "prefix")
+        with torch.no_grad():
+            a = _outputs(net, seq, lengths)[:, :6]
+            b = _outputs(net, changed, lengths)[:, :6]
+        assert (not torch.allclose(a, b, atol=1e-6)) is leaks, ground_set
+    net, _ = build_model(
+        config | {"dpp_ground_set": "sequence", "position_alignment": "last"}, "PAtt"
+    )
+    context = net.sequence_context(
+        {net.ITEM_SEQ: seq[:, :12], net.ITEM_SEQ_LEN: torch.tensor([9, 12])}
+    )
+    net.encode(context)
+    assert context.item_seq.size(1) == net.max_seq_length == 12
+    assert context.positions[0].tolist() == [3, 4, 5, 6, 7, 8, 9, 10, 11, 0, 1, 2]
+    assert context.positions[1].tolist() == list(range(12))
+
+
+def test_official_option_configs(tiny_config):
+    with pytest.raises(ValueError, match="dpp_ground_set.*one of"):
+        build_model(tiny_config | {"dpp_ground_set": "all"}, "PAtt")
+    with pytest.raises(ValueError, match="set dpp_triple_samples: 0"):
+        build_model(
+            tiny_config
+            | {"dpp_ground_set": "sequence", "dpp_k": 3, "dpp_triple_samples": 2},
+            "PAtt",
+        )
+    with pytest.raises(ValueError, match="use dpp_ground_set: prefix with DPAtt"):
+        build_model(
+            tiny_config
+            | FAST_DPATT
+            | {"load_col": CAT_COLS, "dpp_ground_set": "sequence"},
+            "DPAtt",
+        )
+    net, _ = build_model(tiny_config | {"dpp_sampler": "squared"}, "PAtt")
+    attention = net.trm_encoder.layer[0].multi_head_attention
+    assert attention.query.bias is not None and attention.key is None

@@ -14,6 +14,7 @@ dependency, eq. 12). The mechanism is the score module
 :class:`~recbole_attn.model.layers.dpp_score.DPPScore` of the shared attention.
 """
 
+import torch
 from torch import nn
 
 from recbole_attn.config_check import Flag, Integer, Number, OneOf
@@ -24,7 +25,12 @@ from recbole_attn.model.item_embedding import ItemEmbeddingRecommender
 from recbole_attn.model.category_kernel import learn_category_kernel
 from recbole_attn.model.layers import DPPScore
 from recbole_attn.model.layers.dpp_diversity import sequence_category_kernel
-from recbole_attn.model.layers.dpp_score import CATEGORY_KERNEL
+from recbole_attn.model.layers.dpp_score import (
+    CATEGORY_KERNEL,
+    DIAGONALS,
+    GROUND_SETS,
+    SAMPLERS,
+)
 
 
 class PAtt(ItemEmbeddingRecommender):
@@ -75,6 +81,17 @@ class PAtt(ItemEmbeddingRecommender):
         "dpp_triple_samples": Integer(0),
         "dpp_row_normalize": Flag(),
         "dpp_cat_jitter": Number("probability"),
+        "dpp_diagonal": OneOf(
+            *DIAGONALS, hint="one: D_tt = 1 (eq. 7); kernel: exp(-lambda L_tt)"
+        ),
+        "dpp_sampler": OneOf(
+            *SAMPLERS, hint="linear: S = M W (eq. 8); squared: (M W + b)^2"
+        ),
+        "dpp_ground_set": OneOf(
+            *GROUND_SETS,
+            hint="prefix: the valid causal prefix; sequence: every position, "
+            "padding and future items included (a leak)",
+        ),
     }
     option_rules = (
         lambda c: (
@@ -88,6 +105,12 @@ class PAtt(ItemEmbeddingRecommender):
             f"MAX_ITEM_LIST_LENGTH is {c['MAX_ITEM_LIST_LENGTH']}; raise "
             "MAX_ITEM_LIST_LENGTH or lower dpp_k"
             if c["MAX_ITEM_LIST_LENGTH"] < c["dpp_k"]
+            else None
+        ),
+        lambda c: (
+            "dpp_ground_set: sequence computes the exact marginals only: set "
+            "dpp_triple_samples: 0 with it"
+            if c["dpp_ground_set"] == "sequence" and c["dpp_triple_samples"]
             else None
         ),
     )
@@ -111,6 +134,13 @@ class PAtt(ItemEmbeddingRecommender):
         self.dpp_row_normalize = bool(config["dpp_row_normalize"])
         self.dpp_jitter = float(config["dpp_cat_jitter"])
         self.dpp_diversity_form = self.diversity_form(config)
+        self.dpp_diagonal = config["dpp_diagonal"]
+        self.dpp_sampler = config["dpp_sampler"]
+        self.dpp_ground_set = config["dpp_ground_set"]
+        if self.dpp_ground_set == "sequence":
+            # the k-DPP of a sequence reads every position of its padded row: batches
+            # keep their full length MAX_ITEM_LIST_LENGTH (no trimming, no length groups)
+            self.trim_batch = False
 
         # define layers and loss
         self.item_embedding = nn.Embedding(
@@ -127,6 +157,9 @@ class PAtt(ItemEmbeddingRecommender):
                 row_normalize=self.dpp_row_normalize,
                 jitter=self.dpp_jitter,
                 diversity_form=self.dpp_diversity_form,
+                diagonal=self.dpp_diagonal,
+                sampler=self.dpp_sampler,
+                ground_set=self.dpp_ground_set,
             ),
             value=False,  # eq. 9: Z = D M, the value is the input itself
         )
@@ -139,7 +172,18 @@ class PAtt(ItemEmbeddingRecommender):
         return "ratio"
 
     def encode(self, context):
+        if self.dpp_ground_set == "sequence":
+            context.positions = padding_numbered_first(context)
         return self.trm_encoder(self.embed_sequence(context), context)
+
+
+def padding_numbered_first(context):
+    """Position ids with the padding of every row numbered ``0 .. T-n-1``, as the
+    left-padded official code numbers it (the items keep theirs). Only the leaky
+    ``dpp_ground_set: sequence`` reads the padding's inputs."""
+    steps = torch.arange(context.item_seq.size(1), device=context.item_seq.device)
+    padding = steps.unsqueeze(0) - context.item_seq_len.unsqueeze(1)
+    return torch.where(context.valid, context.positions, padding)
 
 
 class DPAtt(PAtt):
@@ -197,6 +241,12 @@ class DPAtt(PAtt):
             "dpp_diversity_form: product is exact only: set dpp_triple_samples: 0 with "
             "it, or use dpp_diversity_form: ratio"
             if c["dpp_diversity_form"] == "product" and c["dpp_triple_samples"]
+            else None
+        ),
+        lambda c: (
+            "dpp_ground_set: sequence reproduces the official PAtt code, which has no "
+            "category kernel: use dpp_ground_set: prefix with DPAtt"
+            if c["dpp_ground_set"] == "sequence"
             else None
         ),
     )
