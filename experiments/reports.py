@@ -79,11 +79,15 @@ def study_table(study_name, study, runs):
         f"Paper: {study['paper']}",
         "",
         f"Command: `{RUNNER} --study={study_name} --jobs=N --device=cuda|cpu`",
+        *[
+            f"{label}: `{external['command']}`"
+            for label, external in study.get("external", {}).items()
+        ],
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
-    for label in study["variants"]:
+    for label in row_labels(study):
         runs_of = results.get(label)
         if not runs_of:
             continue
@@ -123,6 +127,12 @@ def study_table(study_name, study, runs):
                 ]
                 lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def row_labels(study):
+    """The labels of a study's table rows: its ``external`` rows (runs stored by another
+    script, e.g. an official code's) first, then its variants."""
+    return list(study.get("external", {})) + list(study["variants"])
 
 
 def _median_epoch(runs):

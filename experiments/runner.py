@@ -400,6 +400,8 @@ def print_list():
             f"  {name}{kind}: {study['dataset']}, variants: "
             f"{', '.join(study['variants'])}"
         )
+        for label, external in study.get("external", {}).items():
+            print(f"    {label} (not trained here): {external['command']}")
     print("groups:")
     for name, group in GROUPS.items():
         print(f"  {name}: {', '.join(group['studies'])} ({group['what']})")

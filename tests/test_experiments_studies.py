@@ -31,6 +31,9 @@ def test_every_study_is_well_formed():
             assert model in MODELS or model == "SASRec", (name, label)
             assert isinstance(overrides, dict)
         assert set(study.get("one_seed", ())) <= set(study["variants"]), name
+        for label, external in study.get("external", {}).items():
+            assert label not in study["variants"], name
+            assert {"model", "command"} <= set(external), (name, label)
         assert study.get("report", "table") in ("table", "reproduce", "archive_quality")
     for name, group in studies.GROUPS.items():
         assert set(group["studies"]) <= set(studies.STUDIES), name
@@ -50,9 +53,14 @@ def test_stored_runs_belong_to_their_studies():
         study = studies.STUDIES[name]
         for run in reports.load_runs(folder):
             found += 1
+            assert run.get("study", name) == name
+            external = study.get("external", {})
+            if run["label"] in external:  # stored by another script
+                assert run["model"] == external[run["label"]]["model"]
+                assert run["eval_mode"] == study["protocol"]["eval_args"]["mode"]
+                continue
             assert run["label"] in study["variants"], (name, run["label"])
             assert run["model"] == study["variants"][run["label"]][0]
-            assert run.get("study", name) == name
             protocol = {k: v for k, v in study["protocol"].items() if k != "eval_args"}
             recorded = {k: run["config"][k] for k in protocol if k in run["config"]}
             overrides = study["variants"][run["label"]][1]
