@@ -97,6 +97,12 @@ def run_one(study_name, label, seed, args, study=None):
         now = time.perf_counter()
         epochs.append({"epoch": epoch, "valid_score": float(score), "s": now - last[0]})
         last[0] = now
+        if getattr(args, "progress", False):
+            print(
+                f"{study_name}: {label} seed {seed} epoch {epoch} valid {score:.4f} "
+                f"({epochs[-1]['s']:.1f} s)",
+                flush=True,
+            )
 
     try:
         result = train_and_evaluate(
@@ -363,6 +369,9 @@ def parse_args(argv=None):
     p.add_argument("--stopping_step", type=int, default=None, help="override patience")
     p.add_argument("--jobs", type=int, default=1, help="parallel processes")
     p.add_argument("--threads", type=int, default=None, help="torch threads per run")
+    p.add_argument(
+        "--progress", action="store_true", help="print every run's epochs as they end"
+    )
     p.add_argument(
         "--root",
         default=None,

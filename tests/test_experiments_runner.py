@@ -89,3 +89,56 @@ def test_rescore_scores_the_best_model_under_other_rankings(tiny_study, tmp_path
     assert uni_row in text
     # the report sits beside the study's runs
     assert (tmp_path / "results" / name / "report.md").read_text() == text
+
+
+def test_progress_prints_every_epoch(tiny_study, capsys):
+    name, args = tiny_study
+    args.progress = True
+    result = runner.run_one(name, "SASRec", 2020, args)
+    lines = [l for l in capsys.readouterr().out.splitlines() if " epoch " in l]
+    assert len(lines) == result["epochs_run"] == 2
+    assert lines[0].startswith(f"{name}: SASRec seed 2020 epoch 0 valid ")
+
+
+def test_external_rows_come_first_with_their_command():
+    """A study's ``external`` rows (runs another script stored, e.g. an official code's)
+    are reported before its variants, and the report names their command."""
+    from experiments import reports
+
+    study = {
+        "dataset": "tiny",
+        "protocol": {
+            "eval_args": studies.FULL,
+            "eval_mask_history": True,
+            "valid_metric": "NDCG@5",
+            "epochs": 3,
+            "stopping_step": 2,
+        },
+        "columns": ["ndcg@5"],
+        "baseline": "ours",
+        "variants": {"ours": ("PAtt", {})},
+        "external": {"official": {"model": "theirs", "command": "python theirs.py"}},
+        "paper": "none (test fixture)",
+    }
+
+    def run(label, value):
+        return {
+            "label": label,
+            "seed": 1,
+            "test": {"ndcg@5": value},
+            "best_valid": {"ndcg@5": value},
+            "seconds_per_epoch": 2.0,
+            "best_epoch": 1,
+            "epochs_run": 3,
+            "device": "CPU (1 threads)",
+            "config": {},
+        }
+
+    text = reports.study_table("tiny", study, [run("ours", 0.1), run("official", 0.2)])
+    rows = [
+        l
+        for l in text.splitlines()
+        if l.startswith("| official") or l.startswith("| ours")
+    ]
+    assert [r.split(" | ")[0] for r in rows] == ["| official", "| ours"]
+    assert "official: `python theirs.py`" in text
