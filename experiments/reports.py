@@ -129,6 +129,39 @@ def study_table(study_name, study, runs):
     return "\n".join(lines) + "\n"
 
 
+# ---------------------------------------------------------------------- docs blocks
+
+
+def docs_markers(study_name):
+    """The two lines around a study's table in a page of docs/ (``docs`` option)."""
+    return (
+        f"<!-- the table of experiments/{study_name}/report.md, written by "
+        f"{RUNNER} --study={study_name} --report -->",
+        "<!-- end of the generated table -->",
+    )
+
+
+def with_docs_table(page, study_name, report_text):
+    """``page`` (a docs/ page's text) with the block between the study's markers replaced
+    by the first table of its report; a ValueError if the page lacks the markers."""
+    start, end = docs_markers(study_name)
+    if start not in page or end not in page:
+        raise ValueError(
+            f"the page has no block for {study_name}: put the lines {start!r} and "
+            f"{end!r} where its table goes"
+        )
+    lines = report_text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    last = next(
+        (i for i in range(first, len(lines)) if not lines[i].startswith("|")),
+        len(lines),
+    )
+    head, rest = page.split(start, 1)
+    _, tail = rest.split(end, 1)
+    table = "\n".join(lines[first:last])
+    return f"{head}{start}\n{table}\n{end}{tail}"
+
+
 def row_labels(study):
     """The labels of a study's table rows: its ``external`` rows (runs stored by another
     script, e.g. an official code's) first, then its variants."""

@@ -225,7 +225,19 @@ def report(study_name, root=HERE, study=None):
         f.write(text)
     if study.get("pr_notes"):
         write_pr_notes(study_name, study, runs, root)
+    if study.get("docs") and os.path.abspath(root) == HERE:
+        write_docs_table(study_name, study["docs"], text)
     return text
+
+
+def write_docs_table(study_name, page, text):
+    """Put the study's table into its block of the docs page ``page`` (relative to the
+    repository root): docs show the generated table, never a typed copy."""
+    path = os.path.join(os.path.dirname(HERE), page)
+    with open(path) as f:
+        updated = reports.with_docs_table(f.read(), study_name, text)
+    with open(path, "w") as f:
+        f.write(updated)
 
 
 def write_pr_notes(study_name, study, runs, root=HERE):

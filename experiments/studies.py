@@ -23,7 +23,8 @@ optional
     of mean), ``rescore`` (mode -> ``eval_args``: every run's best model is also tested
     under that ranking), ``report`` (``table``, the default; ``reproduce``: a dataset
     section of the reproduce group's page; ``archive_quality``: the older format of the
-    superseded quality tables), ``archive`` (report only: the runner trains nothing),
+    superseded quality tables), ``docs`` (a page of docs/ whose marked block the runner
+    fills with the report's table), ``archive`` (report only: the runner trains nothing),
     ``external`` (label -> ``{"model", "command"}``: rows whose runs another script
     stores in the study's runs/, such as an official code's; the runner trains only the
     variants, the report shows these rows first),
@@ -303,6 +304,7 @@ STUDIES["patt_beauty_official"] = {
     },
     "columns": ["recall@5", "ndcg@5", "recall@10", "ndcg@10", "ndcg@20", "cc@10"],
     "baseline": "ours",
+    "docs": "docs/patt.md",
     #: rows whose runs another script stores (the runner trains only the variants)
     "external": {
         "official code": {

@@ -99,6 +99,34 @@ def test_stored_report_is_what_the_runner_writes(name):
         assert build_report(name, study, runs) == f.read()
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n, s in studies.STUDIES.items()
+        if s.get("docs") and os.path.isdir(runner.runs_folder(runner.HERE, n))
+    ],
+)
+def test_docs_show_the_generated_table(name):
+    """The table a docs page shows for a study is its report's, as the runner writes it."""
+    study = studies.STUDIES[name]
+    runs = reports.load_runs(runner.runs_folder(runner.HERE, name))
+    text = reports.study_table(name, study, runs)
+    with open(os.path.join(os.path.dirname(runner.HERE), study["docs"])) as f:
+        page = f.read()
+    assert reports.with_docs_table(page, name, text) == page
+
+
+def test_docs_table_block():
+    start, end = reports.docs_markers("s")
+    page = f"intro\n{start}\nold\n{end}\nafter\n"
+    report = "# s\n\ntext\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nmore\n| x |\n"
+    want = f"intro\n{start}\n| a | b |\n|---|---|\n| 1 | 2 |\n{end}\nafter\n"
+    assert reports.with_docs_table(page, "s", report) == want
+    with pytest.raises(ValueError, match="has no block for s"):
+        reports.with_docs_table("intro\n", "s", report)
+
+
 def test_stored_reproduce_page_is_what_the_runner_writes(tmp_path):
     pytest.importorskip("matplotlib")
     sections = [
