@@ -82,8 +82,9 @@ STOSA_REVERTS = {
 }
 
 
-#: PAtt as it stood before the Beauty comparison with its official code (the reproduce
-#: group's rows until then): the paper's mechanism with our choices, and our settings
+#: PAtt as it stood before the Beauty comparison with its official code (its yaml then; the
+#: reproduce group's rows until then): the paper's mechanism with our choices and
+#: settings. The studies that ran it pin it, so that they still rerun as recorded
 PATT_OURS = {
     "MAX_ITEM_LIST_LENGTH": 30,
     "hidden_dropout_prob": 0.5,
@@ -378,8 +379,12 @@ STUDIES["bucket_office"] = {
     "variants": {
         "SASRecAP": ("SASRecAP", {}),
         "SASRecAP (bucket batches)": ("SASRecAP", {"train_batch_grouping": "bucket"}),
-        "PAtt": ("PAtt", {}),
-        "PAtt (bucket batches)": ("PAtt", {"train_batch_grouping": "bucket"}),
+        # the PAtt of the time (PATT_OURS), pinned so that the study reruns as recorded
+        "PAtt": ("PAtt", PATT_OURS),
+        "PAtt (bucket batches)": (
+            "PAtt",
+            {**PATT_OURS, "train_batch_grouping": "bucket"},
+        ),
     },
     "paper": "none (issue: length-bucketed batches change batch composition; quality "
     "over 3 seeds next to the speed, off by default unless unchanged within noise).",
@@ -575,11 +580,12 @@ CE_SETTINGS_MODELS = ("STOSA", "PAtt")
 def _ce_dropout_variants():
     variants = {}
     for model in CE_SETTINGS_MODELS:
+        pinned = PATT_OURS if model == "PAtt" else {}  # the PAtt of the time
         for dropout in CE_DROPOUTS:
             label = f"{model} (CE) dropout {dropout}"
             variants[label] = (
                 model,
-                {"loss_type": "CE", "hidden_dropout_prob": dropout},
+                {**pinned, "loss_type": "CE", "hidden_dropout_prob": dropout},
             )
     return variants
 
@@ -684,10 +690,11 @@ ARCHIVE_QUALITY_VARIANTS = {
     # recorded with no override when STOSA's default was the paper's model: today's
     # paper preset with positions counted from the first item
     "STOSA": ("STOSA", {"stosa_preset": "paper", "position_alignment": "first"}),
-    "PAtt2": ("PAtt", {"dpp_k": 2}),
-    "PAtt3": ("PAtt", {"dpp_k": 3}),
-    "DPAtt2": ("DPAtt", {"dpp_k": 2}),
-    "DPAtt3": ("DPAtt", {"dpp_k": 3}),
+    # the PAtt of the time (PATT_OURS; the protocol sets T 30)
+    "PAtt2": ("PAtt", {**PATT_OURS, "dpp_k": 2}),
+    "PAtt3": ("PAtt", {**PATT_OURS, "dpp_k": 3}),
+    "DPAtt2": ("DPAtt", {**PATT_OURS, "dpp_k": 2}),
+    "DPAtt3": ("DPAtt", {**PATT_OURS, "dpp_k": 3}),
 }
 
 
