@@ -60,6 +60,22 @@ def run_path(folder, label, seed):
 # ---------------------------------------------------------------------- one run
 
 
+def model_options(config, model_class):
+    """The run's values of every key of the model's own yaml files (its class's and its
+    base classes', as :func:`recbole_attn.config.config_files` loads them): what a
+    change of the model's defaults changes, recorded so that a run made with older
+    defaults can be told from one made with today's."""
+    from recbole_attn.config import properties_dir
+    from recbole_attn.config_check import yaml_keys
+
+    keys = set()
+    for base in model_class.__mro__:
+        keys |= yaml_keys(
+            os.path.join(properties_dir(), "model", f"{base.__name__}.yaml")
+        )
+    return {k: config[k] for k in sorted(keys)}
+
+
 def run_one(study_name, label, seed, args, study=None):
     """Train one variant with one seed (in its own process); return its result dict.
     ``study`` defaults to the declared one (a worker receives it with the job)."""
@@ -136,6 +152,7 @@ def run_one(study_name, label, seed, args, study=None):
             )
             if k not in ("eval_args",)
         },
+        "model_options": model_options(config, type(net)),
         "eval_mode": study["protocol"]["eval_args"]["mode"],
         "best_valid": {k: float(v) for k, v in result["best_valid_result"].items()},
         "test": {k: float(v) for k, v in result["test_result"].items()},
