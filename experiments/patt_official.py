@@ -30,6 +30,10 @@ Protocol (ours, docs/patt.md "Against the official code"): leave-one-out, every 
 official code gives history items the score 0 instead of removing them); early stopping,
 checkpoint and budget are the official code's own (validation NDCG@5, patience 50, the
 README's 200 epochs).
+
+On a GPU (``--device=cuda``) the release does not run on torch 2.11 (seen on an H100):
+``seqmodels.finetune`` indexes its item-kernel table, a CPU tensor, with CUDA ids. No
+run-time adjustment covers that; the runs stored were made on the CPU.
 """
 
 import argparse
@@ -332,7 +336,13 @@ def parse_args(argv=None):
     p.add_argument("--attributes", help="S3-Rec *_item2attributes.json")
     p.add_argument("--name", default="beauty", help="the official --data_name")
     p.add_argument("--seeds", default="2020", help="comma-separated")
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument(
+        "--device",
+        default="cpu",
+        choices=["cpu", "cuda"],
+        help="cuda: the release fails there on torch 2.11 (seqmodels.finetune indexes "
+        "its CPU item-kernel table with CUDA ids; seen on an H100); no adjustment for it",
+    )
     p.add_argument("--threads", type=int, default=None, help="torch threads")
     p.add_argument("--epochs", type=int, default=None, help="override the README's 200")
     p.add_argument("--root", default=HERE, help="folder of the study folders")
