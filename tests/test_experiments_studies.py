@@ -4,8 +4,11 @@ stored runs, and the stored reports are what the runner writes from those runs."
 import os
 
 import pytest
+import yaml
 
 from experiments import reports, runner, studies
+from recbole_attn.config import properties_dir
+from recbole_attn.config_check import yaml_keys
 from recbole_attn.model import MODELS
 from recbole_attn.quick_start import build
 from test_stosa_official import OFFICIAL  # the official code's model, option by option
@@ -20,6 +23,24 @@ def test_defaults_are_the_official_model_without_the_leak(tiny_config):
     assert config["neg_exclude_heldout"] is False
     want = {**studies.STOSA_OFFICIAL, "neg_exclude_heldout": False}
     assert {k: config[k] for k in want} == want
+
+
+def test_patt_defaults_are_the_official_mechanism_without_its_leaks(tiny_config):
+    """PAtt.yaml = the official code's behaviours but its two leaks (the Beauty study's
+    "official-like without leaks" row, the best leak-free row on validation), with the
+    paper's T 30 and dropout 0.5 (the README's T 10 / 0.4 are for its Beauty run)."""
+    config, _, _, _ = build("PAtt", "tiny", config_dict=tiny_config)
+    assert {k: config[k] for k in studies.PATT_NO_LEAK} == studies.PATT_NO_LEAK
+    assert config["dpp_ground_set"] == "prefix"
+    assert config["neg_exclude_heldout"] is False
+    yaml_values = _yaml_defaults("PAtt")
+    assert (
+        yaml_values["MAX_ITEM_LIST_LENGTH"],
+        yaml_values["hidden_dropout_prob"],
+    ) == (
+        30,
+        0.5,
+    )
 
 
 def test_every_study_is_well_formed():
@@ -76,6 +97,45 @@ def test_stored_runs_belong_to_their_studies():
                 want.pop(key, None)
             assert recorded == want, (name, run["label"])
     assert found >= 191  # the runs recorded when experiments/ was built
+
+
+def _yaml_defaults(model):
+    """Today's values of the model's own yaml files (base classes first)."""
+    values = {}
+    for base in reversed(MODELS[model].__mro__):
+        path = os.path.join(properties_dir(), "model", f"{base.__name__}.yaml")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                values.update(yaml.safe_load(f))
+    return values
+
+
+def test_stored_runs_were_made_with_todays_defaults():
+    """A run that records its model's options (``model_options``) was made with today's
+    defaults, except where its study or variant sets them: a change of a model's yaml
+    makes the runs made before it stale (rerun them, or pin the old values in the
+    variant, as PATT_OURS does). The dataset yaml may set a model key (category_field).
+    """
+    checked = 0
+    for name, study in studies.STUDIES.items():
+        folder = runner.runs_folder(runner.HERE, name)
+        if not os.path.isdir(folder):
+            continue
+        dataset_yaml = os.path.join(
+            properties_dir(), "dataset", f"{study['dataset']}.yaml"
+        )
+        by_dataset = yaml_keys(dataset_yaml)
+        for run in reports.load_runs(folder):
+            if "model_options" not in run or run["label"] not in study["variants"]:
+                continue
+            model, overrides = study["variants"][run["label"]]
+            want = {**_yaml_defaults(model), **study["protocol"], **overrides}
+            for key, value in run["model_options"].items():
+                if key not in by_dataset and key not in ("epochs", "stopping_step"):
+                    assert value == want[key], (name, run["label"], run["seed"], key)
+            checked += 1
+    # the reproduce group's PAtt and DPAtt rows were rerun with today's defaults
+    assert checked >= 24
 
 
 @pytest.mark.parametrize(

@@ -93,7 +93,15 @@ RECORDED_DEFAULTS = {
         "stosa_init": "recbole",
         "position_alignment": "first",
     },
+    # PAtt's mechanism before its defaults followed the official code (issue 33)
+    "PAtt": {
+        "dpp_lambda": 64.0,
+        "dpp_diagonal": "one",
+        "dpp_sampler": "linear",
+        "position_alignment": "first",
+    },
 }
+RECORDED_DEFAULTS["DPAtt"] = RECORDED_DEFAULTS["PAtt"]
 #: renamed options in the recorded ``extra``: old (key, value) -> new
 RENAMED = {("stosa_legacy_mean_bug", True): ("stosa_layer_means", "official")}
 

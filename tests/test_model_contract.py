@@ -41,9 +41,16 @@ VARIANTS = {
         {},
         {"dpp_k": 3},
         {"dpp_k": 3, "dpp_triple_samples": 4},
-        # the official code's behaviours without its leak (experiments/studies.py,
-        # PATT_NO_LEAK); the leaky dpp_ground_set: sequence is tested in test_patt.py
-        {"dpp_lambda": 0.125, "dpp_diagonal": "kernel", "dpp_sampler": "squared"},
+        # the default is the official code's mechanism without its leaks (PATT_NO_LEAK
+        # of experiments/studies.py; the leaky dpp_ground_set: sequence is tested in
+        # test_patt.py); this is the paper's eq. 7-9: D_tt = 1, linear Sampler, raw weights
+        {
+            "dpp_lambda": 64.0,
+            "dpp_diagonal": "one",
+            "dpp_sampler": "linear",
+            "dpp_row_normalize": False,
+            "position_alignment": "first",
+        },
     ],
     "DPAtt": [
         {},
@@ -273,8 +280,10 @@ def test_attention_weights(built, name, extra):
         rows = w.sum(-1)[valid.unsqueeze(1).expand_as(w[..., 0])]
         if attention.score.normalize:
             torch.testing.assert_close(rows, torch.ones_like(rows))
-        else:
+        elif attention.score.diagonal == "one":
             assert (rows >= 1.0 - 1e-6).all()  # D_tt = 1 plus positive weights
+        else:  # D_tt = exp(-lambda L_tt), D_tr = exp(-lambda P): every weight in (0, 1]
+            assert w.max() <= 1.0 and (rows > 0).all()
 
 
 @pytest.mark.parametrize("name,extra", CASES)

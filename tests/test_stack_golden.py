@@ -34,14 +34,21 @@ from conftest import TINY_MODEL, write_tiny_dataset  # noqa: E402
 
 #: the metrics every model's run records (rounded as RecBole rounds them)
 METRICS = ["Recall", "NDCG", "MRR", "CC", "ILD", "F1"]
+#: PAtt's mechanism as recorded, before its defaults followed the official code (issue 33)
+PATT_RECORDED = {
+    "dpp_lambda": 64.0,
+    "dpp_diagonal": "one",
+    "dpp_sampler": "linear",
+    "position_alignment": "first",
+}
 #: (name, model, extra options) of the pinned runs: every model and variant
 RUNS = [
     ("SASRecAP", "SASRecAP", {}),
     ("SASRecAP-BCE", "SASRecAP", {"loss_type": "BCE"}),
     ("STOSA", "STOSA", {}),
-    ("PAtt", "PAtt", {}),
-    ("PAtt-k3", "PAtt", {"dpp_k": 3}),
-    ("DPAtt", "DPAtt", {"dpp_cat_steps": 5}),
+    ("PAtt", "PAtt", PATT_RECORDED),
+    ("PAtt-k3", "PAtt", {**PATT_RECORDED, "dpp_k": 3}),
+    ("DPAtt", "DPAtt", {**PATT_RECORDED, "dpp_cat_steps": 5}),
     ("AWRSR-SASRec-simp", "AWRSR", {"backbone": "SASRec", "refinement": "simp"}),
     ("AWRSR-STOSA-stoc", "AWRSR", {"backbone": "STOSA", "refinement": "stoc"}),
     ("PARec", "PARec", {}),

@@ -39,40 +39,47 @@ class PAtt(ItemEmbeddingRecommender):
     :math:`L^{(S)} = S S^\top` (eq. 8). The attention weight of key r for query t is
     :math:`D_{tr} = \exp(-\lambda P^k(r, t))` (eq. 7), where :math:`P^2(r,t)` is the
     2-DPP probability of :math:`\{r, t\}` and :math:`P^3(r,t) = \sum_x P^3(\{r,t,x\})`
-    (eq. 12); :math:`D_{tt} = 1`; the output is :math:`Z = D M` (eq. 9: the value is the
-    input M itself). Embedding, FFN, residuals, layer norms and dropout are SASRec's.
+    (eq. 12); the output is :math:`Z = D M` (eq. 9: the value is the input M itself).
+    Embedding, FFN, residuals, layer norms and dropout are SASRec's.
 
     NOTE:
-        Deviations from the paper and the official code, each a documented choice:
+        Deviations from the paper, each a documented choice. The defaults follow the
+        official code (github.com/l-lyl/PAtt) wherever it departs from the paper, but
+        for its two leaks: on Beauty under the official README's settings this was the
+        best leak-free variant on validation (docs/patt.md, "Against the official code").
 
         * Ground set: for query t the k-DPP lives on the valid prefix :math:`\{x \le t\}`
           (padding and future items are in no normalizer). The paper builds one k-DPP per
-          sequence (the official code's normalizer also sums over padding and future
-          positions, a train-time leak) and keeps only the lower triangle of D.
-        * ``dpp_row_normalize: True`` (default) divides every row of D by its sum (the
-          paper writes Z = D M with raw weights in (0, 1]; the official code applies a
-          softmax instead). False gives the paper's raw weights.
+          sequence and keeps only the lower triangle of D; the official normalizer also
+          sums over padding and future positions, a train-time leak
+          (``dpp_ground_set: sequence``, opt-in).
+        * Diagonal: :math:`D_{tt} = \exp(-\lambda L_{tt})`, the official self logit
+          (``dpp_diagonal: kernel``; the paper's eq. 7 has :math:`D_{tt} = 1`:
+          ``one``).
+        * Sampler: :math:`S = (M W^S + b)^2` elementwise, as the official code
+          (``dpp_sampler: squared``; eq. 8's linear :math:`S = M W^S`: ``linear``).
+        * ``dpp_row_normalize: True`` (default) divides every row of D by its sum. With
+          the default :math:`\lambda = 1/\sqrt{d_h}` (``dpp_lambda: 0.125`` at d 64, one
+          head) this is the official softmax of :math:`-P/\sqrt{d_h}` over the prefix;
+          the paper writes Z = D M with raw weights (False). The paper's
+          :math:`\lambda \in [0.5, 16]` and our earlier 64 are options.
         * k = 3 is exact by default (``dpp_triple_samples: 0``): the sum over every third
           item in closed form (a few batched matmuls, no determinants). The paper's
           sampled variant (4 random third items per pair) is ``dpp_triple_samples: 4``; we
           scale the sampled sum by (number of candidates)/(samples) so that it is an
           unbiased estimate of the exact marginal, sample only while training and use the
           exact marginal in evaluation (deterministic scores).
-        * Scale: probabilities shrink like :math:`1/\binom{T}{k}`, so with the paper's
-          :math:`\lambda \in [0.5, 16]` D is nearly uniform at T = 30-50; ``dpp_lambda``
-          default from our sweep (docs/patt.md).
         * Multi-head: each head has its own Sampler slice and attends to its slice of M.
           After the attention: dense, dropout, residual, post-LN (the paper keeps
           SASRec's block; its parameter count "2 d^2 fewer than SASRec" implies the
           output dense).
-        * The Sampler is linear without bias, as in eq. 8 (the official code squares a
-          biased projection elementwise).
         * Loss: BCE with one uniform negative per position, as the official code
-          (``loss_type: BCE``, default); ``CE`` (softmax over all items), ``BPR`` and
-          ``SSM`` are options. All-position training (``training_mode: all_position``) by default.
-        * Position ids count from the first item (``position_alignment: first``); the
-          left-padded official code counts back from the most recent item
-          (``position_alignment: last``).
+          (``loss_type: BCE``, default); negatives may be the user's held-out items (the
+          official sampler excludes them, a leak: ``neg_exclude_heldout``, opt-in).
+          ``CE`` (softmax over all items), ``BPR`` and ``SSM`` are options. All-position
+          training (``training_mode: all_position``) by default.
+        * Position ids count back from the most recent item, as the left-padded official
+          code (``position_alignment: last``; ``first``: from the first item).
     """
 
     options = {
