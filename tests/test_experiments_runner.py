@@ -51,9 +51,9 @@ def test_rescore_scores_the_best_model_under_other_rankings(tiny_study, tmp_path
     name, args = tiny_study
     result = runner.run_one(name, "SASRec", 2020, args)
     # new runs and stored runs mix in one report: a run written today has every key of
-    # the newest stored runs (those of bucket_office have them all)
-    stored = runner.runs_folder(runner.HERE, "bucket_office")
-    with open(runner.run_path(stored, "SASRecAP", 2020)) as f:
+    # the newest stored runs (the reproduce group's PAtt reruns have them all)
+    stored = runner.runs_folder(runner.HERE, "reproduce_Office")
+    with open(runner.run_path(stored, "PAtt", 2020)) as f:
         assert set(result) == set(json.load(f)) | {"rescored"}
     assert result["epochs_run"] == 2 and 1 <= result["best_epoch"] <= 2
     full, uni100 = result["rescored"]["full"], result["rescored"]["uni100"]

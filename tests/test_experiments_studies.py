@@ -134,8 +134,9 @@ def test_stored_runs_were_made_with_todays_defaults():
                 if key not in by_dataset and key not in ("epochs", "stopping_step"):
                     assert value == want[key], (name, run["label"], run["seed"], key)
             checked += 1
-    # the reproduce group's PAtt and DPAtt rows were rerun with today's defaults
-    assert checked >= 24
+    # the reproduce group's PAtt and DPAtt rows rerun with today's defaults (Office,
+    # ml-100k; Beauty's PAtt (CE) seed 2020) and the Beauty study's last runs
+    assert checked >= 21
 
 
 @pytest.mark.parametrize(
