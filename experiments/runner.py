@@ -60,19 +60,17 @@ def run_path(folder, label, seed):
 # ---------------------------------------------------------------------- one run
 
 
-def model_options(config, model_class):
-    """The run's values of every key of the model's own yaml files (its class's and its
-    base classes', as :func:`recbole_attn.config.config_files` loads them): what a
-    change of the model's defaults changes, recorded so that a run made with older
-    defaults can be told from one made with today's."""
-    from recbole_attn.config import properties_dir
+def model_options(config, model_class, options):
+    """The run's values of every key of the model's own yaml files
+    (:func:`recbole_attn.config.model_yaml_files`): what a change of the model's defaults
+    changes, recorded so that a run made with older defaults can be told from one made
+    with today's."""
+    from recbole_attn.config import model_yaml_files
     from recbole_attn.config_check import yaml_keys
 
     keys = set()
-    for base in model_class.__mro__:
-        keys |= yaml_keys(
-            os.path.join(properties_dir(), "model", f"{base.__name__}.yaml")
-        )
+    for path in model_yaml_files(model_class, options):
+        keys |= yaml_keys(path)
     return {k: config[k] for k in sorted(keys)}
 
 
@@ -152,7 +150,7 @@ def run_one(study_name, label, seed, args, study=None):
             )
             if k not in ("eval_args",)
         },
-        "model_options": model_options(config, type(net)),
+        "model_options": model_options(config, type(net), config_dict),
         "eval_mode": study["protocol"]["eval_args"]["mode"],
         "best_valid": {k: float(v) for k, v in result["best_valid_result"].items()},
         "test": {k: float(v) for k, v in result["test_result"].items()},

@@ -110,21 +110,28 @@ def user_options(config_file_list=None, config_dict=None):
     return options
 
 
-def config_files(model_class, dataset, config_file_list=None, options=None):
-    """overall.yaml, the model's yaml files (those of its base classes first, so that
-    DPAtt.yaml adds to PAtt.yaml; for every class of :func:`model_classes`), the
-    dataset's yaml (if we ship one), then the user's."""
-    props = properties_dir()
-    files = [os.path.join(props, "overall.yaml")]
+def model_yaml_files(model_class, options=None):
+    """The shipped yaml files of a run of ``model_class``, in load order: those of its
+    base classes first, so that DPAtt.yaml adds to PAtt.yaml; for every class of
+    :func:`model_classes`."""
     names = []
     for cls in model_classes(model_class, options):
         for base in reversed(cls.__mro__):
-            if ("model", base.__name__) not in names:
-                names.append(("model", base.__name__))
-    for sub, name in names + [("dataset", dataset)]:
-        path = os.path.join(props, sub, f"{name}.yaml")
-        if os.path.isfile(path):
-            files.append(path)
+            if base.__name__ not in names:
+                names.append(base.__name__)
+    paths = [os.path.join(properties_dir(), "model", f"{n}.yaml") for n in names]
+    return [path for path in paths if os.path.isfile(path)]
+
+
+def config_files(model_class, dataset, config_file_list=None, options=None):
+    """overall.yaml, the model's yaml files (:func:`model_yaml_files`), the dataset's
+    yaml (if we ship one), then the user's."""
+    props = properties_dir()
+    files = [os.path.join(props, "overall.yaml")]
+    files += model_yaml_files(model_class, options)
+    path = os.path.join(props, "dataset", f"{dataset}.yaml")
+    if os.path.isfile(path):
+        files.append(path)
     return files + list(config_file_list or [])
 
 

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from experiments import reports, runner, studies
-from recbole_attn.config import properties_dir
+from recbole_attn.config import model_yaml_files, properties_dir
 from recbole_attn.config_check import yaml_keys
 from recbole_attn.model import MODELS
 from recbole_attn.quick_start import build
@@ -34,13 +34,8 @@ def test_patt_defaults_are_the_official_mechanism_without_its_leaks(tiny_config)
     assert config["dpp_ground_set"] == "prefix"
     assert config["neg_exclude_heldout"] is False
     yaml_values = _yaml_defaults("PAtt")
-    assert (
-        yaml_values["MAX_ITEM_LIST_LENGTH"],
-        yaml_values["hidden_dropout_prob"],
-    ) == (
-        30,
-        0.5,
-    )
+    assert yaml_values["MAX_ITEM_LIST_LENGTH"] == 30
+    assert yaml_values["hidden_dropout_prob"] == 0.5
 
 
 def test_every_study_is_well_formed():
@@ -99,14 +94,12 @@ def test_stored_runs_belong_to_their_studies():
     assert found >= 191  # the runs recorded when experiments/ was built
 
 
-def _yaml_defaults(model):
-    """Today's values of the model's own yaml files (base classes first)."""
+def _yaml_defaults(model, options=None):
+    """Today's values of the model's own yaml files, in load order."""
     values = {}
-    for base in reversed(MODELS[model].__mro__):
-        path = os.path.join(properties_dir(), "model", f"{base.__name__}.yaml")
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                values.update(yaml.safe_load(f))
+    for path in model_yaml_files(MODELS[model], options):
+        with open(path, encoding="utf-8") as f:
+            values.update(yaml.safe_load(f))
     return values
 
 
@@ -129,7 +122,11 @@ def test_stored_runs_were_made_with_todays_defaults():
             if "model_options" not in run or run["label"] not in study["variants"]:
                 continue
             model, overrides = study["variants"][run["label"]]
-            want = {**_yaml_defaults(model), **study["protocol"], **overrides}
+            want = {
+                **_yaml_defaults(model, overrides),
+                **study["protocol"],
+                **overrides,
+            }
             for key, value in run["model_options"].items():
                 if key not in by_dataset and key not in ("epochs", "stopping_step"):
                     assert value == want[key], (name, run["label"], run["seed"], key)

@@ -88,7 +88,7 @@ def model_yaml(name, files):
     then its own, then every key of ours that the exported code reads
     (``config["..."]`` in ``sources``) and RecBole's overall.yaml lacks, with our
     defaults; presets resolved; RecBole's training mode."""
-    from recbole_attn.config import config_files, get_model_class, properties_dir
+    from recbole_attn.config import get_model_class, model_yaml_files, properties_dir
 
     def path(*parts):
         return os.path.join(properties_dir(), *parts)
@@ -99,9 +99,9 @@ def model_yaml(name, files):
     with open(path("model", f"{name}.yaml"), encoding="utf-8") as f:
         own = yaml.safe_load(f) or {}
     # the yaml files our Config reads for the model (its base classes' first: DPAtt.yaml
-    # adds to PAtt.yaml; AWRSR's backbone's), overall.yaml aside
+    # adds to PAtt.yaml; AWRSR's backbone's)
     entries, header, classes = {}, "", []
-    for yaml_path in config_files(model_class, "", options=own)[1:]:
+    for yaml_path in model_yaml_files(model_class, options=own):
         cls_header, cls_entries = _yaml_entries(yaml_path)
         cls = get_model_class(os.path.splitext(os.path.basename(yaml_path))[0])
         classes.append(cls)
