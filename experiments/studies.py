@@ -780,6 +780,12 @@ MEASUREMENTS = {
         "outputs": "experiments/patt_speed/",
         "what": "PAtt/DPAtt epoch time and memory against SASRecAP (synthetic data)",
     },
+    "patt_attention": {
+        "command": "python -m experiments.patt_attention [--studies=...] [--users=1000]",
+        "outputs": "experiments/patt_attention/",
+        "what": "how uniform PAtt's/DPAtt's trained attention is at the default scale "
+        "(the one-protocol runs' model files, while they are on the machine)",
+    },
     "patt_lambda_sweep": {
         "command": "python -m experiments.patt_lambda_sweep [--lambdas=...] [--ks=2,3]",
         "outputs": "experiments/patt_lambda_sweep/",

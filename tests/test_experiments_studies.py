@@ -131,9 +131,9 @@ def test_stored_runs_were_made_with_todays_defaults():
                 if key not in by_dataset and key not in ("epochs", "stopping_step"):
                     assert value == want[key], (name, run["label"], run["seed"], key)
             checked += 1
-    # the reproduce group's PAtt and DPAtt rows rerun with today's defaults (Office,
-    # ml-100k; Beauty's PAtt (CE) seed 2020) and the Beauty study's last runs
-    assert checked >= 21
+    # the reproduce group's PAtt and DPAtt rows rerun with today's defaults (every
+    # dataset, 3 seeds) and the Beauty study's last runs
+    assert checked >= 29
 
 
 @pytest.mark.parametrize(
@@ -268,3 +268,30 @@ def test_stored_pr_notes_are_what_the_runner_writes():
         for model, text in notes.items():
             with open(os.path.join(stored, f"{model}.md")) as f:
                 assert f.read() == text, (name, model)
+
+
+def test_patt_attention_statistics_of_a_trained_model(tiny_config):
+    """experiments/patt_attention: the row statistics are those of the rows written out
+    (uniform rows: self share 1, spread 1), and on a trained PAtt at lambda 0.125 the
+    earlier keys' spread stays within exp(lambda), over every valid row."""
+    import math
+
+    import torch
+
+    from experiments import patt_attention
+    from recbole_attn.quick_start import run
+
+    uniform = torch.tril(torch.ones(4, 4)) / torch.arange(1, 5).unsqueeze(1)
+    share, spread = patt_attention.row_statistics(
+        uniform.unsqueeze(0), torch.tensor([4])
+    )
+    assert share == pytest.approx([1.0, 1.0, 1.0]) and spread == pytest.approx([1, 1])
+    skewed = torch.tensor([[1.0, 0, 0], [0.5, 0.5, 0], [0.5, 0.25, 0.25]])
+    share, spread = patt_attention.row_statistics(skewed[None], torch.tensor([3]))
+    assert share == pytest.approx([1.0, 0.75]) and spread == pytest.approx([2.0])
+
+    config = {**tiny_config, "epochs": 1, "dpp_lambda": 0.125}
+    path = run("PAtt", "tiny", config_dict=config)["saved_model_file"]
+    stats = patt_attention.measure(path, users=10**6)
+    assert stats["lambda"] == 0.125 and stats["users"] > 0 and stats["rows"] > 0
+    assert 1.0 <= stats["spread median"] <= stats["spread max"] <= math.exp(0.125)

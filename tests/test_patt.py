@@ -258,6 +258,42 @@ def test_shared_attention_gives_the_eq7_weights(k, form, row_normalize):
     torch.testing.assert_close(attn[rows], want[rows], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("k,with_category", [(2, False), (2, True), (3, False)])
+def test_default_scale_bounds_how_much_the_dpp_reweights_keys(k, with_category):
+    """At PAtt's default lambda = 1/sqrt(d_h) = 0.125 (the official scale), P is a
+    probability (0 <= P <= 1), so within a query row the weights of the earlier keys
+    differ by at most exp(lambda) = 1.13x whatever the kernel: the attention is nearly
+    a mean over the prefix with its own self weight exp(-lambda L_tt), and DPAtt's
+    category kernel, which only moves P, cannot reweight them by more either
+    (docs/patt.md, "The default"). At the paper-era lambda 64 the same inputs are far
+    from uniform."""
+    gen = torch.Generator().manual_seed(12)
+    b, n, dim = 3, 8, 8
+    mask = torch.tensor([[1] * 8, [1, 1, 1, 1, 1, 0, 0, 0], [1] * 8]).bool()
+    category = None
+    if with_category:
+        category = category_kernel(
+            torch.randn(b, n, 3, generator=gen, dtype=torch.float64), 0.1
+        )
+    hidden = 3.0 * torch.randn(b, n, dim, generator=gen, dtype=torch.float64)
+    spread = {}
+    for lam in (0.125, 64.0):
+        torch.manual_seed(0)  # the same projection for both scales
+        _, run = dpp_attention(
+            1, dim, mask, category, k=k, lam=lam, diagonal="kernel", sampler="squared"
+        )
+        _, attn = run(hidden)
+        ratios = []
+        for x in range(b):
+            for t in range(n):
+                keys = attn[x, 0, t, :t][mask[x, :t]]
+                if mask[x, t] and keys.numel() >= 2:
+                    ratios.append((keys.max() / keys.min()).item())
+        spread[lam] = max(ratios)
+    assert spread[0.125] <= math.exp(0.125) * (1 + 1e-12)
+    assert spread[64.0] > 10.0
+
+
 @pytest.mark.parametrize("k", [2, 3])
 def test_float32_degenerate_inputs_stay_finite(k):
     """Rank-1, zero, underflowing and large kernels, repeated items, lengths 0 / 1 / 2:

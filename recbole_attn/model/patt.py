@@ -62,7 +62,10 @@ class PAtt(ItemEmbeddingRecommender):
           the default :math:`\lambda = 1/\sqrt{d_h}` (``dpp_lambda: 0.125`` at d 64, one
           head) this is the official softmax of :math:`-P/\sqrt{d_h}` over the prefix;
           the paper writes Z = D M with raw weights (False). The paper's
-          :math:`\lambda \in [0.5, 16]` and our earlier 64 are options.
+          :math:`\lambda \in [0.5, 16]` and our earlier 64 are options. Since
+          :math:`0 \le P \le 1`, at 0.125 the weights of a row's earlier keys differ by
+          at most :math:`e^{0.125}` = 1.13x: the attention is close to a mean over the
+          prefix with its own self weight (docs/patt.md, "The default").
         * k = 3 is exact by default (``dpp_triple_samples: 0``): the sum over every third
           item in closed form (a few batched matmuls, no determinants). The paper's
           sampled variant (4 random third items per pair) is ``dpp_triple_samples: 4``; we
@@ -211,6 +214,10 @@ class DPAtt(PAtt):
     steps at ``dpp_cat_lr``. It is then frozen (a buffer: saved with the model, no
     gradient from the recommendation loss). Categories are the item feature
     ``category_field`` (token_seq, default ``categories``).
+
+    The category kernel acts through P only, so at the default :math:`\lambda` = 0.125
+    it reweights a row's earlier keys by at most :math:`e^{0.125}`: trained DPAtt and
+    PAtt rank alike (docs/patt.md, "The default"); a larger ``dpp_lambda`` gives it room.
 
     NOTE:
         Deviations, besides PAtt's:
