@@ -265,8 +265,8 @@ def test_default_scale_bounds_how_much_the_dpp_reweights_keys(k, with_category):
     differ by at most exp(lambda) = 1.13x whatever the kernel: the attention is nearly
     a mean over the prefix with its own self weight exp(-lambda L_tt), and DPAtt's
     category kernel, which only moves P, cannot reweight them by more either
-    (docs/patt.md, "The default"). At the paper-era lambda 64 the same inputs are far
-    from uniform."""
+    (docs/patt.md, "Why DPAtt now equals PAtt"). At our earlier lambda 64 the same
+    inputs are far from uniform."""
     gen = torch.Generator().manual_seed(12)
     b, n, dim = 3, 8, 8
     mask = torch.tensor([[1] * 8, [1, 1, 1, 1, 1, 0, 0, 0], [1] * 8]).bool()

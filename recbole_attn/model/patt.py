@@ -65,7 +65,8 @@ class PAtt(ItemEmbeddingRecommender):
           :math:`\lambda \in [0.5, 16]` and our earlier 64 are options. Since
           :math:`0 \le P \le 1`, at 0.125 the weights of a row's earlier keys differ by
           at most :math:`e^{0.125}` = 1.13x: the attention is close to a mean over the
-          prefix with its own self weight (docs/patt.md, "The default").
+          prefix with its own self weight (docs/patt.md, "Why DPAtt now equals
+          PAtt").
         * k = 3 is exact by default (``dpp_triple_samples: 0``): the sum over every third
           item in closed form (a few batched matmuls, no determinants). The paper's
           sampled variant (4 random third items per pair) is ``dpp_triple_samples: 4``; we
@@ -217,7 +218,8 @@ class DPAtt(PAtt):
 
     The category kernel acts through P only, so at the default :math:`\lambda` = 0.125
     it reweights a row's earlier keys by at most :math:`e^{0.125}`: trained DPAtt and
-    PAtt rank alike (docs/patt.md, "The default"); a larger ``dpp_lambda`` gives it room.
+    PAtt rank alike (docs/patt.md, "Why DPAtt now equals PAtt"); a larger
+    ``dpp_lambda`` gives it room.
 
     NOTE:
         Deviations, besides PAtt's:
