@@ -315,6 +315,15 @@ def plan(names, args, root, quick=False):
     from recbole_attn.quick_start import has_categories
 
     jobs = []
+    wanted = args.variants.split(",") if args.variants else None
+    known = {label for name in names for label in _study(name, quick)["variants"]}
+    unknown = [v for v in wanted or () if v not in known]
+    if unknown:
+        raise SystemExit(
+            f"--variants: no variant {', '.join(map(repr, unknown))} in "
+            f"{', '.join(names)}; its variants: {', '.join(sorted(known))} "
+            "(labels are comma-separated, so a label cannot contain a comma)"
+        )
     for name in names:
         study = _study(name, quick)
         if study.get("archive"):
@@ -323,7 +332,6 @@ def plan(names, args, root, quick=False):
         folder = runs_folder(root, name)
         os.makedirs(folder, exist_ok=True)
         labels = list(study["variants"])
-        wanted = args.variants.split(",") if args.variants else None
         for label in study.get("skipped", []):
             if wanted is None or label in wanted:
                 print(

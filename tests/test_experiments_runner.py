@@ -142,3 +142,16 @@ def test_external_rows_come_first_with_their_command():
     ]
     assert [r.split(" | ")[0] for r in rows] == ["| official", "| ours"]
     assert "official: `python theirs.py`" in text
+
+
+def test_unknown_variant_is_an_error_not_an_empty_plan(tiny_study, tmp_path):
+    """A --variants label that no selected study declares (a typo, or a label cut at its
+    comma) stops the runner with the study's labels, instead of training nothing."""
+    name, args = tiny_study
+    args.variants = "SASRec,SASRec (BCE"
+    args.seeds = [2020]
+    with pytest.raises(SystemExit, match=r"'SASRec \(BCE'.*its variants: SASRec"):
+        runner.plan([name], args, str(tmp_path))
+    args.variants = "SASRec"
+    jobs = runner.plan([name], args, str(tmp_path))
+    assert [(job[2], job[3]) for job in jobs] == [("SASRec", 2020)]
