@@ -328,6 +328,9 @@ STUDIES["patt_beauty_official"] = {
             "PAtt",
             {**PATT_OURS, **PATT_README, **PATT_NO_LEAK},
         ),
+        # the shipped PAtt.yaml as it is: the leak-free mechanism at the paper's T 30
+        # and dropout 0.5 instead of the README's T 10 and 0.4
+        "PAtt defaults (T 30 and dropout 0.5)": ("PAtt", {}),
     },
     "paper": "PAtt Table 2 reports another Beauty (10-core); the official repository's "
     "log of its README run on a 1,323-user subset: test HIT@10 .2230, NDCG@10 .1271, "
