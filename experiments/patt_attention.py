@@ -19,14 +19,14 @@ not kept in the repository): runs whose file is gone are listed as such. Writes
 
 import argparse
 import datetime
-import glob
-import json
 import math
 import os
 import platform
 
 import numpy as np
 import torch
+
+from experiments.reports import load_runs
 
 #: experiments/ (the report goes to its patt_attention/ folder)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -90,8 +90,7 @@ def main():
     labels = args.variants.split(",")
     rows, missing = [], []
     for study in args.studies.split(","):
-        for path in sorted(glob.glob(os.path.join(HERE, study, "runs", "*.json"))):
-            run = json.load(open(path))
+        for run in load_runs(os.path.join(HERE, study, "runs")):
             if run["label"] not in labels:
                 continue
             name = f"{study} | {run['label']} | {run['seed']}"

@@ -647,9 +647,7 @@ def _training_mode_variants():
     variants = {}
     for label in TRAINING_MODE_MODELS:
         model, overrides = REPRODUCE_MODELS[label]
-        if (
-            model == "PAtt"
-        ):  # the PAtt of the time, pinned so that it reruns as recorded
+        if model == "PAtt":  # the PAtt of the time, pinned: it reruns as recorded
             overrides = {**PATT_OURS, **overrides}
         variants[label + ALL_POSITIONS] = (model, overrides)
         variants[label + RECBOLE_PREFIXES] = (
