@@ -104,6 +104,8 @@ def study_table(study_name, study, runs):
         lines.append("| " + " | ".join(cells) + " |")
     if study.get("pairs"):
         lines += ["", *pairs_table(study, results)]
+    if study.get("gains"):
+        lines += ["", *gains_table(study, results)]
     for mode in study.get("rescore", {}):
         lines += [
             "",
@@ -210,6 +212,39 @@ def pairs_table(study, results, metrics=("ndcg@10", "recall@10")):
             va = statistics.mean(r["test"][m] for r in ra)
             vb = statistics.mean(r["test"][m] for r in rb)
             cells += [f"{va:.4f}", f"{vb:.4f}", _change(vb, va)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def gains_table(study, results, metrics=("ndcg@10", "recall@10")):
+    """The lines of a study's ``gains`` table ({variant: the variant it is measured
+    against}): the change of each test metric, paired by seed (mean ± std in %, over the
+    seeds both have), and the validation score of both."""
+    valid = study["protocol"]["valid_metric"]
+    header = ["variant", "against", "seeds"]
+    header += [f"{m}: change" for m in metrics] + [f"valid {valid}: both"]
+    lines = [
+        "Each variant against another, test metrics paired by seed:",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    by_seed = {
+        label: {r["seed"]: r for r in runs_of} for label, runs_of in results.items()
+    }
+    for label, against in study["gains"].items():
+        runs, base = by_seed.get(label, {}), by_seed.get(against, {})
+        seeds = sorted(set(runs) & set(base))
+        if not seeds:
+            continue
+        cells = [label, against, str(len(seeds))]
+        cells += [_gain({s: runs[s] for s in seeds}, base, m) for m in metrics]
+        cells.append(
+            " vs ".join(
+                fmt([side[s]["best_valid"][valid.lower()] for s in seeds])
+                for side in (runs, base)
+            )
+        )
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

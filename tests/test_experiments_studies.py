@@ -253,6 +253,32 @@ def test_pairs_table_and_pr_notes_from_runs():
     assert row[0] in text
 
 
+def test_gains_table_pairs_by_seed_and_names_both_validation_scores():
+    study = {
+        "protocol": {"valid_metric": "NDCG@10"},
+        "gains": {"B": "A", "C": "A"},  # C has no run: no row
+    }
+    runs = [
+        _run("A", 2020, 0.10, 0.20, 1.0),
+        _run("A", 2021, 0.20, 0.20, 1.0),
+        _run("B", 2020, 0.11, 0.30, 1.0),
+        _run("B", 2021, 0.24, 0.30, 1.0),
+        _run("B", 2022, 0.90, 0.90, 1.0),  # no partner seed: left out
+    ]
+    for r, valid in zip(runs, (0.1, 0.3, 0.2, 0.4, 0.9)):
+        r["best_valid"] = {"ndcg@10": valid}
+    results = {}
+    for r in runs:
+        results.setdefault(r["label"], []).append(r)
+    lines = reports.gains_table(study, results)
+    rows = [line for line in lines if line.startswith("| ") and "against" not in line]
+    # +10 % and +20 % NDCG@10, +50 % and +50 % Recall@10 (not the unpaired seed 2022)
+    assert rows == [
+        "| B | A | 2 | +15.0 ± 7.1 % | +50.0 ± 0.0 % "
+        "| 0.3000 ± 0.1414 vs 0.2000 ± 0.1414 |"
+    ]
+
+
 def test_stored_pr_notes_are_what_the_runner_writes():
     reproduce = {
         d: reports.load_runs(runner.runs_folder(runner.HERE, studies.reproduce_name(d)))
