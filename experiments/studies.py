@@ -29,7 +29,10 @@ optional
     stores in the study's runs/, such as an official code's; the runner trains only the
     variants, the report shows these rows first),
     ``skipped`` (labels of the group left out of this study, with the reason in the
-    report: the reproduce studies of datasets without item categories).
+    report: the reproduce studies of datasets without item categories), ``pairs`` (model
+    -> two labels: a second table, per model the second against the first), ``gains``
+    (label -> the label it is measured against: a second table, test metrics paired by
+    seed).
 
 A group in :data:`GROUPS` runs several studies and writes one report over them. Runs are
 ``experiments/<study>/runs/<variant>__seed<k>.json``; reports ``experiments/<study>/
