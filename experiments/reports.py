@@ -229,9 +229,7 @@ def gains_table(study, results, metrics=("ndcg@10", "recall@10")):
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
-    by_seed = {
-        label: {r["seed"]: r for r in runs_of} for label, runs_of in results.items()
-    }
+    by_seed = _by_label_and_seed(r for runs_of in results.values() for r in runs_of)
     for label, against in study["gains"].items():
         runs, base = by_seed.get(label, {}), by_seed.get(against, {})
         seeds = sorted(set(runs) & set(base))

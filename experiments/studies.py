@@ -101,6 +101,9 @@ PATT_OURS = {
 #: the official README's Beauty run (github.com/l-lyl/PAtt): T 10, dropout 0.4 (one
 #: layer, one head, d 64, lr 1e-3, batch 256, attention dropout 0 are also ours)
 PATT_README = {"MAX_ITEM_LIST_LENGTH": 10, "hidden_dropout_prob": 0.4}
+#: the README's dropout alone (the validation choice of the Beauty, ml-100k and Office
+#: studies, docs/patt.md)
+PATT_README_DROPOUT = {"hidden_dropout_prob": PATT_README["hidden_dropout_prob"]}
 #: every behaviour of the official PAtt code that has an option (docs/patt.md, "Against
 #: the official code"), one at a time; the last two are LEAKS (future and padded items
 #: in the normalizer; held-out items never drawn as negatives)
@@ -339,7 +342,7 @@ STUDIES["patt_beauty_official"] = {
             for label, change in (
                 (" (T 30 and dropout 0.5)", {}),
                 (" at T 10", {"MAX_ITEM_LIST_LENGTH": 10}),
-                (" at dropout 0.4", {"hidden_dropout_prob": 0.4}),
+                (" at dropout 0.4", PATT_README_DROPOUT),
             )
         },
     },
@@ -515,6 +518,11 @@ REPRODUCE_PROTOCOL = {
     "epochs": 200,
     "stopping_step": 10,
 }
+#: the same on a dataset without item categories: accuracy metrics only
+REPRODUCE_ACCURACY_PROTOCOL = {
+    **REPRODUCE_PROTOCOL,
+    "metrics": [m for m in REPRODUCE_PROTOCOL["metrics"] if m in ACCURACY_METRICS],
+}
 #: paper numbers measured under THIS protocol (dataset, full ranking, history masked):
 #: (label, dataset) -> {metric: value}; the other papers' protocols differ
 #: (STOSA's Table 1: its Office and its 22,363-user Beauty, the datasets here)
@@ -547,13 +555,8 @@ def reproduce_study(dataset, categories, quick=False):
     diversity metrics and the models that read categories are left out (``skipped``)."""
     from recbole_attn.model import MODELS as MODEL_CLASSES
 
-    protocol = dict(REPRODUCE_PROTOCOL)
-    columns = ACCURACY + DIVERSITY
-    if not categories:
-        protocol["metrics"] = [
-            m for m in REPRODUCE_PROTOCOL["metrics"] if m in ACCURACY_METRICS
-        ]
-        columns = list(ACCURACY)
+    protocol = dict(REPRODUCE_PROTOCOL if categories else REPRODUCE_ACCURACY_PROTOCOL)
+    columns = ACCURACY + DIVERSITY if categories else list(ACCURACY)
     variants = {
         label: (model, overrides)
         for label, (model, overrides) in REPRODUCE_MODELS.items()
@@ -603,10 +606,7 @@ def _ce_dropout_variants():
 
 STUDIES["ce_dropout_office"] = {
     "dataset": "Office",
-    "protocol": {
-        **REPRODUCE_PROTOCOL,
-        "metrics": [m for m in REPRODUCE_PROTOCOL["metrics"] if m in ACCURACY_METRICS],
-    },
+    "protocol": dict(REPRODUCE_ACCURACY_PROTOCOL),
     "columns": list(ACCURACY),
     "baseline": f"{CE_SETTINGS_MODELS[0]} (CE) dropout {CE_DROPOUTS[0]}",
     "variants": _ce_dropout_variants(),
@@ -637,10 +637,7 @@ STUDIES["patt_window_ml100k"] = {
             for t in PATT_WINDOWS
         },
         # the official README's dropout, which on Beauty alone also reached its level
-        "PAtt at T 30 and dropout 0.4": (
-            "PAtt",
-            {**PATT_PAPER, "hidden_dropout_prob": 0.4},
-        ),
+        "PAtt at T 30 and dropout 0.4": ("PAtt", {**PATT_PAPER, **PATT_README_DROPOUT}),
         # the reproduce group's same-loss baselines at their T (overall.yaml's 50), and
         # PAtt (CE) at the same T
         "SASRec (BCE)": ("SASRecAP", {"loss_type": "BCE", "MAX_ITEM_LIST_LENGTH": 50}),
@@ -667,18 +664,12 @@ STUDIES["patt_window_ml100k"] = {
 #: reproduce protocol, 3 seeds; is 0.4 the validation choice on a third dataset?
 STUDIES["patt_dropout_office"] = {
     "dataset": "Office",
-    "protocol": {
-        **REPRODUCE_PROTOCOL,
-        "metrics": [m for m in REPRODUCE_PROTOCOL["metrics"] if m in ACCURACY_METRICS],
-    },
+    "protocol": dict(REPRODUCE_ACCURACY_PROTOCOL),
     "columns": list(ACCURACY),
     "baseline": "PAtt at T 30",
     "variants": {
         "PAtt at T 30": ("PAtt", dict(PATT_PAPER)),
-        "PAtt at T 30 and dropout 0.4": (
-            "PAtt",
-            {**PATT_PAPER, "hidden_dropout_prob": 0.4},
-        ),
+        "PAtt at T 30 and dropout 0.4": ("PAtt", {**PATT_PAPER, **PATT_README_DROPOUT}),
     },
     "seeds": (2020, 2021, 2022),
     "paper": "PAtt's paper: dropout from {0.3, 0.5, 0.7}, 0.5 in its settings; its "
@@ -740,10 +731,7 @@ def _training_mode_variants():
 
 STUDIES["recbole_training_office"] = {
     "dataset": "Office",
-    "protocol": {
-        **REPRODUCE_PROTOCOL,
-        "metrics": list(ACCURACY_METRICS),
-    },
+    "protocol": dict(REPRODUCE_ACCURACY_PROTOCOL),
     "columns": list(ACCURACY),
     "baseline": "SASRec" + ALL_POSITIONS,
     "variants": _training_mode_variants(),
