@@ -85,7 +85,8 @@ STOSA_REVERTS = {
 }
 
 
-#: the paper's T and dropout, PAtt.yaml's (pinned where a study depends on them)
+#: the paper's T and dropout (pinned where a study depends on them; PAtt.yaml keeps the
+#: T and takes the README's dropout, PATT_README_DROPOUT)
 PATT_PAPER = {"MAX_ITEM_LIST_LENGTH": 30, "hidden_dropout_prob": 0.5}
 #: PAtt as it stood before the Beauty comparison with its official code (its yaml then; the
 #: reproduce group's rows until then): the paper's mechanism with our choices and
@@ -102,7 +103,7 @@ PATT_OURS = {
 #: layer, one head, d 64, lr 1e-3, batch 256, attention dropout 0 are also ours)
 PATT_README = {"MAX_ITEM_LIST_LENGTH": 10, "hidden_dropout_prob": 0.4}
 #: the README's dropout alone (the validation choice of the Beauty, ml-100k and Office
-#: studies, docs/patt.md)
+#: studies, docs/patt.md; PAtt.yaml's)
 PATT_README_DROPOUT = {"hidden_dropout_prob": PATT_README["hidden_dropout_prob"]}
 #: every behaviour of the official PAtt code that has an option (docs/patt.md, "Against
 #: the official code"), one at a time; the last two are LEAKS (future and padded items
@@ -335,16 +336,18 @@ STUDIES["patt_beauty_official"] = {
             "PAtt",
             {**PATT_OURS, **PATT_README, **PATT_NO_LEAK},
         ),
-        # the leak-free mechanism at the paper's T 30 and dropout 0.5 instead of the
-        # README's T 10 and 0.4, then each of the two moved alone: which one matters
-        **{
-            f"PAtt defaults{label}": ("PAtt", {**PATT_PAPER, **change})
-            for label, change in (
-                (" (T 30 and dropout 0.5)", {}),
-                (" at T 10", {"MAX_ITEM_LIST_LENGTH": 10}),
-                (" at dropout 0.4", PATT_README_DROPOUT),
-            )
-        },
+        # the leak-free mechanism (PAtt.yaml's) at the paper's T 30 and dropout 0.5
+        # instead of the README's T 10 and 0.4, then each of the two moved alone: which
+        # one matters. The last is PAtt.yaml (validation chose dropout 0.4 at T 30)
+        "PAtt at the paper's T 30 and dropout 0.5": ("PAtt", dict(PATT_PAPER)),
+        "PAtt at T 10 and dropout 0.5": (
+            "PAtt",
+            {**PATT_PAPER, "MAX_ITEM_LIST_LENGTH": 10},
+        ),
+        "PAtt defaults (T 30 and dropout 0.4)": (
+            "PAtt",
+            {**PATT_PAPER, **PATT_README_DROPOUT},
+        ),
     },
     "paper": "PAtt Table 2 reports another Beauty (10-core); the official repository's "
     "log of its README run on a 1,323-user subset: test HIT@10 .2230, NDCG@10 .1271, "
@@ -621,9 +624,9 @@ STUDIES["ce_dropout_office"] = {
 #: Which T belongs in PAtt.yaml? On Beauty (patt_beauty_official) the official README's
 #: T 10 beat the paper's T 30 on validation at dropout 0.5 (not at 0.4); ml-100k's
 #: histories are ten times longer.
-#: The reproduce protocol on ml-100k: PAtt with its defaults at each T (and at the
-#: README's dropout), both losses beside SASRec at SASRec's T; chosen on validation,
-#: test shown.
+#: The reproduce protocol on ml-100k: PAtt at the paper's dropout 0.5 at each T (and at
+#: T 30 with the README's dropout 0.4, PAtt.yaml's since), both losses beside SASRec at
+#: SASRec's T; chosen on validation, test shown.
 PATT_WINDOWS = (10, 30, 50)
 STUDIES["patt_window_ml100k"] = {
     "dataset": "ml-100k",
@@ -656,7 +659,8 @@ STUDIES["patt_window_ml100k"] = {
     },
     "seeds": (2020, 2021, 2022),
     "paper": "PAtt's paper: T 30 on every dataset; its official README: T 10 on Beauty. "
-    "The reproduce group's PAtt row on ml-100k is T 30 (experiments/reproduce/report.md).",
+    "Rows at the paper's dropout 0.5 unless named. The reproduce group's PAtt row on "
+    "ml-100k is PAtt.yaml's T 30 and dropout 0.4 (experiments/reproduce/report.md).",
 }
 
 
@@ -674,7 +678,7 @@ STUDIES["patt_dropout_office"] = {
     "seeds": (2020, 2021, 2022),
     "paper": "PAtt's paper: dropout from {0.3, 0.5, 0.7}, 0.5 in its settings; its "
     "official README: 0.4 on Beauty. The reproduce group's PAtt row on Office is the "
-    "dropout 0.5 row (experiments/reproduce/report.md).",
+    "dropout 0.4 row, PAtt.yaml's (experiments/reproduce/report.md).",
 }
 
 
