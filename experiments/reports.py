@@ -595,7 +595,8 @@ def reproduce_page(sections, output, quick=False):
         "",
         "Leave-one-out, full ranking, history masked; test metrics at the epoch of best "
         "validation NDCG@10 (early stop after 10 validations without improvement, at most "
-        "200 epochs); every model with its paper's hyperparameters (its yaml), AWRSR with "
+        "200 epochs); every model with its yaml's hyperparameters, its paper's (PAtt's "
+        "dropout: its official README's 0.4, chosen on validation), AWRSR with "
         "M_simp. Mean ± std over seeds; the gains over SASRec are paired by seed (the "
         "papers train with different losses, so each model is also compared with SASRec "
         "trained with its own loss where that run exists). The s/epoch ratio is the "

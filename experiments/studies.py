@@ -459,7 +459,8 @@ def slug(text):
 #: All five mechanisms and their SASRec baselines under ONE protocol on Office, Beauty and
 #: ml-100k: the comparison no paper makes (experiments/reproduce/report.md).
 REPRODUCE_BASELINE = "SASRec"
-#: label -> (model, overrides); the paper's hyperparameters are each model's yaml
+#: label -> (model, overrides); each model's yaml holds its paper's hyperparameters
+#: (PAtt's dropout: the official README's, chosen on validation, docs/patt.md)
 REPRODUCE_MODELS = {
     REPRODUCE_BASELINE: ("SASRecAP", {}),
     "SASRec (BCE)": ("SASRecAP", {"loss_type": "BCE"}),
