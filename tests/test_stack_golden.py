@@ -34,8 +34,10 @@ from conftest import TINY_MODEL, write_tiny_dataset  # noqa: E402
 
 #: the metrics every model's run records (rounded as RecBole rounds them)
 METRICS = ["Recall", "NDCG", "MRR", "CC", "ILD", "F1"]
-#: PAtt's mechanism as recorded, before its defaults followed the official code (issue 33)
+#: PAtt's mechanism and dropout as recorded, before its defaults followed the official
+#: code and its README's dropout (issue 33)
 PATT_RECORDED = {
+    "hidden_dropout_prob": 0.5,
     "dpp_lambda": 64.0,
     "dpp_diagonal": "one",
     "dpp_sampler": "linear",
