@@ -86,7 +86,7 @@ STOSA_REVERTS = {
 
 
 #: the paper's T and dropout (pinned where a study depends on them; PAtt.yaml keeps the
-#: T and takes the README's dropout, PATT_README_DROPOUT)
+#: T and takes the README's dropout: PATT_DEFAULTS)
 PATT_PAPER = {"MAX_ITEM_LIST_LENGTH": 30, "hidden_dropout_prob": 0.5}
 #: PAtt as it stood before the Beauty comparison with its official code (its yaml then; the
 #: reproduce group's rows until then): the paper's mechanism with our choices and
@@ -102,9 +102,13 @@ PATT_OURS = {
 #: the official README's Beauty run (github.com/l-lyl/PAtt): T 10, dropout 0.4 (one
 #: layer, one head, d 64, lr 1e-3, batch 256, attention dropout 0 are also ours)
 PATT_README = {"MAX_ITEM_LIST_LENGTH": 10, "hidden_dropout_prob": 0.4}
-#: the README's dropout alone (the validation choice of the Beauty, ml-100k and Office
-#: studies, docs/patt.md; PAtt.yaml's)
-PATT_README_DROPOUT = {"hidden_dropout_prob": PATT_README["hidden_dropout_prob"]}
+#: PAtt.yaml's T and dropout: the paper's T with the README's dropout alone (the
+#: validation choice of the Beauty, ml-100k and Office studies, docs/patt.md), pinned
+#: where a study depends on them
+PATT_DEFAULTS = {
+    **PATT_PAPER,
+    "hidden_dropout_prob": PATT_README["hidden_dropout_prob"],
+}
 #: every behaviour of the official PAtt code that has an option (docs/patt.md, "Against
 #: the official code"), one at a time; the last two are LEAKS (future and padded items
 #: in the normalizer; held-out items never drawn as negatives)
@@ -344,10 +348,7 @@ STUDIES["patt_beauty_official"] = {
             "PAtt",
             {**PATT_PAPER, "MAX_ITEM_LIST_LENGTH": 10},
         ),
-        "PAtt defaults (T 30 and dropout 0.4)": (
-            "PAtt",
-            {**PATT_PAPER, **PATT_README_DROPOUT},
-        ),
+        "PAtt defaults (T 30 and dropout 0.4)": ("PAtt", dict(PATT_DEFAULTS)),
     },
     "paper": "PAtt Table 2 reports another Beauty (10-core); the official repository's "
     "log of its README run on a 1,323-user subset: test HIT@10 .2230, NDCG@10 .1271, "
@@ -641,7 +642,7 @@ STUDIES["patt_window_ml100k"] = {
             for t in PATT_WINDOWS
         },
         # the official README's dropout, which on Beauty alone also reached its level
-        "PAtt at T 30 and dropout 0.4": ("PAtt", {**PATT_PAPER, **PATT_README_DROPOUT}),
+        "PAtt at T 30 and dropout 0.4": ("PAtt", dict(PATT_DEFAULTS)),
         # the reproduce group's same-loss baselines at their T (overall.yaml's 50), and
         # PAtt (CE) at the same T
         "SASRec (BCE)": ("SASRecAP", {"loss_type": "BCE", "MAX_ITEM_LIST_LENGTH": 50}),
@@ -674,7 +675,7 @@ STUDIES["patt_dropout_office"] = {
     "baseline": "PAtt at T 30",
     "variants": {
         "PAtt at T 30": ("PAtt", dict(PATT_PAPER)),
-        "PAtt at T 30 and dropout 0.4": ("PAtt", {**PATT_PAPER, **PATT_README_DROPOUT}),
+        "PAtt at T 30 and dropout 0.4": ("PAtt", dict(PATT_DEFAULTS)),
     },
     "seeds": (2020, 2021, 2022),
     "paper": "PAtt's paper: dropout from {0.3, 0.5, 0.7}, 0.5 in its settings; its "

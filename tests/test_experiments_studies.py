@@ -36,7 +36,8 @@ def test_patt_defaults_are_the_official_mechanism_without_its_leaks(tiny_config)
     assert config["dpp_ground_set"] == "prefix"
     assert config["neg_exclude_heldout"] is False
     yaml_values = _yaml_defaults("PAtt")
-    want = {**studies.PATT_PAPER, **studies.PATT_README_DROPOUT}
+    want = {"MAX_ITEM_LIST_LENGTH": 30, "hidden_dropout_prob": 0.4}
+    assert studies.PATT_DEFAULTS == want
     assert {k: yaml_values[k] for k in want} == want
     row = studies.STUDIES["patt_beauty_official"]["variants"][
         "PAtt defaults (T 30 and dropout 0.4)"
