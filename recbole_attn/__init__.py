@@ -1,22 +1,18 @@
 """recbole_attn: attention mechanisms for sequential recommendation as a RecBole plugin.
 
-Importing the package registers its metrics (CC, ILD, F1) in RecBole's metric registry, so
-that a plain ``metrics: [Recall, NDCG, CC, ILD, F1]`` works in any RecBole config created
-afterwards.
+Importing the package makes RecBole's own API work on today's stack and answer to our
+model names, and registers our metrics (CC, ILD, F1) in RecBole's metric registry, so
+that ``run_recbole(model='STOSA', ...)`` and a plain ``metrics: [Recall, NDCG, CC, ILD,
+F1]`` work in any RecBole run started afterwards. :mod:`recbole_attn.host` lists every
+change it makes in RecBole, and why.
 """
-
-from recbole_attn.compat import (
-    silence_harmless_recbole_warnings,
-    undo_recbole_anomaly_detection,
-)
-
-silence_harmless_recbole_warnings()  # first: importing RecBole's models raises some
-undo_recbole_anomaly_detection()
-
-from recbole_attn.evaluator import register_metrics, validate_dataset  # noqa: E402
 
 __version__ = "0.2.0"
 
-register_metrics()
+from recbole_attn import host  # noqa: E402
+
+host.install()
+
+from recbole_attn.evaluator import register_metrics, validate_dataset  # noqa: E402
 
 __all__ = ["register_metrics", "validate_dataset", "__version__"]

@@ -17,7 +17,7 @@ import yaml
 from recbole.config import Config
 from recbole.utils import get_model
 
-from recbole_attn import compat, config_check, distributed
+from recbole_attn import config_check, distributed
 from recbole_attn.data.bucketing import check_grouping
 from recbole_attn.data.categories import dataset_has_categories
 from recbole_attn.data.dataset import check_training_mode
@@ -136,7 +136,7 @@ def config_files(model_class, dataset, config_file_list=None, options=None):
 
 
 class AttnConfig(Config):
-    """RecBole's ``Config`` with two changes:
+    """RecBole's ``Config`` (with the fixes of :mod:`recbole_attn.host`) and these changes:
 
     * no implicit read of ``sys.argv``: command-line overrides reach it as ``config_dict``
       (``run_recbole_attn.py`` parses them), so that a program importing recbole_attn is
@@ -149,8 +149,6 @@ class AttnConfig(Config):
       entry (``--eval_args="{'mode': 'uni100'}"`` keeps our leave-one-out ``split`` and
       ``order``); RecBole replaces the whole dict and then fills the gaps with its own
       defaults, a random 80/10/10 split, silently;
-    * on numpy 2, the numpy aliases RecBole's code reads are set from numpy 2's names
-      (:func:`recbole_attn.compat.set_numpy_aliases`; RecBole's own method fails there).
     """
 
     #: dict-valued keys whose entries later sources update one by one
@@ -181,9 +179,6 @@ class AttnConfig(Config):
 
     def _load_cmd_line(self):
         return dict()
-
-    def compatibility_settings(self):
-        compat.set_numpy_aliases()
 
     def _init_device(self):
         # a process of a multi-process run without CUDA: gloo (RecBole: NCCL only)

@@ -2,10 +2,12 @@
 recbole_attn.quick_start
 ########################
 
-Our own thin pipeline (Config -> dataset -> model -> trainer). RecBole's ``run_recbole``,
-``objective_function`` and ``load_data_and_model`` look models up by name inside RecBole
-and cannot load plugin models; these functions resolve our models first and RecBole's
-built-in models otherwise, so that every comparison goes through one pipeline.
+Our own thin pipeline (Config -> dataset -> model -> trainer), which ``recbole-attn``
+runs: our models first and RecBole's built-in models otherwise, so that every comparison
+goes through one pipeline, with every check before the data loads, weights-only
+checkpoints and no pickled datasets. RecBole's own ``run_recbole`` and
+``load_data_and_model`` run our models too after ``import recbole_attn``
+(:mod:`recbole_attn.host`).
 """
 
 import json
@@ -16,7 +18,7 @@ from recbole.utils import init_seed, set_color
 
 import recbole_attn
 from recbole_attn import distributed
-from recbole_attn.compat import load_checkpoint
+from recbole_attn.compat import CheckpointError, load_checkpoint
 from recbole_attn.config import (  # noqa: F401  (re-exported: RecBole's quick_start names)
     AttnConfig,
     available_models,
@@ -57,7 +59,7 @@ from recbole_attn.logs import (  # noqa: F401  (re-exported)
     show_progress,
 )
 from recbole_attn.model import AttnSequentialRecommender
-from recbole_attn.trainer import AttnTrainer, data_signature
+from recbole_attn.trainer import CHECKPOINT_FORMAT, AttnTrainer, data_signature
 
 
 def check_dataset_exists(config):
@@ -140,9 +142,17 @@ def create_dataset(config, model_class=None):
 
 
 def build(model, dataset, config_file_list=None, config_dict=None, verbose=False):
-    """Config, dataset, dataloaders, model and trainer, as ``run`` uses them. The
-    configuration, dataset and model summaries go to the log file (and to the console
-    with ``verbose``)."""
+    """Config, model, trainer and dataloaders, as ``run`` uses them. The configuration,
+    dataset and model summaries go to the log file (and to the console with
+    ``verbose``)."""
+    config, net, trainer, _, splits = _build(
+        model, dataset, config_file_list, config_dict, verbose
+    )
+    return config, net, trainer, splits
+
+
+def _build(model, dataset, config_file_list=None, config_dict=None, verbose=False):
+    """:func:`build`'s, and the whole dataset (before its split) before the splits."""
     config = make_config(model, dataset, config_file_list, config_dict)
     model_class = get_model_class(model)
     check_before_loading(config, model_class)
@@ -169,7 +179,7 @@ def build(model, dataset, config_file_list=None, config_dict=None, verbose=False
         net = model_class(config, train_data._dataset).to(config["device"])
         logger.info(net)
     trainer = AttnTrainer(config, net, data=data_signature(data))
-    return config, net, trainer, (train_data, valid_data, test_data)
+    return config, net, trainer, data, (train_data, valid_data, test_data)
 
 
 def train_and_evaluate(
@@ -322,17 +332,34 @@ def load_data_and_model(model_file, config_dict=None):
     Returns:
         tuple: ``(config, model, trainer, (train_data, valid_data, test_data))``.
     """
+    config, net, trainer, _, splits = load_run(model_file, config_dict)
+    return config, net, trainer, splits
+
+
+def load_run(model_file, config_dict=None):
+    """:func:`load_data_and_model`'s, and the whole dataset before the splits:
+    ``(config, model, trainer, dataset, (train_data, valid_data, test_data))``."""
     checkpoint = load_checkpoint(model_file)
     overrides = json.loads(checkpoint["external_config_json"])
     overrides.update(config_dict or {})
-    config, net, trainer, data = build(
+    config, net, trainer, dataset, splits = _build(
         checkpoint["model"], checkpoint["dataset"], config_dict=overrides
     )
     # checks the data the checkpoint was trained on; trainer.evaluate(test_data) then
     # reloads this file
     trainer.load_model_file(model_file)
     trainer.use_model_file(model_file)
-    return config, net, trainer, data
+    return config, net, trainer, dataset, splits
+
+
+def is_recbole_attn_checkpoint(path):
+    """Whether ``path`` is a checkpoint that recbole_attn wrote (weights-only, with its
+    format mark), as opposed to one of RecBole's own trainer."""
+    try:
+        checkpoint = load_checkpoint(path)
+    except CheckpointError:
+        return False
+    return checkpoint.get("format") == CHECKPOINT_FORMAT
 
 
 def evaluate(model_file, config_dict=None):

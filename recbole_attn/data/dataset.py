@@ -17,7 +17,6 @@ RecBole's leave-one-out samples, unchanged.
 import torch
 from recbole.data.dataset import SequentialDataset
 
-from recbole_attn.compat import DatasetFixes
 from recbole_attn.data.checks import CheckedDataset
 
 from recbole_attn.data.histories import (
@@ -58,7 +57,7 @@ def last_sample_per_user(interaction, uid_field):
     return last[last >= 0]
 
 
-class AttnSequentialDataset(CheckedDataset, DatasetFixes, SequentialDataset):
+class AttnSequentialDataset(CheckedDataset, SequentialDataset):
     """:class:`SequentialDataset` whose training split follows ``training_mode``.
 
     In ``all_position`` mode the training split holds one sample per user (its longest
@@ -67,7 +66,8 @@ class AttnSequentialDataset(CheckedDataset, DatasetFixes, SequentialDataset):
     (:func:`~recbole_attn.data.histories.training_histories`) and, for the opt-in leak
     ``neg_exclude_heldout`` only, their held-out items
     (:func:`~recbole_attn.data.histories.heldout_items`). RecBole 1.2.1's loader gets
-    the fixes it needs on pandas 3 (:class:`~recbole_attn.compat.DatasetFixes`), and
+    the fixes it needs on pandas 3 (installed into RecBole's ``Dataset`` by
+    :mod:`recbole_attn.host`), and
     repeated interactions are handled and counted
     (:class:`~recbole_attn.data.checks.CheckedDataset`).
     """
@@ -107,8 +107,7 @@ class AttnSequentialDataset(CheckedDataset, DatasetFixes, SequentialDataset):
 
 def recbole_dataset_class(config):
     """The dataset class RecBole's ``create_dataset`` would build for a non-sequential
-    model (its ``<Model>Dataset`` if RecBole has one, else by model type), with the fixes of
-    :class:`~recbole_attn.compat.DatasetFixes` and the checks of
+    model (its ``<Model>Dataset`` if RecBole has one, else by model type), with the checks of
     :class:`~recbole_attn.data.checks.CheckedDataset`. RecBole's ``create_dataset`` itself is
     never called: it unpickles a saved dataset file whenever one exists."""
     import importlib
@@ -121,4 +120,4 @@ def recbole_dataset_class(config):
         by_type = {ModelType.KNOWLEDGE: "KnowledgeBasedDataset"}
         name = by_type.get(config["MODEL_TYPE"], "Dataset")
     base = getattr(module, name)
-    return type(base.__name__, (CheckedDataset, DatasetFixes, base), {})
+    return type(base.__name__, (CheckedDataset, base), {})

@@ -5,7 +5,7 @@ recbole_attn.evaluator.collector
 The category metadata hook (docs/metrics.md): RecBole's metrics only receive the config and a
 :class:`~recbole.evaluator.collector.DataStruct`, so the item→category table reaches them
 through the evaluation collector. :class:`CategoryCollector` is RecBole's
-:class:`~recbole.evaluator.collector.Collector` that, when a requested metric needs it, also
+:class:`~recbole.evaluator.collector.Collector` (patched by :mod:`recbole_attn.host`) that, when a requested metric needs it, also
 stores ``data.item_categories``: a LongTensor ``[n_items, max_categories]``, row = internal
 item id, category token ids zero-padded (how RecBole stores a ``token_seq`` feature).
 :class:`~recbole_attn.trainer.AttnTrainer` uses it for every model, ours or RecBole's.
@@ -74,14 +74,20 @@ def _dataset_of(data):
     return dataset
 
 
-class CategoryCollector(Collector):
-    """RecBole's Collector that also collects ``data.item_categories`` (a tensor, so that
-    RecBole's ``get_data_struct`` can move and copy it) when a metric needs it."""
+def collect_item_categories(collector, data):
+    """Store the item->category table of ``data`` (a dataloader or dataset) in a RecBole
+    ``Collector`` as ``data.item_categories`` (a tensor, so that RecBole's
+    ``get_data_struct`` can move and copy it) when one of its metrics needs it.
+    :mod:`recbole_attn.host` calls it from every ``Collector.data_collect``, RecBole's
+    trainers' included."""
+    if collector.register.need(ITEM_CATEGORIES):
+        table = collected_item_categories(collector.config, _dataset_of(data))
+        collector.data_struct.set(ITEM_CATEGORIES, table)
 
-    def data_collect(self, train_data):
-        super().data_collect(train_data)
-        if self.register.need(ITEM_CATEGORIES):
-            self.collect_item_categories(_dataset_of(train_data))
+
+class CategoryCollector(Collector):
+    """RecBole's Collector (which collects ``data.item_categories``:
+    :func:`collect_item_categories`) that can also collect it without ``fit``."""
 
     def get_data_struct(self):
         """RecBole's ``get_data_struct``, which calls ``.cpu()`` on every collected value and
@@ -98,15 +104,8 @@ class CategoryCollector(Collector):
             returned.set(key, copy.deepcopy(value))
         return returned
 
-    def collect_item_categories(self, dataset):
-        self.data_struct.set(
-            ITEM_CATEGORIES, collected_item_categories(self.config, dataset)
-        )
-
     def ensure_item_categories(self, data):
         """Collect the table from ``data`` (a dataloader or dataset) if a metric needs it
         and it was not collected yet (evaluation without ``fit``)."""
-        if self.register.need(ITEM_CATEGORIES) and ITEM_CATEGORIES not in (
-            self.data_struct
-        ):
-            self.collect_item_categories(_dataset_of(data))
+        if ITEM_CATEGORIES not in self.data_struct:
+            collect_item_categories(self, data)

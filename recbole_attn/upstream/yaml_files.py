@@ -14,6 +14,7 @@ import re
 import yaml
 
 from recbole_attn import __version__
+from recbole_attn.host import EVALUATION_KEYS
 from recbole_attn.upstream.models import (
     MARK,
     MODELS,
@@ -50,17 +51,6 @@ def _set_value(text, key, value, comment):
         if comment
         else f"{key}: {value}\n"
     )
-
-
-#: evaluation settings stay RecBole's and the user's (a model's ``valid_metric:
-#: MRR@20`` breaks RecBole's default ``topk: [10]``): written as comments
-EVALUATION_KEYS = (
-    "valid_metric",
-    "metrics",
-    "topk",
-    "eval_args",
-    "valid_metric_bigger",
-)
 
 
 def _read_keys(sources):

@@ -1,0 +1,288 @@
+"""RecBole's own API beside the plugin (recbole_attn.host): RecBole's run_recbole, Config,
+trainers, load_data_and_model and HyperTuning run RecBole's models on today's stack, and
+answer to our model names with what recbole-attn gives."""
+
+import logging
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import recbole_attn
+from recbole_attn import host
+from recbole_attn.compat import CheckpointError
+
+#: the evaluation protocol of recbole-attn (properties/overall.yaml), given to both
+#: pipelines, so that "the same configuration" is the same in both
+PROTOCOL = {
+    "eval_args": {
+        "split": {"LS": "valid_and_test"},
+        "order": "TO",
+        "mode": "full",
+        "group_by": "user",
+    },
+    "metrics": ["Recall", "NDCG", "MRR"],
+    "topk": [5, 10],
+    "valid_metric": "NDCG@10",
+    "rm_dup_inter": "first",
+    "show_progress": False,
+}
+
+
+def _recbole_run(model, config_dict):
+    from recbole.quick_start import run_recbole
+
+    try:
+        return run_recbole(model=model, dataset="tiny", config_dict=config_dict)
+    finally:
+        logging.getLogger().handlers.clear()
+
+
+def _close(a, b):
+    assert a.keys() == b.keys()
+    for key in a:
+        assert float(a[key]) == pytest.approx(float(b[key]), abs=1e-9), key
+
+
+def test_the_stack_fixes_are_installed_on_import():
+    """What recbole_attn.host says it installs on this stack, it has installed."""
+    import pandas as pd
+
+    done = host.installed()
+    assert "plugin models" in done and "category metrics" in done
+    assert ("numpy aliases" in done) == (int(np.__version__.split(".")[0]) >= 2)
+    assert ("pandas 3 dataset" in done) == (int(pd.__version__.split(".")[0]) >= 3)
+    torch_release = tuple(
+        int(n) for n in torch.__version__.split("+")[0].split(".")[:2]
+    )
+    assert ("checkpoints" in done) == (torch_release >= (2, 6))
+    host.install()  # idempotent
+    assert host.installed() == done
+
+
+@pytest.mark.parametrize("model", ["BPR", "SASRec"])
+def test_recboles_run_recbole_trains_and_tests_its_own_models(model, tiny_config):
+    """RecBole's run_recbole for RecBole's own models: on numpy 2 its Config failed, on
+    torch >= 2.6 its evaluate could not reload the checkpoint it had just written."""
+    config = {**tiny_config, "epochs": 1}
+    if model == "SASRec":  # RecBole's SASRec trains with CE, without its sampler
+        config["train_neg_sample_args"] = None
+    result = _recbole_run(model, config)
+    assert 0 <= result["test_result"]["ndcg@10"] <= 1
+    saved = os.listdir(tiny_config["checkpoint_dir"])
+    assert len(saved) == 1 and saved[0].startswith(f"{model}-")
+
+
+def test_recboles_config_and_trainer_compute_our_category_metrics(tiny_config):
+    """RecBole's Config with CC/ILD/F1, RecBole's Trainer on RecBole's SASRec: the
+    category metrics get the item->category table from RecBole's own Collector, and give
+    what recbole-attn's pipeline gives for the same configuration."""
+    from recbole.config import Config
+
+    from recbole_attn.quick_start import run
+
+    config = {
+        **tiny_config,
+        **PROTOCOL,
+        "epochs": 1,
+        "metrics": ["Recall", "NDCG", "CC", "ILD", "F1"],
+        "load_col": {
+            "inter": ["user_id", "item_id", "timestamp"],
+            "item": ["item_id", "categories"],
+        },
+        "category_field": "categories",
+        "train_neg_sample_args": None,
+        "training_mode": "last_position",
+    }
+    built = Config(model="SASRec", dataset="tiny", config_dict=config)
+    logging.getLogger().handlers.clear()
+    assert built["metrics"] == config["metrics"]
+    theirs = _recbole_run("SASRec", config)["test_result"]
+    assert {"cc@10", "ild@10", "f1@10"} <= set(theirs)
+    ours = run("SASRec", "tiny", config_dict=config)["test_result"]
+    logging.getLogger().handlers.clear()
+    _close(dict(theirs), ours)
+
+
+@pytest.mark.parametrize("model", ["STOSA", "PAtt", "AWRSR"])
+def test_our_models_by_name_in_run_recbole_give_what_recbole_attn_gives(
+    model, tiny_config
+):
+    """run_recbole(model='STOSA') finds our model, its yaml defaults (STOSA's preset
+    applied, AWRSR's backbone's yaml read) and our trainer: the same test metrics as
+    recbole-attn's run for the same configuration and seed."""
+    from recbole_attn.quick_start import run
+
+    config = {**tiny_config, **PROTOCOL, "epochs": 1}
+    theirs = _recbole_run(model, config)
+    ours = run(model, "tiny", config_dict=config)
+    logging.getLogger().handlers.clear()
+    _close(dict(theirs["test_result"]), ours["test_result"])
+    assert theirs["best_valid_score"] == pytest.approx(ours["best_valid_score"])
+
+
+def test_recboles_config_reads_our_model_yaml(tiny_config):
+    """Our model's own defaults in RecBole's Config (STOSA's T 100 over RecBole's
+    dataset default 50, its preset written out), evaluation settings left RecBole's, and
+    an invalid model option refused in our words."""
+    from recbole.config import Config
+
+    from recbole_attn.errors import ConfigError
+
+    config = Config(model="STOSA", dataset="tiny", config_dict=dict(tiny_config))
+    logging.getLogger().handlers.clear()
+    assert config["MAX_ITEM_LIST_LENGTH"] == tiny_config["MAX_ITEM_LIST_LENGTH"]
+    config = Config(
+        model="STOSA",
+        dataset="tiny",
+        config_dict={
+            k: v for k, v in tiny_config.items() if k != "MAX_ITEM_LIST_LENGTH"
+        },
+    )
+    logging.getLogger().handlers.clear()
+    assert config["MAX_ITEM_LIST_LENGTH"] == 100  # STOSA.yaml, not RecBole's 50
+    assert config["stosa_layer_means"] == "official"  # the preset, applied
+    assert config["train_neg_sample_args"]["distribution"] == "none"
+    assert config["valid_metric"] == "MRR@10"  # RecBole's, not STOSA.yaml's MRR@20
+    with pytest.raises(ConfigError, match="stosa_preset"):
+        Config(
+            model="STOSA",
+            dataset="tiny",
+            config_dict={**tiny_config, "stosa_preset": "bogus"},
+        )
+    logging.getLogger().handlers.clear()
+
+
+def test_recboles_load_data_and_model_loads_both_kinds_of_checkpoint(tiny_config):
+    """RecBole's load_data_and_model: a recbole_attn checkpoint (recbole-attn's run) and
+    a RecBole one (RecBole's trainer, weights-only with RecBole's classes allowed)."""
+    from recbole.quick_start import load_data_and_model
+
+    from recbole_attn.quick_start import run
+
+    config = {**tiny_config, "epochs": 1}
+    ours = run("PAtt", "tiny", config_dict=config)
+    logging.getLogger().handlers.clear()
+    loaded = load_data_and_model(ours["saved_model_file"])
+    logging.getLogger().handlers.clear()
+    assert len(loaded) == 6 and type(loaded[1]).__name__ == "PAtt"
+    state = torch.load(ours["saved_model_file"], weights_only=True)["state_dict"]
+    for key, value in loaded[1].state_dict().items():
+        assert torch.equal(value.cpu(), state[key].cpu()), key
+
+    _recbole_run("BPR", config)
+    (path,) = [
+        os.path.join(tiny_config["checkpoint_dir"], f)
+        for f in os.listdir(tiny_config["checkpoint_dir"])
+        if f.startswith("BPR-")
+    ]
+    config_, model, dataset, train, valid, test = load_data_and_model(path)
+    logging.getLogger().handlers.clear()
+    assert type(model).__name__ == "BPR" and config_["model"] == "BPR"
+    assert len(dataset.inter_feat) >= len(train.dataset.inter_feat)
+
+
+def test_a_checkpoint_with_foreign_globals_is_refused(tmp_path):
+    """Only the classes a RecBole checkpoint holds are allowed: a file that pickles any
+    other global is refused (weights-only loading is never switched off)."""
+    path = tmp_path / "planted.pth"
+    torch.save({"state_dict": {}, "config": os.system}, path, pickle_protocol=2)
+    with pytest.raises(CheckpointError, match="system"):
+        host.recbole_checkpoint_globals(path)
+    old = tmp_path / "protocol4.pth"
+    torch.save({"x": np.float64(1.0)}, old, pickle_protocol=4)
+    with pytest.raises(CheckpointError, match="protocol"):
+        host.recbole_checkpoint_globals(old)
+    with pytest.raises(CheckpointError, match="not found"):
+        host.recbole_checkpoint_globals(tmp_path / "missing.pth")
+
+
+def test_a_recbole_model_of_the_same_name_runs_and_is_said(monkeypatch):
+    """Once RecBole's tree holds a model of one of our names, RecBole's API runs
+    RecBole's and warns once; never a silent shadow."""
+    import recbole.config.configurator as configurator
+    import recbole.utils
+    import recbole.utils.utils as utils
+    from recbole.model.sequential_recommender import SASRec
+
+    ours = host._ours("PAtt")
+    assert recbole.utils.get_model("PAtt") is ours  # RecBole has none today
+    recbole_get_model = recbole.utils.get_model.__wrapped__
+
+    def recbole_with_patt(name):
+        return SASRec if name == "PAtt" else recbole_get_model(name)
+
+    for module in (utils, recbole.utils, configurator):  # restored by undo()
+        monkeypatch.setattr(module, "get_model", module.get_model)
+        if hasattr(module, "get_trainer"):
+            monkeypatch.setattr(module, "get_trainer", module.get_trainer)
+    monkeypatch.setattr(utils, "get_model", recbole_with_patt)
+    monkeypatch.setattr(host, "_WARNED", set())
+    get_model, _ = host._patch_get_model()
+    with pytest.warns(UserWarning, match="runs RecBole's"):
+        assert get_model("PAtt") is SASRec
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert get_model("PAtt") is SASRec  # said once
+    monkeypatch.undo()
+    assert recbole.utils.get_model("PAtt") is ours
+
+
+def test_recboles_hyper_tuning_searches_our_model(tiny_config, tmp_path):
+    """RecBole's HyperTuning with its objective_function (run_hyper's), the exhaustive
+    search (hyperopt >= 0.2.7 draws with a Generator) over a grid of our model."""
+    from recbole.quick_start import objective_function
+    from recbole.trainer import HyperTuning
+
+    params = tmp_path / "space.hyper"
+    params.write_text("hidden_dropout_prob choice [0.1,0.3]\n")
+    fixed = tmp_path / "fixed.yaml"
+    import yaml
+
+    fixed.write_text(
+        yaml.safe_dump(
+            {
+                **tiny_config,
+                **PROTOCOL,
+                "model": "PAtt",
+                "dataset": "tiny",
+                "epochs": 1,
+            }
+        )
+    )
+    tuning = HyperTuning(
+        objective_function,
+        algo="exhaustive",
+        early_stop=10,
+        max_evals=10,
+        params_file=str(params),
+        fixed_config_file_list=[str(fixed)],
+    )
+    try:
+        tuning.run()
+    finally:
+        logging.getLogger().handlers.clear()
+    tried = sorted(tuning.params2result)
+    assert tried == ["hidden_dropout_prob:0.1", "hidden_dropout_prob:0.3"]
+    assert all(r["model"] == "PAtt" for r in tuning.params2result.values())
+
+
+def test_recbole_attn_import_leaves_recbole_quick_start_unimported():
+    """recbole.quick_start imports Ray Tune (seconds): the plugin patches it when it is
+    first imported, it never imports it itself."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, recbole_attn; "
+        "print('recbole.quick_start.quick_start' in sys.modules); "
+        "from recbole.quick_start import run_recbole, load_data_and_model; "
+        "import recbole_attn.host as h; print(load_data_and_model is h.load_data_and_model)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["False", "True"]
+    assert recbole_attn.__version__
