@@ -16,6 +16,7 @@ The command line of recbole_attn: ``recbole-attn`` (installed with the package),
 
 import argparse
 import os
+import re
 import sys
 
 PROG = "recbole-attn"
@@ -64,12 +65,13 @@ dataset and model summaries are there; --verbose prints them on the console too)
 
 
 def _models_text():
-    from recbole_attn.quick_start import available_models
+    from recbole_attn.names import MODEL_NAMES, recbole_model_names
 
-    ours, theirs = available_models()
+    seq = recbole_model_names(("sequential_recommender",))
+    theirs = [n for n in seq.get("sequential_recommender", []) if n not in MODEL_NAMES]
     return (
-        f"models:\n  recbole_attn: {', '.join(ours)}\n"
-        f"  RecBole (sequential): {', '.join(theirs)}\n"
+        f"models:\n  recbole_attn: {', '.join(MODEL_NAMES)}\n"
+        f"  RecBole (sequential): {', '.join(sorted(theirs))}\n"
         "  (and any other RecBole model by name)\n\n"
     )
 
@@ -168,12 +170,21 @@ def build_parser(with_models=False, prog=PROG):
 
 
 def parse_args(argv, prog=PROG):
-    # the model list imports RecBole: only for --help
     parser = build_parser(
         with_models=any(a in ("-h", "--help") for a in argv), prog=prog
     )
     args, rest = parser.parse_known_args(argv)
+    _check_model_name(parser, args.model)
     return args, _overrides(parser, rest)
+
+
+def _check_model_name(parser, name):
+    """A model name no run resolves is one error line with the closest name, before
+    torch and RecBole are imported."""
+    from recbole_attn.names import known_model_names, unknown_model_message
+
+    if name not in known_model_names():
+        parser.exit(2, f"error: {unknown_model_message(name)}\n")
 
 
 def _overrides(parser, rest):
@@ -194,6 +205,17 @@ def _overrides(parser, rest):
                 f"{value!r}); keep one"
             )
     return overrides
+
+
+def plain_doc(doc):
+    """A module docstring as --help text: without its reStructuredText title, and
+    ````code```` and :role:`name` as plain words."""
+    lines = doc.strip("\n").splitlines()
+    if len(lines) > 1 and set(lines[1]) <= set("#=-~"):
+        lines = lines[2:]
+    text = "\n".join(lines).strip("\n")
+    text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text)
+    return text.replace("``", "")
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -29,6 +29,7 @@ from recbole_attn.errors import (
     UnknownModelError,
 )
 from recbole_attn.model import MODELS, AttnSequentialRecommender
+from recbole_attn.values import convert_value  # noqa: F401  (re-exported)
 
 PROPERTIES_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "properties"
@@ -77,12 +78,9 @@ def get_model_class(model):
     # RecBole raises ValueError for an unknown name, after trying to import its optional
     # exlib models (ImportError without lightgbm/xgboost)
     except (ValueError, AttributeError, ImportError):
-        ours, theirs = available_models()
-        raise UnknownModelError(
-            f"unknown model {model!r}. recbole_attn models: {', '.join(ours)}. "
-            f"RecBole's sequential models also work, e.g. {', '.join(theirs[:8])} "
-            f"(any name from recbole.model)."
-        ) from None
+        from recbole_attn.names import unknown_model_message
+
+        raise UnknownModelError(unknown_model_message(model)) from None
 
 
 def model_classes(model_class, options=None):
@@ -192,17 +190,6 @@ class AttnConfig(Config):
             if isinstance(param, str):
                 config_dict[key] = convert_value(param)
         return config_dict
-
-
-def convert_value(text):
-    """A command-line or config-dict string as the value it spells: a Python literal,
-    ``true``/``false`` in any case, else the string itself."""
-    try:
-        with warnings.catch_warnings():  # "2in": Python warns while failing to parse it
-            warnings.simplefilter("ignore", SyntaxWarning)
-            return ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return {"true": True, "false": False}.get(text.strip().lower(), text)
 
 
 def make_config(model, dataset, config_file_list=None, config_dict=None):

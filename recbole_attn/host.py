@@ -63,8 +63,6 @@ patched when first imported (an import hook), never imported by ``import recbole
 
 import functools
 import importlib
-import importlib.abc
-import importlib.util
 import os
 import re
 import sys
@@ -90,6 +88,7 @@ EVALUATION_KEYS = (
 )
 
 _INSTALLED = []  # the names of the changes applied, in order (see installed())
+_INSTALLING = []
 _WARNED = set()
 
 
@@ -113,7 +112,18 @@ def _apply(name, condition, patch):
 
 
 def install():
-    """Apply every change of this module that the installed stack needs (idempotent)."""
+    """Apply every change of this module that the installed stack needs (idempotent).
+    ``import recbole_attn`` calls it when RecBole is imported."""
+    if _INSTALLING:
+        return  # importing RecBole below ran the import hook
+    _INSTALLING.append(True)
+    try:
+        _install()
+    finally:
+        _INSTALLING.clear()
+
+
+def _install():
     import recbole
 
     compat.silence_harmless_recbole_warnings()  # first: importing RecBole's models
@@ -434,51 +444,66 @@ def _load_plugin_defaults(config):
 
 
 def _plugin_models():
+    # our modules are imported when RecBole's functions are called, not here: install()
+    # may run while one of them is being imported (it imports RecBole)
     from recbole.config import Config
-    import recbole.data.dataset as recbole_datasets
-
-    from recbole_attn.config import AttnConfig, model_classes
-    from recbole_attn import config_check
-    from recbole_attn.data.dataset import AttnSequentialDataset
-    from recbole_attn.model import MODELS
 
     _patch_get_model()
     load_internal = Config._load_internal_config_dict
     init = Config.__init__
 
+    def ours(config):
+        from recbole_attn.config import AttnConfig
+
+        model_class = getattr(config, "model_class", None)
+        return _ours(config.model) is model_class and not isinstance(config, AttnConfig)
+
     @functools.wraps(load_internal)
     def _load_internal_config_dict(self, model, model_class, dataset):
         load_internal(self, model, model_class, dataset)
-        if _ours(model) is model_class and not isinstance(self, AttnConfig):
+        if ours(self):
             _load_plugin_defaults(self)
 
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
+        from recbole_attn.evaluator import register_metrics
+
+        register_metrics()  # before RecBole checks the metric names
         init(self, *args, **kwargs)
-        if _ours(self.model) is self.model_class and not isinstance(self, AttnConfig):
-            for cls in model_classes(self.model_class, self):
-                config_check.check_model_options(cls, self)
-                config_check.apply_presets(cls, self)
+        if ours(self):
+            _configure_plugin_model(self)
 
     Config._load_internal_config_dict = _load_internal_config_dict
     Config.__init__ = __init__
-    for name in MODELS:
-        # RecBole's create_dataset looks for recbole.data.dataset.<Model>Dataset first
-        if not hasattr(recbole_datasets, f"{name}Dataset"):
-            setattr(recbole_datasets, f"{name}Dataset", AttnSequentialDataset)
+
+
+def _configure_plugin_model(config):
+    """After RecBole's ``Config`` of one of our models: its options checked, its presets
+    applied, and its dataset class where RecBole's ``create_dataset`` looks for
+    ``recbole.data.dataset.<Model>Dataset``."""
+    import recbole.data.dataset as recbole_datasets
+
+    from recbole_attn import config_check
+    from recbole_attn.config import model_classes
+    from recbole_attn.data.dataset import AttnSequentialDataset
+
+    for cls in model_classes(config.model_class, config):
+        config_check.check_model_options(cls, config)
+        config_check.apply_presets(cls, config)
+    name = f"{config.model}Dataset"
+    if getattr(recbole_datasets, name, AttnSequentialDataset) is AttnSequentialDataset:
+        setattr(recbole_datasets, name, AttnSequentialDataset)
 
 
 def _category_metrics():
     from recbole.evaluator.collector import Collector
 
-    from recbole_attn.evaluator import register_metrics
-    from recbole_attn.evaluator.collector import collect_item_categories
-
-    register_metrics()
     data_collect = Collector.data_collect
 
     @functools.wraps(data_collect)
     def data_collect_(self, train_data):
+        from recbole_attn.evaluator.collector import collect_item_categories
+
         data_collect(self, train_data)
         collect_item_categories(self, train_data)
 
@@ -541,39 +566,10 @@ def _patch_quick_start(module):
         package.load_data_and_model = load_data_and_model
 
 
-class _PatchAfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Runs :func:`_patch_quick_start` right after ``recbole.quick_start.quick_start``
-    is imported (by whoever imports it first)."""
-
-    NAME = "recbole.quick_start.quick_start"
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.NAME:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                self._loader = spec.loader
-                spec.loader = self
-                return spec
-        return None
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        _patch_quick_start(module)
-
-
 def _quick_start_hook():
-    module = sys.modules.get(_PatchAfterImport.NAME)
-    if module is not None:
-        _patch_quick_start(module)
-    else:
-        sys.meta_path.insert(0, _PatchAfterImport())
+    from recbole_attn.hooks import after_import
+
+    after_import("recbole.quick_start.quick_start", _patch_quick_start)
 
 
 __all__ = [

@@ -12,6 +12,7 @@ console: the configuration, dataset and model summaries go to the log file only 
 import contextlib
 import logging
 import os
+import re
 import sys
 
 from recbole_attn.files import claim_file, run_stem
@@ -31,29 +32,61 @@ _LEVELS = {
 }
 
 
+#: RecBole's four to five lines per epoch (training, evaluation, validation result,
+#: saving), which the console replaces by the trainer's one line
+_EPOCH_RECORD = re.compile(
+    r"^(epoch \d+ (training|evaluating)|valid result|Saving current)"
+)
+_COLOR = re.compile(r"\x1b\[[0-9;]*m")
+
+
 class _ConsoleFilter(logging.Filter):
     """Keeps records logged with ``extra=DETAIL`` (the configuration, dataset and model
-    summaries), and RecBole's messages below WARNING while :attr:`quiet` is set (loading
-    the data), out of the console; the log file still gets them."""
+    summaries), RecBole's messages below WARNING while :attr:`quiet` is set (loading
+    the data) and RecBole's lines of every epoch while :attr:`epochs` is set (training:
+    the trainer prints one line per epoch) out of the console; the log file still gets
+    them."""
 
     quiet = False
+    epochs = False
 
     def filter(self, record):
         if self.quiet and record.levelno < logging.WARNING:
             return False
+        if self.epochs and record.levelno < logging.WARNING:
+            if _EPOCH_RECORD.match(_COLOR.sub("", str(record.msg))):
+                return False
         return not getattr(record, "detail", False)
+
+
+def _console_filters():
+    return [
+        f
+        for handler in logging.getLogger().handlers
+        for f in handler.filters
+        if isinstance(f, _ConsoleFilter)
+    ]
+
+
+@contextlib.contextmanager
+def epoch_lines_on_console():
+    """Inside the block (training), RecBole's lines of every epoch go to the log file
+    only; the console gets the trainer's one line per epoch."""
+    filters = _console_filters()
+    for f in filters:
+        f.epochs = True
+    try:
+        yield
+    finally:
+        for f in filters:
+            f.epochs = False
 
 
 @contextlib.contextmanager
 def log_file_only():
     """RecBole's INFO messages inside the block (dataset and dataloader summaries) go to
     the log file only, where the console is concise."""
-    filters = [
-        f
-        for handler in logging.getLogger().handlers
-        for f in handler.filters
-        if isinstance(f, _ConsoleFilter)
-    ]
+    filters = _console_filters()
     for f in filters:
         f.quiet = True
     try:
@@ -91,13 +124,21 @@ def init_logging(config, verbose=False):
     )
     file_handler.addFilter(RemoveColorFilter())
     console = logging.StreamHandler(sys.stderr)
-    console.setFormatter(
-        colorlog.ColoredFormatter(
-            "%(log_color)s%(asctime)-15s %(levelname)s  %(message)s",
-            "%d %b %H:%M",
-            log_colors=log_colors_config,
+    if sys.stderr.isatty():
+        console.setFormatter(
+            colorlog.ColoredFormatter(
+                "%(log_color)s%(asctime)-15s %(levelname)s  %(message)s",
+                "%d %b %H:%M",
+                log_colors=log_colors_config,
+            )
         )
-    )
+    else:  # a file or a pipe: no colour codes
+        console.setFormatter(
+            logging.Formatter(
+                "%(asctime)-15s %(levelname)s  %(message)s", "%d %b %H:%M"
+            )
+        )
+        console.addFilter(RemoveColorFilter())
     if not verbose:
         console.addFilter(_ConsoleFilter())
     for handler in (console, file_handler):

@@ -27,9 +27,6 @@ import os
 import sys
 import tempfile
 
-import numpy as np
-import torch
-
 from recbole_attn.errors import RecboleAttnError
 from recbole_attn.files import refuse_existing
 
@@ -40,7 +37,8 @@ SCORE_BUDGET_MB = 64
 
 
 def newest_model_file(path):
-    """``path`` itself, or for a folder the newest best-model checkpoint in it."""
+    """``path`` itself, or for a folder the newest best-model checkpoint in it (said on
+    standard error)."""
     if not os.path.isdir(path):
         return path
     files = [
@@ -51,7 +49,12 @@ def newest_model_file(path):
     files = [f for f in files if os.path.getsize(f) > 0]
     if not files:
         raise RecboleAttnError(f"{path} holds no model checkpoint (.pth)")
-    return max(files, key=os.path.getmtime)
+    chosen = max(files, key=os.path.getmtime)
+    print(
+        f"model file: {chosen} (the newest of {len(files)} checkpoints in {path})",
+        file=sys.stderr,
+    )
+    return chosen
 
 
 def user_histories(splits, history):
@@ -101,6 +104,9 @@ def _user_ids(dataset, users):
 def _tokens(dataset, field, ids):
     """The tokens of ``ids`` as a list of str (RecBole's ``id2token`` returns a bare
     string for one id)."""
+    import numpy as np
+    import torch
+
     ids = list(ids.tolist() if torch.is_tensor(ids) else ids)
     if not ids:
         return []
@@ -109,6 +115,8 @@ def _tokens(dataset, field, ids):
 
 def _padded(sequences, width=None):
     """Right-padded LongTensor ``[B, width]`` (0 = padding) of item id lists."""
+    import torch
+
     width = width or max([len(s) for s in sequences] + [1])
     out = torch.zeros(len(sequences), width, dtype=torch.long)
     for i, seq in enumerate(sequences):
@@ -120,6 +128,8 @@ def top_k(scores, k, seen=None):
     """``(items, scores)`` ``[B, k]`` of the k best columns of ``scores [B, n]`` (column
     0, padding, never; the ``seen [B, n]`` boolean columns never), ties to the smaller
     item id."""
+    import torch
+
     scores = scores.clone()
     scores[:, 0] = -torch.inf
     if seen is not None:
@@ -160,6 +170,8 @@ def recommend(
         per recommendation, in user order then rank (tokens of the dataset; categories a
         list of tokens, or None without a category field).
     """
+    import torch
+
     from recbole.data.interaction import Interaction
 
     from recbole_attn.data.categories import category_field_name, item_category_table
@@ -321,12 +333,12 @@ def main(argv=None, prog=None):
     """``recbole-attn recommend``; returns the exit status."""
     import argparse
 
-    from recbole_attn.cli import OneLineParser, guarded
-    from recbole_attn.config import convert_value
+    from recbole_attn.cli import OneLineParser, guarded, plain_doc
+    from recbole_attn.values import convert_value
 
     parser = OneLineParser(
         prog=prog,
-        description=__doc__,
+        description=plain_doc(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(

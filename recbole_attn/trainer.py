@@ -23,6 +23,7 @@ recbole_attn.trainer
 """
 
 import json
+import time
 
 import numpy as np
 import torch
@@ -34,6 +35,7 @@ from recbole_attn.compat import CheckpointError, load_checkpoint, save_checkpoin
 from recbole_attn.evaluator.collector import CategoryCollector
 from recbole_attn.errors import ConfigError, RecboleAttnError
 from recbole_attn.files import claim_file, release_if_empty, run_stem
+from recbole_attn.logs import epoch_lines_on_console
 
 CHECKPOINT_FORMAT = "recbole_attn-checkpoint-1"
 
@@ -80,6 +82,25 @@ def _describe(signature):
         f"{signature['dataset']!r} ({signature['n_users']} users, "
         f"{signature['n_items']} items)"
     )
+
+
+def _duration(seconds):
+    """``42 s``, ``3 min``, ``1.5 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def loss_names(model, count):
+    """Names of the ``count`` terms of a training loss (the model's ``loss_names``, else
+    ``loss1``, ``loss2``, ...)."""
+    names = getattr(model, "loss_names", None)
+    names = tuple(names(count)) if callable(names) else ()
+    if len(names) != count:
+        names = ("",) if count == 1 else tuple(f"loss{i + 1}" for i in range(count))
+    return names
 
 
 class AttnTrainer(Trainer):
@@ -240,21 +261,65 @@ class AttnTrainer(Trainer):
         def on_evaluated(epoch_idx, valid_score):
             if saved:
                 self._save_resume_state(epoch_idx)
+            if verbose:
+                self.logger.info(self._epoch_line(epoch_idx, valid_score))
             if callback_fn is not None:
                 callback_fn(epoch_idx, valid_score)
 
-        return super().fit(
-            train_data,
-            valid_data,
-            verbose=verbose,
-            saved=saved,
-            show_progress=show_progress,
-            callback_fn=on_evaluated,
+        if verbose and valid_data:
+            self.logger.info(self._budget_line())
+        self._epoch_seconds = []
+        with epoch_lines_on_console():
+            return super().fit(
+                train_data,
+                valid_data,
+                verbose=verbose,
+                saved=saved,
+                show_progress=show_progress,
+                callback_fn=on_evaluated,
+            )
+
+    def _budget_line(self):
+        """What the run will train at most, said before its first epoch."""
+        return (
+            f"training {self.config['model']} for up to {self.epochs} epochs (from "
+            f"epoch {self.start_epoch}); it stops early after {self.stopping_step} "
+            f"evaluations without a better {self.valid_metric}"
         )
+
+    def _epoch_line(self, epoch_idx, valid_score):
+        """The console's one line per evaluated epoch: the losses by name, the
+        validation score, the time and what is left (at most, and if the score does not
+        improve again)."""
+        if self.cur_step == 0:
+            self._best_epoch = epoch_idx
+        losses = self._last_losses
+        losses = losses if isinstance(losses, tuple) else (losses,)
+        names = loss_names(self.model, len(losses))
+        loss_text = ", ".join(f"{n} {float(v):.4f}" for n, v in zip(names, losses))
+        seconds = self._last_train_seconds + self._last_valid_seconds
+        self._epoch_seconds.append(seconds)
+        per_epoch = sum(self._epoch_seconds) / len(self._epoch_seconds)
+        left = self.epochs - epoch_idx - 1
+        patience = (self.stopping_step - self.cur_step) * self.eval_step
+        line = (
+            f"epoch {epoch_idx + 1}/{self.epochs}: loss {loss_text} | "
+            f"{self.valid_metric} {valid_score:.4f} (best {self.best_valid_score:.4f}, "
+            f"epoch {getattr(self, '_best_epoch', epoch_idx) + 1}) | {seconds:.1f} s"
+        )
+        if left > 0:
+            line += f" | left: at most {_duration(left * per_epoch)}"
+            if patience < left:
+                line += f", {_duration(patience * per_epoch)} if it does not improve"
+        return line
 
     def _train_epoch(self, train_data, epoch_idx, *args, **kwargs):
         self.epoch = epoch_idx
-        return super()._train_epoch(train_data, epoch_idx, *args, **kwargs)
+        started = time.monotonic()
+        losses = super()._train_epoch(train_data, epoch_idx, *args, **kwargs)
+        self._last_train_seconds = time.monotonic() - started
+        self._last_losses = losses
+        return losses
 
     def _check_nan(self, loss):
         """A non-finite training loss stops the run with what to change (RecBole raises
@@ -277,7 +342,9 @@ class AttnTrainer(Trainer):
 
     # ------------------------------------------------------------------ evaluation
     def _valid_epoch(self, valid_data, show_progress=False):
+        started = time.monotonic()
         valid_score, valid_result = super()._valid_epoch(valid_data, show_progress)
+        self._last_valid_seconds = time.monotonic() - started
         # RecBole's callback only receives the score; tuning reports every metric
         self.last_valid_result = valid_result
         return valid_score, valid_result

@@ -272,6 +272,7 @@ def test_failed_trial_is_one_line():
 # ---------------------------------------------------------------------- the console
 
 
+@pytest.mark.slow
 def test_console_is_concise_and_the_log_has_everything(tiny_data_path, tmp_path):
     """The real command: progress and results on the console, a warning for a misspelled
     key, the configuration and model summary only in the log file (and with --verbose).
@@ -296,13 +297,19 @@ def test_console_is_concise_and_the_log_has_everything(tiny_data_path, tmp_path)
     assert "test: {'recall@5'" in proc.stdout
     console = proc.stderr
     assert "did you mean 'hidden_size'?" in console
-    assert "epoch 0 training" in console
+    # the budget, then one line per epoch with the losses by name, no colour codes
+    assert "training SASRecAP for up to 1 epochs" in console
+    (epoch_line,) = [line for line in console.splitlines() if " epoch 1/1: " in line]
+    assert "loss CE " in epoch_line and "ndcg@10 " in epoch_line
+    assert "epoch 0 training" not in console and "valid result" not in console
+    assert "\x1b[" not in console
     assert "General Hyper Parameters" not in console and "Embedding(" not in console
     assert "FutureWarning" not in console and "Traceback" not in console
     (log_line,) = [line for line in console.splitlines() if " log: " in line]
     log_file = tmp_path / log_line.split(" log: ")[1].split(" ")[0]
     log = log_file.read_text()
     assert "General Hyper Parameters" in log and "Embedding(" in log
+    assert "epoch 0 training" in log  # RecBole's lines of every epoch
     verbose = cli("--verbose")
     assert verbose.returncode == 0
     assert "General Hyper Parameters" in verbose.stderr
@@ -353,6 +360,7 @@ def _sequences_fixture(path):
     return path
 
 
+@pytest.mark.slow
 def test_readme_commands_run_as_written(tmp_path, monkeypatch, capsys):
     """Each README command, as written, on fixtures: converters on a small raw file in
     place of the downloaded one, models for one epoch on tiny data in place of the real

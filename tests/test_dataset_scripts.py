@@ -280,6 +280,7 @@ def test_existing_dataset_needs_overwrite(tmp_path, capsys):
     assert read(out / "S" / "S.inter").count("\n") == 1 + 11
 
 
+@pytest.mark.slow
 def test_command_line_errors_exit_2_without_traceback(tmp_path):
     script = os.path.join(SCRIPTS, "seqfile.py")
     argv = [sys.executable, script, "--sequences", str(tmp_path / "missing.txt")]

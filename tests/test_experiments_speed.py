@@ -49,6 +49,7 @@ def check_tables(markdown, rows):
         assert int(row["repeats"]) == 1 and int(row["train_samples"]) > 0
 
 
+@pytest.mark.slow
 def test_quick_models_from_the_command_line(tmp_path):
     out = tmp_path / "out"
     result = subprocess.run(

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+import recbole  # noqa: F401  (importing RecBole after recbole_attn installs the changes)
 import torch
 
 import recbole_attn
@@ -269,20 +270,23 @@ def test_recboles_hyper_tuning_searches_our_model(tiny_config, tmp_path):
     assert all(r["model"] == "PAtt" for r in tuning.params2result.values())
 
 
-def test_recbole_attn_import_leaves_recbole_quick_start_unimported():
-    """recbole.quick_start imports Ray Tune (seconds): the plugin patches it when it is
-    first imported, it never imports it itself."""
+def test_import_recbole_attn_is_light_and_changes_recbole_when_it_is_imported():
+    """``import recbole_attn`` imports neither torch nor RecBole (the CLI answers at
+    once); importing RecBole afterwards applies the changes, and recbole.quick_start
+    (Ray Tune, seconds) is patched when it is first imported, never imported by us."""
     import subprocess
     import sys
 
     code = (
         "import sys, recbole_attn; "
+        "print('torch' in sys.modules, 'recbole' in sys.modules); "
+        "import recbole; import recbole_attn.host as h; print(bool(h.installed())); "
         "print('recbole.quick_start.quick_start' in sys.modules); "
         "from recbole.quick_start import run_recbole, load_data_and_model; "
-        "import recbole_attn.host as h; print(load_data_and_model is h.load_data_and_model)"
+        "print(load_data_and_model is h.load_data_and_model)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert out == ["False", "True"]
+    assert out == ["False", "False", "True", "False", "True"]
     assert recbole_attn.__version__

@@ -102,6 +102,7 @@ def _run_subprocess(data_path, checkpoint_dir, seed, cwd):
     )
 
 
+@pytest.mark.slow
 def test_runs_started_together_keep_and_report_their_own_models(
     tiny_data_path, tmp_path
 ):

@@ -165,6 +165,19 @@ class AttnSequentialRecommender(SequentialRecommender):
         """Scores ``[B, n_items]`` of every item; larger is better."""
         return self.score_factors(output) @ self.item_factors().transpose(0, 1)
 
+    #: names of the terms :meth:`position_loss` returns after ``loss_type``'s (STOSA: pvn)
+    extra_loss_names = ()
+
+    def loss_names(self, count):
+        """Names of the ``count`` terms of :meth:`calculate_loss` (the trainer's line per
+        epoch): ``loss_type``, the model's extra terms, then its layers' auxiliary
+        terms."""
+        names = (self.loss_type, *self.extra_loss_names)[:count]
+        aux = count - len(names)
+        return names + (
+            ("aux",) if aux == 1 else tuple(f"aux{i + 1}" for i in range(aux))
+        )
+
     def position_loss(self, output, pos_items, neg_items, neg_log_q=None):
         """Loss from outputs gathered at N training positions ``[N, ...]``, their targets
         ``pos_items [N]`` and, for the sampled losses, ``neg_items [N, M]`` (with

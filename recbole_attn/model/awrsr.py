@@ -110,6 +110,10 @@ class AWRSR(AttnSequentialRecommender):
     def needs_negatives(self):
         return self.backbone.needs_negatives
 
+    @property
+    def extra_loss_names(self):
+        return self.backbone.extra_loss_names
+
     def position_loss(self, output, pos_items, neg_items, neg_log_q=None):
         return self.backbone.position_loss(output, pos_items, neg_items, neg_log_q)
 

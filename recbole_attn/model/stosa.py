@@ -134,6 +134,7 @@ class STOSA(AttnSequentialRecommender):
     """
 
     last_position_shortcut = True
+    extra_loss_names = ("pvn",)  # the hinge of eq. 11, with negatives
     options = {
         "pvn_weight": Number(),
         "stosa_preset": OneOf(*PRESETS),
