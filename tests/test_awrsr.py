@@ -198,7 +198,14 @@ def test_cli_value_refinement_is_not_mangled(tiny_config):
     )
 
 
-@pytest.mark.parametrize("backbone,refinement", COMBINATIONS)
+#: one combination in the quick suite, every other one with -m slow
+END_TO_END = [
+    pytest.param(*combination, marks=() if i == 0 else pytest.mark.slow)
+    for i, combination in enumerate(COMBINATIONS)
+]
+
+
+@pytest.mark.parametrize("backbone,refinement", END_TO_END)
 def test_end_to_end(tiny_config, backbone, refinement):
     assert len(COMBINATIONS) == 7  # 3 on SASRec, 4 on STOSA
     result = run(

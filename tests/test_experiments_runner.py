@@ -47,6 +47,7 @@ def tiny_study(tiny_data_path, tmp_path, monkeypatch):
     return name, args
 
 
+@pytest.mark.slow
 def test_rescore_scores_the_best_model_under_other_rankings(tiny_study, tmp_path):
     name, args = tiny_study
     result = runner.run_one(name, "SASRec", 2020, args)
@@ -91,6 +92,7 @@ def test_rescore_scores_the_best_model_under_other_rankings(tiny_study, tmp_path
     assert (tmp_path / "results" / name / "report.md").read_text() == text
 
 
+@pytest.mark.slow
 def test_progress_prints_every_epoch(tiny_study, capsys):
     name, args = tiny_study
     args.progress = True

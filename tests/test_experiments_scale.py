@@ -53,6 +53,7 @@ def test_quick_scale_runs_and_reports(tmp_path):
     assert again.returncode == 0 and "epoch" not in again.stdout.split("# Every")[0]
 
 
+@pytest.mark.slow
 def test_a_failed_run_is_stored_with_its_reason():
     record = scale.run_in_process(
         {

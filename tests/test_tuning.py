@@ -333,3 +333,23 @@ def test_a_shipped_search_space_is_found_by_its_model_name(tmp_path, monkeypatch
         resolve_params_file("elsewhere/STOSA.hyper")
     with pytest.raises(RecboleAttnError, match="params file not found: NoModel"):
         resolve_params_file("NoModel")
+
+
+def test_no_cluster_wording_when_no_cluster_was_asked_for():
+    """Ray's notice about the token authentication of the local cluster it starts is
+    dropped; its warning that authentication is disabled is kept."""
+    import logging
+
+    from recbole_attn.tuning.ray_search import _quiet_ray
+
+    _quiet_ray()
+    name = "ray._private.authentication.authentication_token_setup"
+    logger = logging.getLogger(name)
+
+    def record(message):
+        return logging.LogRecord(name, logging.WARNING, __file__, 1, message, (), None)
+
+    enabled = "Token authentication is enabled for this Ray cluster. Set ..."
+    disabled = "Token authentication is disabled for this Ray cluster. Anyone ..."
+    assert not logger.filter(record(enabled))
+    assert logger.filter(record(disabled))

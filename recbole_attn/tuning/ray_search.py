@@ -8,6 +8,7 @@ ASHA can stop bad trials; one progress line per finished trial.
 """
 
 import json
+import logging
 import os
 import re
 import socket
@@ -81,10 +82,23 @@ def check_ray_address(address, timeout=3.0):
         ) from None
 
 
+class _LocalClusterNotice(logging.Filter):
+    """Ray's notice that the cluster it starts on this machine uses token authentication
+    ("Token authentication is enabled for this Ray cluster ..."): no cluster was asked
+    for. Its warning that authentication is DISABLED is kept."""
+
+    def filter(self, record):
+        return "is enabled for this Ray cluster" not in str(record.msg)
+
+
 def _quiet_ray():
     """Ray's console output that says nothing a tuning user needs: the experiment box and
-    result-folder lines of its output engine (``verbose=0`` does not reach them)."""
+    result-folder lines of its output engine (``verbose=0`` does not reach them), and
+    its token-authentication notice for the local cluster."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    auth = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    if not any(isinstance(f, _LocalClusterNotice) for f in auth.filters):
+        auth.addFilter(_LocalClusterNotice())
 
 
 def _init_ray(address, num_cpus):
