@@ -140,7 +140,13 @@ def _install():
         )
     _apply("numpy aliases", fixes and _version("numpy") >= (2, 0, 0), _numpy_aliases)
     _apply("pandas 3 dataset", fixes and compat.PANDAS_3, _pandas_dataset)
-    _apply("checkpoints", fixes and _version("torch") >= (2, 6, 0), _checkpoints)
+    _apply(
+        "checkpoints",
+        fixes
+        and _version("torch") >= (2, 6, 0)
+        and hasattr(torch.serialization, "get_unsafe_globals_in_checkpoint"),
+        _checkpoints,
+    )
     _apply("exhaustive search", fixes and _hyperopt_generator(), _exhaustive_search)
     _apply("plugin models", True, _plugin_models)
     _apply("category metrics", True, _category_metrics)

@@ -375,9 +375,12 @@ class AttnTrainer(Trainer):
             distributed.barrier(self.config)  # process 0 has written the file
             checkpoint_file = model_file or self.saved_model_file
             self.load_model_file(checkpoint_file)
-            self.logger.info(
-                f"Loading model structure and parameters from {checkpoint_file}"
-            )
+            if checkpoint_file != getattr(self, "_announced_file", None):
+                # once per file (evaluate: validation, then test)
+                self._announced_file = checkpoint_file
+                self.logger.info(
+                    f"Loading model structure and parameters from {checkpoint_file}"
+                )
         return super().evaluate(
             eval_data, load_best_model=False, show_progress=show_progress
         )

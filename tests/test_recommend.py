@@ -237,3 +237,12 @@ def test_evaluate_command_gives_the_runs_test_result(tiny_config, capsys):
     assert main(argv + uni) == 0
     assert "hit@10" in capsys.readouterr().out
     assert main(argv + ["--eval_args={'mode': 'uni-1'}"]) == 2
+    # a folder: the file it chose is named; the checkpoint is announced once, not once
+    # per split
+    capsys.readouterr()
+    folder = os.path.dirname(result["saved_model_file"])
+    assert main(["evaluate", f"--model_file={folder}", "--state=INFO"]) == 0
+    logging.getLogger().handlers.clear()
+    err = capsys.readouterr().err
+    assert f"model file: {result['saved_model_file']} (the newest of 1" in err
+    assert err.count("Loading model structure and parameters") == 1
