@@ -34,6 +34,9 @@ package that broke it, and is applied only there:
   hyperopt a ``RandomState``; hyperopt draws with ``Generator.integers``. The same search
   with a ``Generator`` (every combination once; the order of the trials differs from
   hyperopt 0.2.5's).
+* scipy >= 1.12: RecBole's graph models (LightGCN, NGCF, NCL, GCMC, SpectralCF, KGIN,
+  MCCLK) fill their adjacency matrix with ``dok_matrix._update``, which scipy removed;
+  ``dok_matrix`` gets that bulk insert back.
 * autograd anomaly detection, which RecBole's ``sine.py`` switches on at import (several
   times slower backward, no change of results), is switched off again; a few warnings
   RecBole raises on every run are silenced where RecBole raises them
@@ -148,6 +151,7 @@ def _install():
         _checkpoints,
     )
     _apply("exhaustive search", fixes and _hyperopt_generator(), _exhaustive_search)
+    _apply("scipy dok_matrix", fixes and _dok_without_update(), _dok_update)
     _apply("plugin models", True, _plugin_models)
     _apply("category metrics", True, _category_metrics)
     _apply("quick_start hook", True, _quick_start_hook)
@@ -178,6 +182,24 @@ def _pandas_dataset():
         "numerical_features / discretization",
         compat.discretized_fields,
     )
+
+
+def _dok_without_update():
+    import scipy.sparse
+
+    return not hasattr(scipy.sparse.dok_matrix, "_update")
+
+
+def _dok_update():
+    """RecBole's graph models (LightGCN, NGCF, NCL, GCMC, SpectralCF, KGIN, MCCLK) build
+    their adjacency matrix with ``dok_matrix._update(dict)``, which scipy 1.12 removed
+    (a DOK matrix is no dict any more): the same bulk insert into its ``_dict``."""
+    import scipy.sparse
+
+    def _update(self, entries):
+        self._dict.update(entries)
+
+    scipy.sparse.dok_matrix._update = _update
 
 
 def _hyperopt_generator():

@@ -290,3 +290,30 @@ def test_import_recbole_attn_is_light_and_changes_recbole_when_it_is_imported():
     ).stdout.split()
     assert out == ["False", "False", "True", "False", "True"]
     assert recbole_attn.__version__
+
+
+def test_recboles_graph_models_build_their_adjacency_matrix():
+    """RecBole's LightGCN (and its other graph models) fill a dok_matrix with
+    ``_update``, which scipy >= 1.12 removed; with the fix it is the matrix a loop of
+    assignments builds."""
+    import scipy.sparse as sp
+
+    entries = {(0, 1): 1.0, (1, 0): 1.0, (2, 3): 1.0, (3, 2): 1.0}
+    bulk = sp.dok_matrix((4, 4), dtype=np.float32)
+    bulk._update(entries)
+    loop = sp.dok_matrix((4, 4), dtype=np.float32)
+    for (row, col), value in entries.items():
+        loop[row, col] = value
+    assert (bulk.toarray() == loop.toarray()).all() and bulk.nnz == 4
+
+
+def test_recboles_lightgcn_trains_through_run_recbole(tiny_config):
+    result = _recbole_run(
+        "LightGCN",
+        {
+            **tiny_config,
+            "epochs": 1,
+            "train_neg_sample_args": {"distribution": "uniform", "sample_num": 1},
+        },
+    )
+    assert 0 <= result["test_result"]["ndcg@10"] <= 1
