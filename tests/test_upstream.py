@@ -163,6 +163,7 @@ def _run_in_patched(patched_recbole, script, data_path, payload, cwd, timeout):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_exported_models_equal_ours(patched_recbole, tiny_data_path, tmp_path):
     cases = [
         [name, {**TINY_MODEL, "state": "ERROR", **_case_options(options)}]
@@ -183,6 +184,7 @@ def test_exported_models_equal_ours(patched_recbole, tiny_data_path, tmp_path):
         assert abs(ours - theirs) <= 1e-10 * max(1.0, abs(ours)), row
 
 
+@pytest.mark.slow
 def test_exported_metrics_equal_ours(patched_recbole, tiny_data_path, tmp_path):
     options = {
         **TINY_MODEL,
@@ -287,6 +289,7 @@ def _fake_checkout(root):
         )
 
 
+@pytest.mark.slow
 def test_export_into_a_checkout_adds_once_and_rewrites_its_own(tmp_path):
     root = tmp_path / "RecBole"
     _fake_checkout(root)
@@ -372,6 +375,34 @@ def test_test_cases_are_recbole_style():
         "test_awrsr_add",
         "test_awrsr_stosa_stoc",
     ]
+
+
+def test_sized_cases_are_the_variant_plus_sizes(files):
+    """A case's sizes (RecBole's test data only: DPAtt product's and RKSA's T, RKSA's
+    batch) come after the variant's options, change no option of the variant, and are
+    keys the exported yaml or RecBole's own yaml files define."""
+    import yaml
+
+    from recbole_attn.upstream.yaml_files import model_yaml, recbole_config_keys
+
+    recbole_keys = recbole_config_keys()
+    tree = ast.parse("class T:\n" + recbole_test_cases(list(MODELS)))
+    configs = {f.name: ast.literal_eval(f.body[0].value) for f in tree.body[0].body}
+    sized = 0
+    for name, model in MODELS.items():
+        exported = set(yaml.safe_load(model_yaml(name, files)))
+        for suffix, sizes in model.sizes.items():
+            assert suffix in model.cases, (name, suffix)
+            assert not set(sizes) & set(model.cases[suffix]), (name, suffix)
+            assert set(sizes) <= exported | recbole_keys, (name, sizes)
+        for suffix, options in model.cases.items():
+            method = f"test_{name.lower()}" + (f"_{suffix}" if suffix else "")
+            sizes = model.sizes.get(suffix, {})
+            assert configs[method] == {"model": name, **options, **sizes}
+            sized += bool(sizes)
+    assert configs["test_dpatt_product"]["MAX_ITEM_LIST_LENGTH"] == 10
+    assert configs["test_rksa"]["train_batch_size"] == 2048
+    assert sized == 2
 
 
 def test_bundle_refuses_a_name_defined_twice(tmp_path, monkeypatch):

@@ -47,6 +47,11 @@ class Model:
     ref_code: str = ""
     #: test name suffix -> config dict (besides "model"); "" is the default case
     cases: dict = field(default_factory=lambda: {"": {}})
+    #: test name suffix -> options that only make RecBole's test case cheaper (sizes on
+    #: RecBole's test data, as its SRGNN case sets ``MAX_ITEM_LIST_LENGTH: 3``), written
+    #: after the case's options; not part of the variant (our equivalence test runs the
+    #: variants on its own data)
+    sizes: dict = field(default_factory=dict)
     #: what else the pull request must say
     notes: str = ""
     #: models whose yaml keys the model also reads (AWRSR on its other backbone): added
@@ -111,6 +116,11 @@ MODELS = {
             "": TEST_CATEGORIES,
             "product": {**TEST_CATEGORIES, "dpp_diversity_form": "product"},
         },
+        # the product form solves one T x T system per prefix (O(B T^4) time, O(B T^3)
+        # memory): at RecBole's test length 50 the case cost several times SASRec's and
+        # peaked at 4.5 GB; T 10 and 20 pre-stage steps still run every part of it
+        # (docs/upstream.md)
+        sizes={"product": {"MAX_ITEM_LIST_LENGTH": 10, "dpp_cat_steps": 20}},
     ),
     "AWRSR": Model(
         "recbole_attn.model.awrsr",
@@ -152,5 +162,9 @@ MODELS = {
         "AAAI'20",
         "Sequential Recommendation with Relation-Aware Kernelized Self-Attention",
         "Mingi Ji, Weonyoung Joo, Kyungwoo Song, Yoon-Yeong Kim and Il-Chul Moon",
+        # the paper's batch 128 makes 44 steps of [B, T, T] kernels, Cholesky and
+        # listwise loss at T 50 (SASRec's case: 3 steps of 2048); RecBole's default batch
+        # and T 20 still run every part of it (docs/upstream.md)
+        sizes={"": {"MAX_ITEM_LIST_LENGTH": 20, "train_batch_size": 2048}},
     ),
 }

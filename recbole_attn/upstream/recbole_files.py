@@ -33,11 +33,13 @@ def case_names(name):
 
 
 def recbole_test_cases(names):
-    """RecBole's test methods of ``names`` (one per model and variant)."""
+    """RecBole's test methods of ``names`` (one per model and variant, with the sizes that
+    keep the variant's case cheap on RecBole's test data)."""
     out = [TESTS_BEGIN]
     for name in names:
-        for method, options in zip(case_names(name), MODELS[name].cases.values()):
-            config = {"model": name, **options}
+        model = MODELS[name]
+        for method, (suffix, options) in zip(case_names(name), model.cases.items()):
+            config = {"model": name, **options, **model.sizes.get(suffix, {})}
             lines = "".join(f"            {k!r}: {v!r},\n" for k, v in config.items())
             out.append(
                 f"    def {method}(self):\n        config_dict = {{\n{lines}        }}\n"
