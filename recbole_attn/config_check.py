@@ -17,6 +17,7 @@ from deep inside RecBole or torch, or worse, a run that silently does something 
 import difflib
 import functools
 import glob
+import math
 import os
 import re
 
@@ -96,13 +97,16 @@ class Integer(Option):
 
 
 class Number(Option):
-    """A number ``> 0`` (``positive``), ``>= 0`` (``non-negative``), or in ``[0, 1)``
-    (``probability``)."""
+    """A finite number ``> 0`` (``positive``), ``>= 0`` (``non-negative``), or in
+    ``[0, 1)`` (``probability``): ``1e999`` reads as infinity and NaN compares false, and
+    either trains a model of NaN weights."""
 
     def __init__(self, kind="non-negative"):
         self.kind = kind
 
     def problem(self, value):
+        if _is_number(value) and not math.isfinite(value):
+            return f"a finite number ({value} is not)"
         if self.kind == "positive" and not (_is_number(value) and value > 0):
             return "a number > 0"
         if self.kind == "non-negative" and not (_is_number(value) and value >= 0):

@@ -336,11 +336,37 @@ def load_data_and_model(model_file, config_dict=None):
     return config, net, trainer, splits
 
 
+#: how a checkpoint's run was trained, not what it is: a loaded checkpoint runs in this
+#: process on this machine (its processes, addresses, devices and folders stay behind;
+#: ``config_dict`` may set them again)
+TRAINING_ENVIRONMENT_KEYS = distributed.DISTRIBUTED_KEYS + (
+    "local_rank",
+    "gpu_id",
+    "use_gpu",
+    "device",
+    "checkpoint_dir",
+    "resume_checkpoint",
+    "worker",
+    "show_progress",
+    "log_wandb",
+    "wandb_project",
+)
+
+
+def checkpoint_options(checkpoint):
+    """The user-given configuration a checkpoint's run was trained with, without
+    :data:`TRAINING_ENVIRONMENT_KEYS`."""
+    options = json.loads(checkpoint["external_config_json"])
+    return {k: v for k, v in options.items() if k not in TRAINING_ENVIRONMENT_KEYS}
+
+
 def load_run(model_file, config_dict=None):
     """:func:`load_data_and_model`'s, and the whole dataset before the splits:
-    ``(config, model, trainer, dataset, (train_data, valid_data, test_data))``."""
+    ``(config, model, trainer, dataset, (train_data, valid_data, test_data))``. The
+    checkpoint's model and data options come back; how it was trained (processes,
+    addresses, devices, folders: :data:`TRAINING_ENVIRONMENT_KEYS`) does not."""
     checkpoint = load_checkpoint(model_file)
-    overrides = json.loads(checkpoint["external_config_json"])
+    overrides = checkpoint_options(checkpoint)
     overrides.update(config_dict or {})
     config, net, trainer, dataset, splits = _build(
         checkpoint["model"], checkpoint["dataset"], config_dict=overrides

@@ -22,6 +22,7 @@ recbole_attn.trainer
   RecBole does not do this; it is off by default.
 """
 
+import hashlib
 import json
 import time
 
@@ -49,13 +50,63 @@ def _plain_result(result):
 
 
 def data_signature(dataset):
-    """What a checkpoint records about its data: the dataset's name and its numbers of
-    users and items (RecBole's ids, padding included)."""
+    """What a checkpoint records about its data: the dataset's name, its numbers of
+    users and items (RecBole's ids, padding included) and of interactions, and a
+    fingerprint of the data that defines the model and its split: the user and item
+    tokens behind the ids and every interaction's (user, item, time) after filtering and
+    remapping. Other data of the same name and sizes has another fingerprint."""
+    digest = hashlib.sha256()
+    for field in (dataset.uid_field, dataset.iid_field):
+        digest.update("\x1f".join(map(str, dataset.field2id_token[field])).encode())
+        digest.update(b"\x1e")
+    columns = [dataset.uid_field, dataset.iid_field]
+    if dataset.time_field and dataset.time_field in dataset.inter_feat:
+        columns.append(dataset.time_field)
+    for field in columns:
+        values = dataset.inter_feat[field]
+        values = values.numpy() if torch.is_tensor(values) else np.asarray(values)
+        digest.update(np.ascontiguousarray(values, dtype=np.float64).tobytes())
     return {
         "dataset": str(dataset.dataset_name),
         "n_users": int(dataset.user_num),
         "n_items": int(dataset.item_num),
+        "n_interactions": int(len(dataset.inter_feat)),
+        "fingerprint": digest.hexdigest()[:16],
     }
+
+
+def _data_difference(saved, current):
+    """What differs between two :func:`data_signature` s, on the keys both have (a
+    checkpoint from before a key was recorded is checked on the others); None if
+    nothing."""
+    shared = [k for k in saved if k in current]
+    if all(saved[k] == current[k] for k in shared):
+        return None
+    if any(saved[k] != current[k] for k in shared if k != "fingerprint"):
+        return f"{_describe(saved)}, but this run uses {_describe(current)}"
+    return (
+        f"other data named {saved['dataset']!r} with the same numbers of users, items "
+        "and interactions: its interactions or its user and item tokens differ (data "
+        f"fingerprint {saved['fingerprint']} there, {current['fingerprint']} here)"
+    )
+
+
+def non_finite_parameters(model_or_state):
+    """The names of the parameters (of a module, or tensors of a state dict) that hold a
+    NaN or an infinity, a few of them; empty when all are finite."""
+    items = (
+        model_or_state.named_parameters()
+        if isinstance(model_or_state, torch.nn.Module)
+        else model_or_state.items()
+    )
+    bad = [
+        name
+        for name, tensor in items
+        if torch.is_tensor(tensor)
+        and tensor.is_floating_point()
+        and not bool(torch.isfinite(tensor).all())
+    ]
+    return ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
 
 
 def _shape_differences(saved, current):
@@ -78,9 +129,11 @@ def _options_text(checkpoint):
 
 
 def _describe(signature):
+    interactions = signature.get("n_interactions")
     return (
         f"{signature['dataset']!r} ({signature['n_users']} users, "
-        f"{signature['n_items']} items)"
+        f"{signature['n_items']} items"
+        + (f", {interactions} interactions)" if interactions is not None else ")")
     )
 
 
@@ -187,11 +240,12 @@ class AttnTrainer(Trainer):
                 f"not {self.config['model']!r}; pass --model={checkpoint.get('model')}"
             )
         saved, current = checkpoint.get("data"), self.data_signature
-        if saved and current and saved != current:
+        difference = saved and current and _data_difference(saved, current)
+        if difference:
             raise CheckpointError(
-                f"checkpoint {path} was trained on {_describe(saved)}, but this run uses "
-                f"{_describe(current)}; pass --dataset={saved['dataset']} (and its "
-                "--data_path), or train a new model on this data"
+                f"checkpoint {path} was trained on {difference}; pass "
+                f"--dataset={saved['dataset']} and the --data_path of the data it was "
+                "trained on, or train a new model on this data"
             )
         try:
             self.model.load_state_dict(checkpoint["state_dict"])
@@ -202,6 +256,12 @@ class AttnTrainer(Trainer):
                 f". It was trained with {_options_text(checkpoint)}; pass the same "
                 "model options (or train a new model with these)"
             ) from None
+        bad = non_finite_parameters(checkpoint["state_dict"])
+        if bad:
+            raise CheckpointError(
+                f"checkpoint {path} holds NaN or infinite weights ({bad}): its training "
+                "diverged; train again with a lower --learning_rate"
+            )
         self.model.load_other_parameter(checkpoint.get("other_parameter"))
         return checkpoint
 
@@ -317,6 +377,7 @@ class AttnTrainer(Trainer):
         self.epoch = epoch_idx
         started = time.monotonic()
         losses = super()._train_epoch(train_data, epoch_idx, *args, **kwargs)
+        self._check_weights(epoch_idx)
         self._last_train_seconds = time.monotonic() - started
         self._last_losses = losses
         return losses
@@ -329,6 +390,18 @@ class AttnTrainer(Trainer):
                 f"the training loss became {float(loss.detach())} in epoch {self.epoch} "
                 f"(learning_rate {self.config['learning_rate']}): lower --learning_rate "
                 f"(or check the data); {self.saved_state_text()}"
+            )
+
+    def _check_weights(self, epoch_idx):
+        """Weights that are no longer finite stop the run like a non-finite loss: an
+        infinite step can leave a finite-looking loss and a model of NaN weights, whose
+        metrics and recommendations would be numbers of nothing."""
+        bad = non_finite_parameters(self.model)
+        if bad:
+            raise TrainingError(
+                f"the model's weights became NaN or infinite in epoch {epoch_idx} "
+                f"({bad}; learning_rate {self.config['learning_rate']}): lower "
+                f"--learning_rate (or check the data); {self.saved_state_text()}"
             )
 
     def saved_state_text(self):

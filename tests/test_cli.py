@@ -205,11 +205,13 @@ def test_unreadable_resume_checkpoint_is_one_line(tiny_config, tmp_path, capsys,
 def test_checkpoint_on_other_data_is_a_clear_error(tiny_config, tmp_path):
     first = _one_epoch(tiny_config)
     last = first["saved_model_file"][: -len(".pth")] + "-last.pth"
-    assert torch.load(last, weights_only=True)["data"] == {
+    data = torch.load(last, weights_only=True)["data"]
+    assert {k: data[k] for k in ("dataset", "n_users", "n_items")} == {
         "dataset": "tiny",
         "n_users": 61,
         "n_items": 41,
     }
+    assert data["n_interactions"] > 61 and len(data["fingerprint"]) == 16
     other = tmp_path / "other"
     write_tiny_dataset(str(other), name="tiny", n_users=30, n_items=25, seed=1)
     with pytest.raises(

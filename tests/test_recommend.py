@@ -192,8 +192,8 @@ def test_bad_input_is_one_line_and_writes_nothing(tiny_config, tmp_path, capsys)
     assert main(base + [f"--data_path={other}"]) == 2
     err = capsys.readouterr().err
     assert (
-        "was trained on 'tiny' (61 users, 37 items)" in err
-        and "(31 users, 24 items)" in err
+        "was trained on 'tiny' (61 users, 37 items, " in err
+        and "(31 users, 24 items, " in err
     )
     # an existing output is never replaced without --overwrite
     folder.mkdir()

@@ -18,6 +18,7 @@ silently wrong metric:
 """
 
 import os
+import re
 from logging import getLogger
 
 import numpy as np
@@ -193,15 +194,30 @@ class CheckedDataset:
 
 
 def check_topk(config, dataset):
-    """Full ranking cannot return more items than the dataset has."""
+    """Full ranking cannot return more items than the dataset has, and a sampled
+    ranking (``uni<N>``, ``pop<N>``: the target among N sampled items) must have more
+    candidates than the largest cutoff: with ``topk`` >= N + 1 every target is in every
+    top-K and Recall@K is 1 whatever the model."""
     mode = (config["eval_args"] or {}).get("mode")
-    full = mode == "full" or (isinstance(mode, dict) and "full" in mode.values())
+    modes = set(mode.values()) if isinstance(mode, dict) else {mode}
     items = dataset.item_num - 1  # ids 1.. (0 is padding)
-    if full and max(config["topk"]) > items:
+    largest = max(config["topk"])
+    if "full" in modes and largest > items:
         raise DataError(
             f"topk {config['topk']} ranks more items than the {items} of "
             f"{config['dataset']!r}: lower topk (and valid_metric's cutoff)"
         )
+    for name in sorted(m for m in modes if isinstance(m, str)):
+        sampled = re.fullmatch(r"(uni|pop)([0-9]+)", name)
+        if sampled and largest > int(sampled.group(2)):
+            n = int(sampled.group(2))
+            raise DataError(
+                f"topk {config['topk']} reaches past the {n + 1} candidates of a "
+                f"{name} evaluation (the target and {n} sampled items): Recall@{largest} "
+                f"and Hit@{largest} would be 1 for any model; sample more items "
+                f"(--eval_args=\"{{'mode': '{sampled.group(1)}{max(100, largest)}'}}\") "
+                f"or lower topk to at most {n}"
+            )
 
 
 def cap_eval_batch_size(config, dataset):

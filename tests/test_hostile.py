@@ -1,0 +1,248 @@
+"""Hostile input, races and faults (issue 41): nothing hangs, nothing is silently wrong,
+nothing a user has is overwritten, and every failure is one ``error:`` line."""
+
+import json
+import logging
+import os
+import shutil
+
+import pytest
+import torch
+
+from conftest import TINY_MODEL
+from recbole_attn.cli import main as cli_main
+from recbole_attn.quick_start import evaluate, run
+
+LOAD = {"inter": ["user_id", "item_id", "timestamp"]}
+
+
+def main(argv, capsys):
+    """The command line in-process: (exit code, stderr)."""
+    try:
+        code = cli_main(argv)
+    except SystemExit as exit:
+        code = exit.code
+    return code, capsys.readouterr().err
+
+
+def one_line(code, err, fragment):
+    assert code == 2, err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    assert fragment in err, err
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_data_path, tmp_path_factory):
+    """One tiny SASRecAP checkpoint and the config it was trained with."""
+    root = tmp_path_factory.mktemp("trained")
+    cwd = os.getcwd()
+    os.chdir(root)
+    config = {
+        "data_path": tiny_data_path,
+        "load_col": LOAD,
+        "epochs": 1,
+        "train_batch_size": 16,
+        "eval_batch_size": 64,
+        "checkpoint_dir": str(root / "saved"),
+        "state": "ERROR",
+        "seed": 2020,
+        **TINY_MODEL,
+    }
+    try:
+        result = run("SASRecAP", "tiny", config_dict=config)
+    finally:
+        os.chdir(cwd)
+        logging.getLogger().handlers.clear()
+    return result, config
+
+
+def _rewrite(model_file, target, change):
+    """A copy of checkpoint ``model_file`` at ``target`` with ``change(dict)`` applied."""
+    checkpoint = torch.load(model_file, weights_only=True)
+    change(checkpoint)
+    torch.save(checkpoint, target)
+    return str(target)
+
+
+# ---------------------------------------------------------------------- 1. no hang
+
+
+def test_a_checkpoint_does_not_bring_back_how_it_was_trained(
+    trained, tmp_path, monkeypatch
+):
+    """A checkpoint of a multi-process run (nproc, world_size, ip, port), trained on
+    another device into another folder, evaluates in this process: before, evaluate
+    waited forever for the second process."""
+    result, _ = trained
+    monkeypatch.chdir(tmp_path)
+    elsewhere = tmp_path / "not_here"
+
+    def as_if_distributed(checkpoint):
+        options = json.loads(checkpoint["external_config_json"])
+        options.update(
+            nproc=2,
+            world_size=2,
+            ip="10.0.0.99",
+            port=29999,
+            offset=0,
+            gpu_id="3",
+            device="cuda:3",
+            checkpoint_dir=str(elsewhere),
+        )
+        checkpoint["external_config_json"] = json.dumps(options)
+
+    model_file = _rewrite(
+        result["saved_model_file"], tmp_path / "dist.pth", as_if_distributed
+    )
+    got = evaluate(model_file, {"state": "ERROR"})
+    logging.getLogger().handlers.clear()
+    assert got["test_result"] == pytest.approx(result["test_result"], abs=1e-12)
+    assert not elsewhere.exists()
+
+
+# ---------------------------------------------------------------------- 2. no silent number
+
+
+def _args(trained, *extra):
+    _, config = trained
+    args = {
+        "--model": "SASRecAP",
+        "--dataset": "tiny",
+        "--data_path": config["data_path"],
+        "--epochs": "1",
+        "--train_batch_size": "16",
+        "--state": "ERROR",
+        "--show_progress": "False",
+        **{f"--{k}": str(v) for k, v in TINY_MODEL.items()},
+    }
+    args.update(a.split("=", 1) for a in extra)
+    return [f"{k}={v}" for k, v in args.items()]
+
+
+@pytest.mark.parametrize(
+    "option", ["--learning_rate=1e999", "--weight_decay=-1e999", "--dropout_prob=1e999"]
+)
+def test_options_that_must_be_finite_are(
+    option, trained, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    code, err = main(_args(trained, option), capsys)
+    one_line(code, err, f"{option[2:].split('=')[0]} must be a finite number")
+    assert not (tmp_path / "saved").exists(), "nothing trained"
+
+
+def test_weights_that_stop_being_finite_stop_the_run(
+    trained, tmp_path, monkeypatch, capsys
+):
+    """A step that leaves NaN weights behind a finite loss (before: exit 0, metrics of a
+    NaN model, then NaN recommendations) stops the run as a NaN loss does."""
+    from recbole.trainer import Trainer
+
+    original = Trainer._train_epoch
+
+    def poisoned(self, *args, **kwargs):
+        losses = original(self, *args, **kwargs)
+        with torch.no_grad():
+            next(self.model.parameters())[0].fill_(float("inf"))
+        return losses
+
+    monkeypatch.setattr(Trainer, "_train_epoch", poisoned)
+    monkeypatch.chdir(tmp_path)
+    code, err = main(_args(trained), capsys)
+    one_line(code, err, "the model's weights became NaN or infinite in epoch 0")
+    assert "lower --learning_rate" in err
+
+
+def test_a_checkpoint_of_nan_weights_is_refused(trained, tmp_path, monkeypatch, capsys):
+    result, _ = trained
+    monkeypatch.chdir(tmp_path)
+
+    def poison(checkpoint):
+        name = next(iter(checkpoint["state_dict"]))
+        checkpoint["state_dict"][name] = checkpoint["state_dict"][name] * float("nan")
+
+    model_file = _rewrite(result["saved_model_file"], tmp_path / "nan.pth", poison)
+    for command in ("evaluate", "recommend"):
+        argv = [command, f"--model_file={model_file}"]
+        if command == "recommend":
+            argv.append(f"--output={tmp_path / 'out.csv'}")
+        else:
+            argv.append("--state=ERROR")
+        code, err = main(argv, capsys)
+        one_line(code, err, "holds NaN or infinite weights")
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_a_checkpoint_on_other_data_of_the_same_name_and_sizes_is_refused(
+    trained, tmp_path, monkeypatch, capsys
+):
+    """The same users and items, one interaction moved to another item: before, the
+    check was name + user/item counts and evaluate reported the other data's metrics."""
+    result, config = trained
+    monkeypatch.chdir(tmp_path)
+    source = os.path.join(config["data_path"], "tiny")
+    target = tmp_path / "data" / "tiny"
+    shutil.copytree(source, target)
+    inter = target / "tiny.inter"
+    lines = inter.read_text().splitlines()
+    user, item, time = lines[5].split("\t")
+    seen = {l.split("\t")[1] for l in lines[1:] if l.split("\t")[0] == user}
+    other_item = next(
+        l.split("\t")[1] for l in lines[1:] if l.split("\t")[1] not in seen
+    )
+    lines[5] = "\t".join((user, other_item, time))
+    inter.write_text("\n".join(lines) + "\n")
+    code, err = main(
+        [
+            "evaluate",
+            f"--model_file={result['saved_model_file']}",
+            f"--data_path={tmp_path / 'data'}",
+            "--state=ERROR",
+        ],
+        capsys,
+    )
+    one_line(code, err, "other data named 'tiny' with the same numbers of users")
+    assert "data fingerprint" in err
+    # the same data elsewhere is the same data
+    shutil.rmtree(target)
+    shutil.copytree(source, target)
+    code, err = main(
+        [
+            "evaluate",
+            f"--model_file={result['saved_model_file']}",
+            f"--data_path={tmp_path / 'data'}",
+            "--state=ERROR",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+
+
+def test_a_sampled_ranking_with_fewer_candidates_than_the_cutoff_is_refused(
+    trained, tmp_path, monkeypatch, capsys
+):
+    """uni10 ranks the target among 11 items: Recall@20 was 1.0 without a word."""
+    result, _ = trained
+    monkeypatch.chdir(tmp_path)
+    sampled = [
+        "--eval_args={'mode': 'uni10'}",
+        "--topk=[5,20]",
+        "--valid_metric=NDCG@5",
+    ]
+    code, err = main(_args(trained, *sampled), capsys)
+    one_line(code, err, "topk [5, 20] reaches past the 11 candidates of a uni10")
+    assert not list(tmp_path.glob("saved/*")), "nothing trained"
+    code, err = main(
+        ["evaluate", f"--model_file={result['saved_model_file']}", "--state=ERROR"]
+        + sampled,
+        capsys,
+    )
+    one_line(code, err, "Recall@20 and Hit@20 would be 1 for any model")
+    # a cutoff the candidates can fill is fine
+    code, err = main(
+        ["evaluate", f"--model_file={result['saved_model_file']}", "--state=ERROR"]
+        + ["--eval_args={'mode': 'uni10'}", "--topk=[5,10]", "--valid_metric=NDCG@5"],
+        capsys,
+    )
+    assert code == 0, err
