@@ -10,8 +10,11 @@ creation, so that no concurrent run can take it; folders and files the user alre
 are never written over unless the user asks (:func:`refuse_existing`).
 """
 
+import errno
 import os
 import secrets
+import shutil
+import tempfile
 import time
 
 from recbole_attn.errors import RecboleAttnError
@@ -62,16 +65,20 @@ def release_if_empty(path):
         pass
 
 
-def refuse_existing(paths, what, overwrite=False, flag="--overwrite"):
-    """An :class:`ExistingOutputError` naming the ``paths`` that exist, unless
-    ``overwrite``."""
+def refuse_existing(paths, what, overwrite=False, flag="--overwrite", error=None):
+    """An :class:`ExistingOutputError` (or ``error``) naming the ``paths`` that exist,
+    unless ``overwrite``."""
     existing = [p for p in paths if os.path.exists(p)]
     if existing and not overwrite:
-        shown = ", ".join(existing[:3]) + (" ..." if len(existing) > 3 else "")
-        raise ExistingOutputError(
-            f"{what} would replace {shown}; choose another output, or pass {flag} to "
-            "replace them"
-        )
+        raise (error or ExistingOutputError)(_existing_message(what, existing, flag))
+
+
+def _existing_message(what, existing, flag):
+    shown = ", ".join(existing[:3]) + (" ..." if len(existing) > 3 else "")
+    return (
+        f"{what} would replace {shown}; choose another output, or pass {flag} to "
+        "replace them"
+    )
 
 
 def check_writable_folder(path, key):
@@ -88,3 +95,84 @@ def check_writable_folder(path, key):
             f"cannot write into {key} {path} ({err.strerror or err}); choose a folder "
             "you can write to"
         ) from None
+
+
+def write_files(files, what="the output", overwrite=False, remove=(), error=None):
+    """Write several files all-or-nothing, never over what another process made.
+
+    ``files`` maps target paths to their text (or to a function writing into an open text
+    file). Each is written to a temporary file in its target's folder; when all are
+    complete they are published: with ``overwrite`` renamed over the targets
+    (``os.replace``), without it hard-linked into place, which fails if the target exists
+    at that moment, so that two runs writing one output cannot both succeed (the first
+    one's files stay; the second gets the error, and none of its files is left). Paths in
+    ``remove`` (stale files of an older version) are deleted afterwards. ``error``: the
+    exception class raised for an existing target (default
+    :class:`ExistingOutputError`).
+    """
+    error = error or ExistingOutputError
+    targets = list(files)
+    if not overwrite:
+        refuse_existing(targets, what, error=error)
+    temps, published = {}, []
+    try:
+        for target, content in files.items():
+            folder = os.path.dirname(os.path.abspath(target))
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(
+                dir=folder, prefix="." + os.path.basename(target) + ".", suffix=".tmp"
+            )
+            temps[target] = tmp
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600 files
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+                if callable(content):
+                    content(f)
+                else:
+                    f.write(content)
+        for target in targets:
+            if overwrite:
+                os.replace(temps.pop(target), target)
+                continue
+            _publish_new(temps[target], target, what, error)
+            published.append(target)
+    except BaseException:
+        for target in published:  # all or nothing: what this call made goes again
+            _unlink_quietly(target)
+        raise
+    finally:
+        for tmp in temps.values():
+            _unlink_quietly(tmp)
+    for path in remove:
+        if path not in files and os.path.exists(path):
+            os.unlink(path)
+
+
+def _publish_new(tmp, target, what, error):
+    """Give the complete file ``tmp`` the name ``target`` unless ``target`` exists."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise error(_existing_message(what, [target], "--overwrite")) from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+            raise
+        # a file system without hard links: claim the name, then copy into it
+        try:
+            with open(target, "x"):
+                pass
+        except FileExistsError:
+            raise error(_existing_message(what, [target], "--overwrite")) from None
+        shutil.copyfile(tmp, target)
+
+
+def _unlink_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -25,10 +25,9 @@ import csv
 import json
 import os
 import sys
-import tempfile
 
 from recbole_attn.errors import RecboleAttnError
-from recbole_attn.files import refuse_existing
+from recbole_attn.files import refuse_existing, write_files
 
 HISTORIES = ("all", "test", "train")
 FORMATS = ("csv", "jsonl")
@@ -301,25 +300,8 @@ def write_recommendations(result, output, fmt=None, overwrite=False):
     fmt = fmt or ("jsonl" if str(output).endswith((".jsonl", ".json")) else "csv")
     if fmt not in FORMATS:
         raise RecboleAttnError(f"format must be one of {list(FORMATS)}, got {fmt!r}")
-    refuse_existing([output], "the recommendations", overwrite)
-    folder = os.path.dirname(os.path.abspath(output))
-    os.makedirs(folder, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=".recommend-", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as f:
-            f.write(_text(result, fmt))
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    write_files({output: _text(result, fmt)}, "the recommendations", overwrite)
     return output
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _read_users_file(path):

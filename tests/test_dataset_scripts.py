@@ -272,7 +272,7 @@ def test_existing_dataset_needs_overwrite(tmp_path, capsys):
     capsys.readouterr()
     assert run(seqfile, *base, "--k_core", 0) == 2
     err = capsys.readouterr().err
-    assert "already exists" in err and "--overwrite" in err
+    assert "would replace" in err and "--overwrite" in err
     assert {f: read(out / "S" / f) for f in os.listdir(out / "S")} == before
     # --overwrite replaces it; the now-stale .item file (no attributes) is removed
     assert run(seqfile, *base, "--k_core", 0, "--overwrite") == 0

@@ -246,3 +246,100 @@ def test_a_sampled_ranking_with_fewer_candidates_than_the_cutoff_is_refused(
         capsys,
     )
     assert code == 0, err
+
+
+# ---------------------------------------------------------------------- 3. nothing replaced
+
+
+def test_an_output_made_meanwhile_is_never_replaced(tmp_path):
+    """Between the existence check and the final move another process writes the
+    output: the first writer's file stays, this one fails and leaves none of its files
+    (before: two recommends into one file both exited 0, the last one's file won)."""
+    from recbole_attn.files import ExistingOutputError, write_files
+
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+
+    def meanwhile(f):
+        f.write("mine\n")
+        second.write_text("theirs\n")  # another run publishes while this one writes
+
+    with pytest.raises(ExistingOutputError, match="would replace .*b.csv"):
+        write_files({str(first): "mine\n", str(second): meanwhile}, "the output")
+    assert second.read_text() == "theirs\n"
+    assert not first.exists(), "all or nothing"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.csv"], "no temporary left"
+    write_files({str(second): "replaced\n"}, overwrite=True)
+    assert second.read_text() == "replaced\n"
+
+
+def test_a_second_search_into_one_output_stops_before_its_work(
+    tiny_data_path, tmp_path, monkeypatch
+):
+    """The output is claimed when a search starts: a second search into it, started
+    while the first runs, stops at once (before: both exited 0 and the one finishing
+    last replaced the other's result.json); a failed search leaves no claim."""
+    from recbole_attn import tuning
+    from recbole_attn.files import ExistingOutputError
+
+    monkeypatch.chdir(tmp_path)
+    space = tmp_path / "space.hyper"
+    space.write_text("hidden_size choice [8,16]\n")
+    output = str(tmp_path / "out")
+    config = {
+        "data_path": tiny_data_path,
+        "load_col": LOAD,
+        "epochs": 1,
+        "train_batch_size": 16,
+        "state": "ERROR",
+        **TINY_MODEL,
+    }
+    original = tuning._search_hyperopt
+    inner = []
+
+    def search_while_another_starts(*args, **kwargs):
+        with pytest.raises(
+            ExistingOutputError, match="being written by another search"
+        ):
+            tuning.tune_model(
+                "SASRecAP",
+                "tiny",
+                str(space),
+                config_dict=dict(config),
+                tool="hyperopt",
+                algo="exhaustive",
+                output=output,
+            )
+        inner.append(True)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(tuning, "_search_hyperopt", search_while_another_starts)
+    result = tuning.tune_model(
+        "SASRecAP",
+        "tiny",
+        str(space),
+        config_dict=dict(config),
+        tool="hyperopt",
+        algo="exhaustive",
+        output=output,
+    )
+    logging.getLogger().handlers.clear()
+    assert inner == [True]
+    with open(os.path.join(output, "result.json")) as f:
+        assert json.load(f)["best_params"] == result["best_params"]
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("a trial failed")
+
+    monkeypatch.setattr(tuning, "_search_hyperopt", fail)
+    other = str(tmp_path / "other")
+    with pytest.raises(RuntimeError):
+        tuning.tune_model(
+            "SASRecAP",
+            "tiny",
+            str(space),
+            config_dict=dict(config),
+            tool="hyperopt",
+            algo="exhaustive",
+            output=other,
+        )
+    assert not os.path.exists(os.path.join(other, "result.json"))

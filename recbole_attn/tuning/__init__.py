@@ -32,7 +32,13 @@ import os
 import time
 
 from recbole_attn.errors import RecboleAttnError
-from recbole_attn.files import claim_folder, refuse_existing, run_stem
+from recbole_attn.files import (
+    ExistingOutputError,
+    claim_folder,
+    refuse_existing,
+    release_if_empty,
+    run_stem,
+)
 from recbole_attn.tuning.hyperopt_search import _search_hyperopt
 from recbole_attn.tuning.outputs import OUTPUTS, write_outputs
 from recbole_attn.tuning.ray_search import (  # noqa: F401  (re-exported)
@@ -63,6 +69,34 @@ from recbole_attn.tuning.trial import (  # noqa: F401  (re-exported)
 ALGOS = ("random", "bayes", "exhaustive")
 SCHEDULERS = ("fifo", "asha")
 TOOLS = ("ray", "hyperopt")
+
+
+def _claim_output(output, overwrite):
+    """Check that the search's ``output`` folder holds no earlier search's files and
+    claim it (its ``result.json``, created empty and exclusively) before the work: a
+    second search into it, started while this one runs, stops at once instead of
+    replacing this one's results at the end. Returns the claimed file (None with
+    ``overwrite``)."""
+    what = f"the search's output {output}"
+    claim = os.path.join(output, "result.json")
+    if os.path.isfile(claim) and os.path.getsize(claim) == 0 and not overwrite:
+        raise ExistingOutputError(
+            f"{what} is being written by another search (its result.json is empty; "
+            "if no search runs there, the last one was killed: remove the file); "
+            "choose another --output"
+        )
+    refuse_existing([os.path.join(output, n) for n in OUTPUTS], what, overwrite)
+    os.makedirs(output, exist_ok=True)
+    if overwrite:
+        return None
+    try:
+        with open(claim, "x"):
+            return claim
+    except FileExistsError:
+        raise ExistingOutputError(
+            f"{what} is being written by another search (it claimed result.json a "
+            "moment ago); choose another --output"
+        ) from None
 
 
 def tune_model(
@@ -164,14 +198,10 @@ def tune_model(
     if tool == "ray":
         check_ray_address(ray_address)
 
+    claim = None
     if output:
         output = os.path.abspath(output)
-        refuse_existing(
-            [os.path.join(output, name) for name in OUTPUTS],
-            f"the search's output {output}",
-            overwrite,
-        )
-        os.makedirs(output, exist_ok=True)
+        claim = _claim_output(output, overwrite)
     else:  # a new folder no concurrent search can take
         output = claim_folder(
             os.path.abspath(
@@ -190,48 +220,51 @@ def tune_model(
         "mode": mode,
         "eval_step": int(probe["eval_step"] or 1),
     }
-    started = time.time()
-    if tool == "ray":
-        _init_ray(ray_address, num_cpus)
-        trials = _search_ray(
-            params,
-            algo,
-            model,
-            dataset,
-            files,
-            overrides,
-            mode,
-            probe["epochs"],
-            options,
-            echo,
-        )
-    else:
-        trials = _search_hyperopt(
-            params, algo, model, dataset, files, overrides, options, echo
-        )
-    search_seconds = time.time() - started
+    try:  # a failed search leaves no claim behind
+        started = time.time()
+        if tool == "ray":
+            _init_ray(ray_address, num_cpus)
+            trials = _search_ray(
+                params,
+                algo,
+                model,
+                dataset,
+                files,
+                overrides,
+                mode,
+                probe["epochs"],
+                options,
+                echo,
+            )
+        else:
+            trials = _search_hyperopt(
+                params, algo, model, dataset, files, overrides, options, echo
+            )
+        search_seconds = time.time() - started
 
-    pick = max if mode == "max" else min
-    best = pick(trials, key=lambda t: t["best_valid_score"])
-    model_file = best["saved_model_file"]
-    _, _, trainer, (_, valid_data, test_data) = load_data_and_model(model_file)
-    valid_result = dict(trainer.evaluate(valid_data, model_file=model_file))
-    test_result = dict(trainer.evaluate(test_data, model_file=model_file))
-    result = {
-        "model": model_class.__name__,
-        "dataset": dataset,
-        "algo": algo,
-        "tool": tool,
-        "scheduler": scheduler,
-        "best_params": best["params"],
-        "best_valid_score": best["best_valid_score"],
-        "valid_score_bigger": mode == "max",
-        "valid_metric": probe["valid_metric"],
-        "best_valid_result": {k: float(v) for k, v in valid_result.items()},
-        "test_result": {k: float(v) for k, v in test_result.items()},
-        "search_seconds": round(search_seconds, 1),
-        "trials": trials,
-        "output": output,
-    }
-    write_outputs(output, result, overrides, params)
-    return result
+        pick = max if mode == "max" else min
+        best = pick(trials, key=lambda t: t["best_valid_score"])
+        model_file = best["saved_model_file"]
+        _, _, trainer, (_, valid_data, test_data) = load_data_and_model(model_file)
+        valid_result = dict(trainer.evaluate(valid_data, model_file=model_file))
+        test_result = dict(trainer.evaluate(test_data, model_file=model_file))
+        result = {
+            "model": model_class.__name__,
+            "dataset": dataset,
+            "algo": algo,
+            "tool": tool,
+            "scheduler": scheduler,
+            "best_params": best["params"],
+            "best_valid_score": best["best_valid_score"],
+            "valid_score_bigger": mode == "max",
+            "valid_metric": probe["valid_metric"],
+            "best_valid_result": {k: float(v) for k, v in valid_result.items()},
+            "test_result": {k: float(v) for k, v in test_result.items()},
+            "search_seconds": round(search_seconds, 1),
+            "trials": trials,
+            "output": output,
+        }
+        write_outputs(output, result, overrides, params)
+        return result
+    finally:
+        release_if_empty(claim)

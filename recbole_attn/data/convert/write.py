@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import tempfile
 from typing import Callable, Dict, Iterable, Mapping, Optional
 
 import numpy as np
@@ -29,6 +28,7 @@ from recbole_attn.data.convert.read import (
     BadLines,
     ConversionError,
 )
+from recbole_attn.files import refuse_existing, write_files
 
 # ------------------------------------------------------------------------ file texts
 
@@ -129,57 +129,23 @@ def write_atomic(
     overwrite: bool = False,
     remove: Iterable[str] = (),
 ) -> None:
-    """Write several files all-or-nothing.
-
-    ``files`` maps target paths to their text (or to a function writing into an open text
-    file). Each is first written to a temporary file in its target folder; only when all
-    are complete are they renamed into place with ``os.replace``. Without ``overwrite``, an
-    existing target is an error (checked before and again just before renaming). Paths in
-    ``remove`` (stale files of an older version) are deleted after the renames.
+    """Write several files all-or-nothing (:func:`recbole_attn.files.write_files`): each
+    to a temporary file first, then all published; without ``overwrite`` an existing
+    target is a :class:`ConversionError`, checked before and at publishing (a concurrent
+    conversion's files are never replaced). Paths in ``remove`` (stale files of an older
+    version) are deleted afterwards.
     """
-    targets = list(files)
-    if not overwrite:
-        _refuse_existing(targets)
-    temps: Dict[str, str] = {}
-    try:
-        for target, content in files.items():
-            folder = os.path.dirname(os.path.abspath(target))
-            os.makedirs(folder, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(
-                dir=folder, prefix="." + os.path.basename(target) + ".", suffix=".tmp"
-            )
-            temps[target] = tmp
-            os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600 files
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-                if callable(content):
-                    content(f)
-                else:
-                    f.write(content)
-        if not overwrite:
-            _refuse_existing(targets)
-        for target in targets:
-            os.replace(temps.pop(target), target)
-    finally:
-        for tmp in temps.values():
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-    for path in remove:
-        if path not in files and os.path.exists(path):
-            os.unlink(path)
-
-
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
+    write_files(
+        files,
+        "the conversion",
+        overwrite=overwrite,
+        remove=remove,
+        error=ConversionError,
+    )
 
 
 def _refuse_existing(targets: Iterable[str]) -> None:
-    existing = [t for t in targets if os.path.exists(t)]
-    if existing:
-        raise ConversionError(
-            f"{existing[0]} already exists; pass --overwrite to replace it"
-        )
+    refuse_existing(list(targets), "the conversion", error=ConversionError)
 
 
 # ---------------------------------------------------------------------- datasets
