@@ -343,3 +343,51 @@ def test_a_second_search_into_one_output_stops_before_its_work(
             output=other,
         )
     assert not os.path.exists(os.path.join(other, "result.json"))
+
+
+def _checkout(tmp_path):
+    from test_upstream import _fake_checkout
+
+    root = tmp_path / "RecBole"
+    _fake_checkout(root)
+    (root / ".git").mkdir()  # the record of what was written goes in here
+    return root
+
+
+def test_export_never_undoes_hand_edits_and_writes_all_or_nothing(tmp_path):
+    from recbole_attn.upstream.export import export
+    from recbole_attn.upstream.models import ExportError
+
+    root = _checkout(tmp_path)
+    prs = tmp_path / "prs"
+    export(str(root), ["RKSA"], pr_dir=str(prs), metrics=False)
+    assert (root / ".git" / "recbole-attn-export.json").is_file()
+    model = root / "recbole/model/sequential_recommender/rksa.py"
+    exported = model.read_text()
+    assert export(
+        str(root), ["RKSA"], pr_dir=str(prs), metrics=False
+    )  # unchanged: fine
+    # 1. a hand edit in a file the export wrote is kept (before: silently reverted)
+    model.write_text(exported + "# my fix\n")
+    with pytest.raises(ExportError, match="rksa.py was edited since"):
+        export(str(root), ["RKSA"], metrics=False)
+    assert model.read_text().endswith("# my fix\n")
+    # 2. a pull-request description edited by hand is kept
+    model.write_text(exported)
+    description = prs / "RKSA.md"
+    description.write_text("# my words\n")
+    with pytest.raises(ExportError, match="RKSA.md exists with other text"):
+        export(str(root), ["RKSA"], pr_dir=str(prs), metrics=False)
+    assert description.read_text() == "# my words\n"
+    # --overwrite replaces both
+    model.write_text(exported + "# my fix\n")
+    export(str(root), ["RKSA"], pr_dir=str(prs), metrics=False, overwrite=True)
+    assert model.read_text() == exported and description.read_text() != "# my words\n"
+    # 3. a write that fails leaves the checkout as it was (before: half exported)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the descriptions' folder would be\n")
+    with pytest.raises(OSError):
+        export(str(root), ["STOSA"], pr_dir=str(blocked / "prs"), metrics=False)
+    after = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert after == before

@@ -21,15 +21,20 @@ hand:
 * with ``--pr_dir``: one pull-request description per model (``<Name>.md``) and one for
   the metrics (``metrics.md``).
 
-A file this command wrote before (it carries :data:`MARK`) is rewritten; any other existing
-file of those names is refused. RecBole's own files get our lines added once (a second
-export replaces them).
+A file this command wrote before (it carries :data:`MARK`) is rewritten, unless it was
+edited since (the export records what it wrote: :data:`MANIFEST`; ``--overwrite``
+replaces it); any other existing file of those names is refused, and so is a
+pull-request description with other text. Every file is staged before any is moved into
+place. RecBole's own files get our lines added once (a second export replaces them).
 """
 
 import argparse
+import hashlib
+import json
 import os
 import sys
 
+from recbole_attn.files import write_files
 from recbole_attn.upstream import metric_files
 from recbole_attn.upstream.models import MARK, MODELS, SHARED, ExportError
 from recbole_attn.upstream.recbole_files import (
@@ -43,14 +48,29 @@ from recbole_attn.upstream.recbole_files import (
 from recbole_attn.upstream.sources import imported_models, model_file, python_files
 from recbole_attn.upstream.yaml_files import model_yaml
 
+#: what the last export wrote into a checkout: relative path -> sha256 of the text (in
+#: the checkout's .git folder when it has one, so that no pull request carries it)
+MANIFEST = "recbole-attn-export.json"
 
-def _write(path, text):
-    """Write ``text`` to ``path`` atomically (its folder created)."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+
+def _manifest_path(recbole_dir):
+    git = os.path.join(recbole_dir, ".git")
+    if os.path.isdir(git):
+        return os.path.join(git, MANIFEST)
+    return os.path.join(recbole_dir, "." + MANIFEST)
+
+
+def _digest(text):
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _read_manifest(recbole_dir):
+    try:
+        with open(_manifest_path(recbole_dir), encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return manifest if isinstance(manifest, dict) else {}
 
 
 def _read(path):
@@ -131,11 +151,18 @@ def _notes(pr_notes, name):
     return _read(path) if path and os.path.isfile(path) else None
 
 
-def export(recbole_dir, names=None, pr_dir=None, metrics=True, pr_notes=None):
+def export(
+    recbole_dir, names=None, pr_dir=None, metrics=True, pr_notes=None, overwrite=False
+):
     """Write the export of ``names`` (default: every model; the models they import come
     with them; ``[]``: none) and, with ``metrics``, of the CC, ILD and F1 metrics into the
-    RecBole checkout ``recbole_dir``; returns the paths written (relative). Nothing is
-    written when a file of ours would replace one of theirs."""
+    RecBole checkout ``recbole_dir``; returns the paths written (relative).
+
+    All or nothing: every file is staged first, then all are moved into place. Nothing is
+    written when a file of ours would replace one of theirs, when a file an earlier export
+    wrote was edited since (its text differs from what that export recorded), or when a
+    pull-request description in ``pr_dir`` exists with other text; ``overwrite``
+    replaces the last two."""
     check_checkout(recbole_dir)
     if names == []:
         names, files = [], {}
@@ -163,17 +190,53 @@ def export(recbole_dir, names=None, pr_dir=None, metrics=True, pr_notes=None):
         if names and os.path.exists(os.path.join(recbole_dir, path))
     }
     edited.update(metric_edits)
-    for path, text in {**files, **edited}.items():
-        _write(os.path.join(recbole_dir, path), text)
+    manifest = _read_manifest(recbole_dir)
+    if not overwrite:
+        _refuse_edited(recbole_dir, files, manifest)
+    descriptions = {}
     if pr_dir:
         for name in names:
-            _write(
-                os.path.join(pr_dir, f"{name}.md"),
-                pr_description(name, _notes(pr_notes, name)),
+            descriptions[os.path.join(pr_dir, f"{name}.md")] = pr_description(
+                name, _notes(pr_notes, name)
             )
         if metrics:
-            _write(os.path.join(pr_dir, "metrics.md"), metric_files.pr_description())
+            descriptions[os.path.join(pr_dir, "metrics.md")] = (
+                metric_files.pr_description()
+            )
+        changed = [
+            p
+            for p, text in descriptions.items()
+            if os.path.exists(p) and _read(p) != text
+        ]
+        if changed and not overwrite:
+            raise ExportError(
+                f"{changed[0]} exists with other text (a description edited by hand, or "
+                "of an earlier version); choose another --pr_dir, or pass --overwrite "
+                "to replace it"
+            )
+    manifest.update({path: _digest(text) for path, text in files.items()})
+    written = {os.path.join(recbole_dir, p): t for p, t in {**files, **edited}.items()}
+    written[_manifest_path(recbole_dir)] = json.dumps(
+        manifest, indent=1, sort_keys=True
+    )
+    write_files({**written, **descriptions}, "the export", overwrite=True)
     return sorted(files) + sorted(edited)
+
+
+def _refuse_edited(recbole_dir, files, manifest):
+    """An :class:`ExportError` for the first file an earlier export wrote whose text was
+    changed since (a hand edit the export would revert)."""
+    for path, text in files.items():
+        full = os.path.join(recbole_dir, path)
+        if path not in manifest or not os.path.isfile(full):
+            continue
+        current = _read(full)
+        if current != text and _digest(current) != manifest[path]:
+            raise ExportError(
+                f"{full} was edited since recbole-attn export-upstream wrote it; the "
+                "export would undo those edits. Commit or move them, or pass "
+                "--overwrite to replace the file"
+            )
 
 
 def main(argv=None, prog="recbole-attn export-upstream"):
@@ -201,6 +264,12 @@ def main(argv=None, prog="recbole-attn export-upstream"):
         "--pr_dir", help="also write one pull-request description per model here"
     )
     parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace exported files edited since the last export, and existing "
+        "pull-request descriptions",
+    )
+    parser.add_argument(
         "--pr_notes",
         help="a folder of <Model>.md measurements to put into the descriptions "
         "(recbole_attn's experiments/recbole_training_office/pr_notes)",
@@ -219,6 +288,7 @@ def main(argv=None, prog="recbole-attn export-upstream"):
             args.pr_dir,
             args.metrics == "True",
             args.pr_notes,
+            args.overwrite,
         )
         print(f"wrote {len(written)} files into {args.recbole_dir}:")
         for path in written:
