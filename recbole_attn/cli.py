@@ -219,7 +219,13 @@ def plain_doc(doc):
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse with errors of one line (argparse prints its whole usage block first)."""
+    """argparse with errors of one line (argparse prints its whole usage block first),
+    and no abbreviations: ``--model`` is not ``--model_file``, and a misspelled option
+    is an error rather than another option."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")

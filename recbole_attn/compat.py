@@ -338,11 +338,18 @@ def save_checkpoint(state, path):
     tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}.pth")
     try:
         # mode 0o666 before the umask (tempfile.mkstemp would force 0o600)
-        with os.fdopen(
-            os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb"
-        ) as f:
-            torch.save(state, f)
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(
+                os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb"
+            ) as f:
+                torch.save(state, f)
+            os.replace(tmp, path)
+        except (OSError, RuntimeError) as err:  # torch's zip writer: RuntimeError
+            reason = getattr(err, "strerror", None) or str(err).splitlines()[0]
+            raise CheckpointError(
+                f"cannot write the checkpoint {path} ({reason}); free space under "
+                f"{directory}, or choose another --checkpoint_dir"
+            ) from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

@@ -31,9 +31,10 @@ from recbole_attn.errors import ConfigError
 def check_yaml_files(paths):
     """Raise a :class:`ConfigError` naming the file and line of the first malformed yaml
     file of ``paths``, or the file whose top level is not ``key: value`` lines."""
+    from recbole_attn.files import read_text
+
     for path in paths:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        text = read_text(path, "config file")
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as err:

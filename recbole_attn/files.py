@@ -81,6 +81,35 @@ def _existing_message(what, existing, flag):
     )
 
 
+def read_text(path, what="file", encoding="utf-8"):
+    """The text of ``path``; a :class:`RecboleAttnError` that names the file when it is
+    missing, not a file, unreadable or not ``encoding`` text (a binary file, or one saved
+    in another encoding such as latin-1)."""
+    if not os.path.exists(path):
+        raise RecboleAttnError(f"{what} not found: {path}")
+    if not os.path.isfile(path):
+        raise RecboleAttnError(f"{what} {path} is not a file")
+    try:
+        with open(path, encoding=encoding) as f:
+            return f.read()
+    except UnicodeDecodeError as err:
+        raise RecboleAttnError(not_text_message(path, err, what, encoding)) from None
+    except OSError as err:
+        raise RecboleAttnError(
+            f"cannot read {what} {path}: {err.strerror or err}"
+        ) from None
+
+
+def not_text_message(path, err, what="file", encoding="utf-8"):
+    """What to say about a file that ``encoding`` cannot decode (``err``)."""
+    byte = err.object[err.start : err.start + 1]
+    return (
+        f"{what} {path} is not {encoding} text (byte 0x{byte.hex()} at position "
+        f"{err.start}): is it a binary file, or saved in another encoding? Save it as "
+        f"{encoding}"
+    )
+
+
 def check_writable_folder(path, key):
     """``path`` is (or can be created as) a folder this process can write into, checked
     by writing a probe file; a :class:`RecboleAttnError` naming ``key`` otherwise."""
@@ -117,18 +146,34 @@ def write_files(files, what="the output", overwrite=False, remove=(), error=None
     temps, published = {}, []
     try:
         for target, content in files.items():
+            if os.path.isdir(target):
+                raise error(f"{what}: {target} is a folder; give a file name")
             folder = os.path.dirname(os.path.abspath(target))
-            os.makedirs(folder, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(
-                dir=folder, prefix="." + os.path.basename(target) + ".", suffix=".tmp"
-            )
+            try:
+                os.makedirs(folder, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(
+                    dir=folder,
+                    prefix="." + os.path.basename(target) + ".",
+                    suffix=".tmp",
+                )
+            except OSError as err:
+                raise error(
+                    f"{what}: cannot write into {folder} ({_why(folder, err)}); "
+                    "choose a place you can write to"
+                ) from None
             temps[target] = tmp
             os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600 files
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-                if callable(content):
-                    content(f)
-                else:
-                    f.write(content)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+                    if callable(content):
+                        content(f)
+                    else:
+                        f.write(content)
+            except OSError as err:  # a full disk, a quota
+                raise error(
+                    f"{what}: writing {target} failed ({err.strerror or err}); nothing "
+                    "was written"
+                ) from None
         for target in targets:
             if overwrite:
                 os.replace(temps.pop(target), target)
@@ -163,6 +208,16 @@ def _publish_new(tmp, target, what, error):
         except FileExistsError:
             raise error(_existing_message(what, [target], "--overwrite")) from None
         shutil.copyfile(tmp, target)
+
+
+def _why(folder, err):
+    """Why ``folder`` cannot be made: the file in its way, else the system's reason."""
+    path = folder
+    while path and not os.path.exists(path):
+        path = os.path.dirname(path)
+    if path and not os.path.isdir(path):
+        return f"{path} is a file, not a folder"
+    return err.strerror or str(err)
 
 
 def _unlink_quietly(path):

@@ -176,7 +176,15 @@ def _build(model, dataset, config_file_list=None, config_dict=None, verbose=Fals
         train_data = bucket_train_dataloader(config, train_data)
 
         init_seed(config["seed"], config["reproducibility"])
-        net = model_class(config, train_data._dataset).to(config["device"])
+        try:
+            net = model_class(config, train_data._dataset).to(config["device"])
+        except NotImplementedError as err:
+            # RecBole's models refuse an option value this way ("Make sure 'loss_type'
+            # in ['BPR', 'CE']!")
+            raise ConfigError(
+                f"{config['model']} cannot be built with these options: {err} "
+                f"(RecBole's words); change the option it names"
+            ) from None
         logger.info(net)
     trainer = AttnTrainer(config, net, data=data_signature(data))
     return config, net, trainer, data, (train_data, valid_data, test_data)
@@ -353,10 +361,28 @@ TRAINING_ENVIRONMENT_KEYS = distributed.DISTRIBUTED_KEYS + (
 )
 
 
-def checkpoint_options(checkpoint):
+def checkpoint_options(checkpoint, path="the checkpoint"):
     """The user-given configuration a checkpoint's run was trained with, without
-    :data:`TRAINING_ENVIRONMENT_KEYS`."""
-    options = json.loads(checkpoint["external_config_json"])
+    :data:`TRAINING_ENVIRONMENT_KEYS`; a :class:`CheckpointError` when the checkpoint
+    does not say (damaged, or not written by recbole_attn)."""
+    problem = None
+    try:
+        options = json.loads(checkpoint["external_config_json"])
+    except KeyError:
+        problem = "no external_config_json entry"
+    except (TypeError, ValueError) as err:
+        problem = f"its external_config_json is not JSON: {err}"
+    else:
+        if not isinstance(options, dict):
+            problem = f"its external_config_json is a {type(options).__name__}"
+    for key in ("model", "dataset"):
+        if problem is None and not isinstance(checkpoint.get(key), str):
+            problem = f"no {key} name"
+    if problem:
+        raise CheckpointError(
+            f"checkpoint {path} does not say how its model was trained ({problem}): it "
+            "is damaged or was not written by recbole-attn; train the model again"
+        )
     return {k: v for k, v in options.items() if k not in TRAINING_ENVIRONMENT_KEYS}
 
 
@@ -366,7 +392,16 @@ def load_run(model_file, config_dict=None):
     checkpoint's model and data options come back; how it was trained (processes,
     addresses, devices, folders: :data:`TRAINING_ENVIRONMENT_KEYS`) does not."""
     checkpoint = load_checkpoint(model_file)
-    overrides = checkpoint_options(checkpoint)
+    overrides = checkpoint_options(checkpoint, model_file)
+    for key in ("model", "dataset"):
+        given = (config_dict or {}).get(key)
+        if given is not None and str(given) != checkpoint[key]:
+            raise ConfigError(
+                f"the checkpoint {model_file} holds {checkpoint['model']} trained on "
+                f"{checkpoint['dataset']!r}; a loaded model keeps its {key} (got "
+                f"--{key}={given}). For the same dataset in another folder pass "
+                "--data_path=...; for another model give its --model_file"
+            )
     overrides.update(config_dict or {})
     config, net, trainer, dataset, splits = _build(
         checkpoint["model"], checkpoint["dataset"], config_dict=overrides

@@ -27,7 +27,7 @@ import os
 import sys
 
 from recbole_attn.errors import RecboleAttnError
-from recbole_attn.files import refuse_existing, write_files
+from recbole_attn.files import read_text, refuse_existing, write_files
 
 HISTORIES = ("all", "test", "train")
 FORMATS = ("csv", "jsonl")
@@ -89,7 +89,8 @@ def _user_ids(dataset, users):
     unknown tokens are one error naming how many and a few of them."""
     field = dataset.uid_field
     known = dataset.field2token_id[field]
-    unknown = [u for u in users if str(u) not in known]
+    users = list(dict.fromkeys(map(str, users)))  # a user named twice gets one list
+    unknown = [u for u in users if u not in known]
     if unknown:
         shown = ", ".join(map(repr, unknown[:5])) + (" ..." if len(unknown) > 5 else "")
         raise RecboleAttnError(
@@ -97,7 +98,7 @@ def _user_ids(dataset, users):
             f"{dataset.dataset_name!r}: {shown}; users are the dataset's own tokens "
             f"(its {field} column)"
         )
-    return [known[str(u)] for u in users]
+    return [known[u] for u in users]
 
 
 def _tokens(dataset, field, ids):
@@ -182,6 +183,15 @@ def recommend(
         )
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise RecboleAttnError(f"topk must be an integer >= 1, got {k!r}")
+    if batch_size is not None and (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, int)
+        or batch_size < 1
+    ):
+        raise RecboleAttnError(
+            f"batch_size must be an integer >= 1 (users per batch), got {batch_size!r}; "
+            "leave it out for a batch that fits the default memory budget"
+        )
     model_file = newest_model_file(str(model_file))
     overrides = {"state": "ERROR", "show_progress": False, **(config_dict or {})}
     config, model, _, splits = load_data_and_model(model_file, overrides)
@@ -305,10 +315,17 @@ def write_recommendations(result, output, fmt=None, overwrite=False):
 
 
 def _read_users_file(path):
-    if not os.path.isfile(path):
-        raise RecboleAttnError(f"users file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        return [line.strip() for line in f if line.strip()]
+    users = [
+        line.strip()
+        for line in read_text(path, "users file").splitlines()
+        if line.strip()
+    ]
+    if not users:
+        raise RecboleAttnError(
+            f"users file {path} names no user (one user token per line); leave out "
+            "--users_file to recommend to every user"
+        )
+    return users
 
 
 def main(argv=None, prog=None):
@@ -354,10 +371,19 @@ def main(argv=None, prog=None):
             raise RecboleAttnError(
                 f"--exclude_seen must be True or False, got {args.exclude_seen!r}"
             )
+        if os.path.isdir(args.output):
+            raise RecboleAttnError(
+                f"--output {args.output} is a folder; give a file name (.csv or .jsonl)"
+            )
         refuse_existing([args.output], "the recommendations", args.overwrite)
         named = None
         if args.users is not None:
             named = [u.strip() for u in args.users.split(",") if u.strip()]
+            if not named:
+                raise RecboleAttnError(
+                    f"--users={args.users!r} names no user (comma-separated user "
+                    "tokens); leave it out to recommend to every user"
+                )
         elif args.users_file:
             named = _read_users_file(args.users_file)
         result = recommend(

@@ -23,6 +23,7 @@ weights. Plotting needs matplotlib: ``uv pip install -e ".[plot]"``.
 
 import argparse
 import os
+import re
 import sys
 
 
@@ -123,6 +124,11 @@ def attention_maps(model_file, user, positions=15, label_field=None, config_dict
     """
     from recbole_attn.quick_start import load_data_and_model
 
+    if isinstance(positions, bool) or not isinstance(positions, int) or positions < 1:
+        raise RecboleAttnError(
+            f"positions must be an integer >= 1 (the user's last inputs drawn), got "
+            f"{positions!r}"
+        )
     config, model, _, (train_data, _, test_data) = load_data_and_model(
         model_file, config_dict
     )
@@ -172,10 +178,12 @@ def plot_attention(
     labels, maps = result["labels"], result["maps"]
     names = list(maps)
     stem = os.path.splitext(os.path.basename(str(model_file)))[0]
+    # a token is the dataset's text: '/', '..' or spaces must not make a path of it
+    user_part = re.sub(r"[^A-Za-z0-9_.-]", "_", str(result["user"])).strip(".") or "_"
     layers = range(len(maps["A"]))
     files = {
         (layer, head): os.path.join(
-            output, f"{stem}_user{result['user']}_layer{layer + 1}_head{head + 1}.png"
+            output, f"{stem}_user{user_part}_layer{layer + 1}_head{head + 1}.png"
         )
         for layer in layers
         for head in range(maps["A"][layer].shape[0])

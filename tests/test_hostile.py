@@ -391,3 +391,213 @@ def test_export_never_undoes_hand_edits_and_writes_all_or_nothing(tmp_path):
         export(str(root), ["STOSA"], pr_dir=str(blocked / "prs"), metrics=False)
     after = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
     assert after == before
+
+
+# ---------------------------------------------------------------------- 5. one line
+
+
+def _files(tmp_path):
+    """Hostile inputs: binary and latin-1 text, empty and blank files, broken yaml."""
+    (tmp_path / "binary.txt").write_bytes(b"\xff\xfe\x00\x01binary\x00")
+    (tmp_path / "latin1.txt").write_bytes("u1\nj\xe9r\xf4me\n".encode("latin-1"))
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "blank.txt").write_text("  \n\n")
+    (tmp_path / "latin1.yaml").write_bytes("epochs: 1 # d\xe9j\xe0\n".encode("latin-1"))
+    (tmp_path / "binary.hyper").write_bytes(b"hidden_size choice [\xff]\n")
+    (tmp_path / "folder").mkdir()
+
+
+def _with_config(model_file, tmp_path, name, change):
+    return _rewrite(model_file, tmp_path / name, change)
+
+
+CASES = {
+    # checkpoints that do not say how they were trained
+    "no config": (
+        lambda t, m, d: [
+            "recommend",
+            f"--model_file={_with_config(m, t, 'a.pth', lambda c: c.pop('external_config_json'))}",
+            f"--output={t / 'o.csv'}",
+        ],
+        "does not say how its model was trained (no external_config_json entry)",
+    ),
+    "corrupt config": (
+        lambda t, m, d: [
+            "evaluate",
+            f"--model_file={_with_config(m, t, 'b.pth', lambda c: c.update(external_config_json='{x'))}",
+        ],
+        "its external_config_json is not JSON",
+    ),
+    "config of a list": (
+        lambda t, m, d: [
+            "viz",
+            f"--model_file={_with_config(m, t, 'c.pth', lambda c: c.update(external_config_json='[1]'))}",
+            "--user=u1",
+            f"--output={t / 'plots'}",
+        ],
+        "its external_config_json is a list",
+    ),
+    # text that is not UTF-8
+    "binary users file": (
+        lambda t, m, d: [
+            "recommend",
+            f"--model_file={m}",
+            f"--users_file={t / 'binary.txt'}",
+            f"--output={t / 'o.csv'}",
+        ],
+        "binary.txt is not utf-8 text (byte 0xff at position 0)",
+    ),
+    "latin-1 users file": (
+        lambda t, m, d: [
+            "recommend",
+            f"--model_file={m}",
+            f"--users_file={t / 'latin1.txt'}",
+            f"--output={t / 'o.csv'}",
+        ],
+        "latin1.txt is not utf-8 text (byte 0xe9 at position 4)",
+    ),
+    "latin-1 yaml": (
+        lambda t, m, d: _args_for(d, f"--config_files={t / 'latin1.yaml'}"),
+        "config file",
+    ),
+    "binary params file": (
+        lambda t, m, d: ["tune"]
+        + _args_for(d, f"--params_file={t / 'binary.hyper'}", "--tool=hyperopt"),
+        "params file",
+    ),
+    # outputs that cannot be written
+    "output is a folder": (
+        lambda t, m, d: ["recommend", f"--model_file={m}", f"--output={t / 'folder'}"],
+        "is a folder; give a file name",
+    ),
+    "output under a file": (
+        lambda t, m, d: [
+            "recommend",
+            f"--model_file={m}",
+            f"--output={t / 'empty.txt' / 'o.csv'}",
+        ],
+        "empty.txt is a file, not a folder",
+    ),
+    # values RecBole refuses deep inside
+    "RecBole's loss_type": (
+        lambda t, m, d: _args_for(d, "--model=SASRec", "--loss_type=bogus"),
+        "SASRec cannot be built with these options: Make sure 'loss_type'",
+    ),
+    "viz positions 0": (
+        lambda t, m, d: [
+            "viz",
+            f"--model_file={m}",
+            "--user=u1",
+            "--positions=0",
+            f"--output={t / 'plots'}",
+        ],
+        "positions must be an integer >= 1",
+    ),
+    # quietly odd before: exit 0 with a header-only file
+    "empty users file": (
+        lambda t, m, d: [
+            "recommend",
+            f"--model_file={m}",
+            f"--users_file={t / 'empty.txt'}",
+            f"--output={t / 'o.csv'}",
+        ],
+        "names no user",
+    ),
+    "blank users file": (
+        lambda t, m, d: [
+            "recommend",
+            f"--model_file={m}",
+            f"--users_file={t / 'blank.txt'}",
+            f"--output={t / 'o.csv'}",
+        ],
+        "names no user",
+    ),
+    "blank --users": (
+        lambda t, m, d: [
+            "recommend",
+            f"--model_file={m}",
+            "--users= , ",
+            f"--output={t / 'o.csv'}",
+        ],
+        "names no user",
+    ),
+    "negative batch": (
+        lambda t, m, d: [
+            "recommend",
+            f"--model_file={m}",
+            "--batch_size=-5",
+            f"--output={t / 'o.csv'}",
+        ],
+        "batch_size must be an integer >= 1",
+    ),
+    # a loaded model keeps its model and dataset (before: --dataset ignored, --model
+    # taken as --model_file)
+    "evaluate --dataset": (
+        lambda t, m, d: ["evaluate", f"--model_file={m}", "--dataset=other"],
+        "a loaded model keeps its dataset (got --dataset=other)",
+    ),
+    "evaluate --model": (
+        lambda t, m, d: ["evaluate", f"--model={m}"],
+        "the following arguments are required: --model_file",
+    ),
+}
+
+
+def _args_for(data_path, *extra):
+    args = {
+        "--model": "SASRecAP",
+        "--dataset": "tiny",
+        "--data_path": data_path,
+        "--epochs": "1",
+        "--train_batch_size": "16",
+        "--state": "ERROR",
+        **{f"--{k}": str(v) for k, v in TINY_MODEL.items()},
+    }
+    args.update(a.split("=", 1) for a in extra)
+    return [f"{k}={v}" for k, v in args.items()]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_input_that_reaches_the_code_is_one_line(
+    case, trained, tmp_path, monkeypatch, capsys
+):
+    """Each was a traceback (or an exit 0 with an empty or ignored result) before."""
+    result, config = trained
+    monkeypatch.chdir(tmp_path)
+    _files(tmp_path)
+    make_argv, fragment = CASES[case]
+    argv = make_argv(tmp_path, result["saved_model_file"], config["data_path"])
+    before = sorted(p.name for p in tmp_path.rglob("*") if p.suffix == ".csv")
+    code, err = main(argv, capsys)
+    one_line(code, err, fragment)
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.suffix == ".csv") == before
+
+
+def test_a_user_named_twice_gets_one_list(trained, tmp_path, monkeypatch, capsys):
+    from recbole_attn.recommend import recommend
+
+    result, _ = trained
+    monkeypatch.chdir(tmp_path)
+    rows = recommend(result["saved_model_file"], k=3, users=["u1", "u2", "u1"])["rows"]
+    logging.getLogger().handlers.clear()
+    assert [(r[0], r[1]) for r in rows] == [
+        (u, k) for u in ("u1", "u2") for k in (1, 2, 3)
+    ]
+
+
+def test_a_full_disk_under_the_checkpoint_folder_is_one_line(
+    trained, tmp_path, monkeypatch, capsys
+):
+    import errno
+
+    from recbole_attn import compat
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(compat.torch, "save", full)
+    monkeypatch.chdir(tmp_path)
+    code, err = main(_args(trained), capsys)
+    one_line(code, err, "cannot write the checkpoint")
+    assert "(No space left on device); free space under" in err
+    assert not [p for p in tmp_path.rglob("*.tmp*")], "no temporary file left"

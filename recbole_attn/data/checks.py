@@ -17,6 +17,7 @@ silently wrong metric:
   training.
 """
 
+import codecs
 import os
 import re
 from logging import getLogger
@@ -101,13 +102,6 @@ def check_atomic_files(config, sequential):
     :class:`DataError` naming the file and the fix otherwise. ``sequential``: the model
     orders each user's interactions by the time field, which must then exist."""
     dataset, folder = config["dataset"], config["data_path"]
-    separator = config["field_separator"] or "\t"
-    encoding = config["encoding"] or "utf-8"
-    uid, iid, time = (
-        config["USER_ID_FIELD"],
-        config["ITEM_ID_FIELD"],
-        config["TIME_FIELD"],
-    )
     needs_time = sequential or (config["eval_args"] or {}).get("order") == "TO"
     for source in ("inter", "item", "user"):
         path = os.path.join(folder, f"{dataset}.{source}")
@@ -115,36 +109,68 @@ def check_atomic_files(config, sequential):
             continue
         if os.path.getsize(path) == 0:
             raise DataError(f"{path} is empty: an atomic file starts with its header")
-        header, has_rows = _header(path, separator, encoding)
-        fields = _parse_header(path, header, separator)
-        names = _loaded(config, source, fields)
-        required = {"inter": [uid, iid] + ([time] if needs_time else [])}
-        required["item"] = [iid] if names else []
-        required["user"] = [uid] if names else []
-        for field in required[source]:
-            if field not in fields:
+        _check_atomic_file(config, source, path, sequential, needs_time)
+
+
+def _check_decodes(path, encoding):
+    """A :class:`DataError` if the file does not decode with ``encoding`` (a binary
+    file, or text saved in another encoding), naming the byte and its offset."""
+    decoder = codecs.getincrementaldecoder(encoding)()
+    offset = 0
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as err:
                 raise DataError(
-                    f"{path} has no column {field!r} (columns: {list(fields)}); "
-                    + (
-                        f"{'a sequential model' if sequential else 'time order'} "
-                        "needs the time of every interaction"
-                        if field == time
-                        else "RecBole needs it"
-                    )
-                    + f": add it, or name the file's column with --"
-                    f"{_field_key(field, uid, iid)}=..."
-                )
-            if field not in names:
-                raise DataError(
-                    f"load_col does not load {field!r} from {path} (load_col: "
-                    f"{config['load_col']}); add it to load_col['{source}']"
-                )
-        if source == "inter" and not has_rows:
+                    f"atomic file {path} is not {encoding} text (byte "
+                    f"0x{chunk[err.start:err.start + 1].hex()} at position "
+                    f"{offset + err.start}): is it a binary file, or saved in another "
+                    f"encoding? Save it as {encoding}, or name its encoding: "
+                    "--encoding=latin-1"
+                ) from None
+            offset += len(chunk)
+
+
+def _check_atomic_file(config, source, path, sequential, needs_time):
+    _check_decodes(path, config["encoding"] or "utf-8")
+    separator = config["field_separator"] or "\t"
+    encoding = config["encoding"] or "utf-8"
+    uid, iid, time = (
+        config["USER_ID_FIELD"],
+        config["ITEM_ID_FIELD"],
+        config["TIME_FIELD"],
+    )
+    header, has_rows = _header(path, separator, encoding)
+    fields = _parse_header(path, header, separator)
+    names = _loaded(config, source, fields)
+    required = {"inter": [uid, iid] + ([time] if needs_time else [])}
+    required["item"] = [iid] if names else []
+    required["user"] = [uid] if names else []
+    for field in required[source]:
+        if field not in fields:
             raise DataError(
-                f"{path} has a header and no interactions; convert the raw data again "
-                "(recbole-attn convert ...)"
+                f"{path} has no column {field!r} (columns: {list(fields)}); "
+                + (
+                    f"{'a sequential model' if sequential else 'time order'} "
+                    "needs the time of every interaction"
+                    if field == time
+                    else "RecBole needs it"
+                )
+                + f": add it, or name the file's column with --"
+                f"{_field_key(field, uid, iid)}=..."
             )
-        _check_numbers(path, fields, names, separator, encoding)
+        if field not in names:
+            raise DataError(
+                f"load_col does not load {field!r} from {path} (load_col: "
+                f"{config['load_col']}); add it to load_col['{source}']"
+            )
+    if source == "inter" and not has_rows:
+        raise DataError(
+            f"{path} has a header and no interactions; convert the raw data again "
+            "(recbole-attn convert ...)"
+        )
+    _check_numbers(path, fields, names, separator, encoding)
 
 
 def _field_key(field, uid, iid):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from recbole_attn.errors import RecboleAttnError
+from recbole_attn.files import read_text
 
 
 @dataclass
@@ -68,20 +69,19 @@ def read_params_file(path):
     missing file, a malformed line or an empty file is a :class:`RecboleAttnError`."""
     path = resolve_params_file(path)
     params = []
-    with open(path, encoding="utf-8") as f:
-        for number, raw in enumerate(f, 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            try:
-                params.append(_parse_line(line))
-            except (ValueError, TypeError, yaml.YAMLError) as err:
-                raise RecboleAttnError(
-                    f"{path}, line {number}: cannot read {line!r} ({err}). Expected "
-                    "'<name> choice [a,b,...]', '<name> uniform low,high', "
-                    "'<name> loguniform low,high' (natural-log bounds) or "
-                    "'<name> quniform low,high,q'."
-                ) from None
+    for number, raw in enumerate(read_text(path, "params file").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            params.append(_parse_line(line))
+        except (ValueError, TypeError, yaml.YAMLError) as err:
+            raise RecboleAttnError(
+                f"{path}, line {number}: cannot read {line!r} ({err}). Expected "
+                "'<name> choice [a,b,...]', '<name> uniform low,high', "
+                "'<name> loguniform low,high' (natural-log bounds) or "
+                "'<name> quniform low,high,q'."
+            ) from None
     if not params:
         raise RecboleAttnError(f"{path} defines no hyperparameter to search")
     names = [p.name for p in params]
