@@ -96,12 +96,13 @@ def log_file_only():
             f.quiet = False
 
 
-def init_logging(config, verbose=False):
+def init_logging(config, verbose=False, log_file=True):
     """The console and a new log file of this run (RecBole's formats, level ``state``);
     unless ``verbose``, the console gets the run's progress and results and the log file
     everything. The handlers of an earlier run in this process are replaced; where the
     root logger has handlers of someone else's, they are kept and none is added. Returns
-    the log file's path (None when logging is configured elsewhere)."""
+    the log file's path (None when logging is configured elsewhere, or without
+    ``log_file``: the console alone)."""
     import colorlog
     from recbole.utils.logger import RemoveColorFilter, log_colors_config
 
@@ -112,17 +113,20 @@ def init_logging(config, verbose=False):
     if root.handlers:
         return None
     level = _LEVELS.get(str(config["state"] or "info").lower(), logging.INFO)
-    folder = os.path.join(LOG_ROOT, config["model"])
-    path = claim_file(
-        folder, run_stem(config["model"], config["dataset"]), ".log"
-    )  # exclusive: no concurrent run writes into it
-    file_handler = logging.FileHandler(path, mode="a", encoding="utf-8")
-    file_handler.setFormatter(
-        logging.Formatter(
-            "%(asctime)-15s %(levelname)s  %(message)s", "%a %d %b %Y %H:%M:%S"
+    handlers, path = [], None
+    if log_file:
+        folder = os.path.join(LOG_ROOT, config["model"])
+        path = claim_file(
+            folder, run_stem(config["model"], config["dataset"]), ".log"
+        )  # exclusive: no concurrent run writes into it
+        file_handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+        file_handler.setFormatter(
+            logging.Formatter(
+                "%(asctime)-15s %(levelname)s  %(message)s", "%a %d %b %Y %H:%M:%S"
+            )
         )
-    )
-    file_handler.addFilter(RemoveColorFilter())
+        file_handler.addFilter(RemoveColorFilter())
+        handlers.append(file_handler)
     console = logging.StreamHandler(sys.stderr)
     if sys.stderr.isatty():
         console.setFormatter(
@@ -141,7 +145,7 @@ def init_logging(config, verbose=False):
         console.addFilter(RemoveColorFilter())
     if not verbose:
         console.addFilter(_ConsoleFilter())
-    for handler in (console, file_handler):
+    for handler in [console] + handlers:
         handler.setLevel(level)
         setattr(handler, _OURS, True)
         root.addHandler(handler)

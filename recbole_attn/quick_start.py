@@ -79,7 +79,7 @@ def check_dataset_exists(config):
         )
 
 
-def check_before_loading(config, model_class):
+def check_before_loading(config, model_class, writes=True):
     """Everything about a run that can be checked before its data loads, so that a bad
     value, a broken file or a folder that cannot be written fails in seconds, not after
     an epoch: the validation metric, the dataset's files (:func:`check_dataset_exists`,
@@ -103,7 +103,8 @@ def check_before_loading(config, model_class):
             config, f"{name} needs", "use a model that needs no categories (PAtt)"
         )
     check_metrics_category_field_loads(config)
-    check_writable_folder(config["checkpoint_dir"], "checkpoint_dir")
+    if writes:  # a loaded checkpoint writes nothing
+        check_writable_folder(config["checkpoint_dir"], "checkpoint_dir")
 
 
 def check_recbole_negatives(config, model_class):
@@ -151,13 +152,18 @@ def build(model, dataset, config_file_list=None, config_dict=None, verbose=False
     return config, net, trainer, splits
 
 
-def _build(model, dataset, config_file_list=None, config_dict=None, verbose=False):
-    """:func:`build`'s, and the whole dataset (before its split) before the splits."""
+def _build(
+    model, dataset, config_file_list=None, config_dict=None, verbose=False, loaded=False
+):
+    """:func:`build`'s, and the whole dataset (before its split) before the splits.
+    ``loaded``: for a checkpoint that is loaded, not trained: nothing is written (no
+    log file, no TensorBoard folder, no model file claimed), so that evaluate and
+    recommend work in a read-only folder."""
     config = make_config(model, dataset, config_file_list, config_dict)
     model_class = get_model_class(model)
-    check_before_loading(config, model_class)
+    check_before_loading(config, model_class, writes=not loaded)
     init_seed(config["seed"], config["reproducibility"])
-    log_file = init_logging(config, verbose)
+    log_file = init_logging(config, verbose, log_file=not loaded)
     logger = getLogger()
     if log_file and not verbose:
         logger.info(
@@ -186,7 +192,7 @@ def _build(model, dataset, config_file_list=None, config_dict=None, verbose=Fals
                 f"(RecBole's words); change the option it names"
             ) from None
         logger.info(net)
-    trainer = AttnTrainer(config, net, data=data_signature(data))
+    trainer = AttnTrainer(config, net, data=data_signature(data), loaded=loaded)
     return config, net, trainer, data, (train_data, valid_data, test_data)
 
 
@@ -404,7 +410,7 @@ def load_run(model_file, config_dict=None):
             )
     overrides.update(config_dict or {})
     config, net, trainer, dataset, splits = _build(
-        checkpoint["model"], checkpoint["dataset"], config_dict=overrides
+        checkpoint["model"], checkpoint["dataset"], config_dict=overrides, loaded=True
     )
     # checks the data the checkpoint was trained on; trainer.evaluate(test_data) then
     # reloads this file

@@ -22,6 +22,7 @@ recbole_attn.trainer
   RecBole does not do this; it is off by default.
 """
 
+import contextlib
 import hashlib
 import json
 import time
@@ -146,6 +147,28 @@ def _duration(seconds):
     return f"{seconds / 3600:.1f} h"
 
 
+class _NoWriter:
+    """A TensorBoard writer that writes nothing (a loaded checkpoint's trainer)."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
+@contextlib.contextmanager
+def _writing_nothing():
+    """RecBole's ``Trainer.__init__`` without its writes: no ``log_tensorboard/`` folder
+    and no ``checkpoint_dir``."""
+    import recbole.trainer.trainer as module
+
+    saved = module.get_tensorboard, module.ensure_dir
+    module.get_tensorboard = lambda logger: _NoWriter()
+    module.ensure_dir = lambda path: None
+    try:
+        yield
+    finally:
+        module.get_tensorboard, module.ensure_dir = saved
+
+
 def loss_names(model, count):
     """Names of the ``count`` terms of a training loss (the model's ``loss_names``, else
     ``loss1``, ``loss2``, ...)."""
@@ -159,10 +182,16 @@ def loss_names(model, count):
 class AttnTrainer(Trainer):
     r"""RecBole's Trainer with safe, resumable checkpoints and optional history masking."""
 
-    def __init__(self, config, model, data=None):
+    def __init__(self, config, model, data=None, loaded=False):
         """``data``: :func:`data_signature` of the run's dataset, stored in every
-        checkpoint and checked when one is loaded (None: not recorded, not checked)."""
-        if distributed.is_distributed(config) and config["device"].type == "cpu":
+        checkpoint and checked when one is loaded (None: not recorded, not checked).
+        ``loaded``: the trainer of a loaded checkpoint (evaluate, recommend, viz): it
+        creates no folder, TensorBoard writer or model file (:meth:`use_model_file`
+        names the checkpoint)."""
+        if loaded:
+            with _writing_nothing():
+                super().__init__(config, model)
+        elif distributed.is_distributed(config) and config["device"].type == "cpu":
             # RecBole wraps the model for GPU devices (device_ids=[local_rank]); a CPU
             # module is wrapped without device ids
             config["single_spec"] = True
@@ -175,16 +204,23 @@ class AttnTrainer(Trainer):
             super().__init__(config, model)
         # a name no concurrent run can take, claimed by process 0 and shared by every
         # process (RecBole's name holds the second of each process's clock)
-        if distributed.is_main_process(config):
-            self.saved_model_file = claim_file(
-                self.checkpoint_dir, run_stem(config["model"]), ".pth"
-            )
-        self.saved_model_file = distributed.broadcast(self.saved_model_file, config)
+        if loaded:
+            self.saved_model_file = None
+        else:
+            if distributed.is_main_process(config):
+                self.saved_model_file = claim_file(
+                    self.checkpoint_dir, run_stem(config["model"]), ".pth"
+                )
+            self.saved_model_file = distributed.broadcast(self.saved_model_file, config)
         self.data_signature = data
         # collects the item->category table for CC / ILD / F1 (recbole_attn.evaluator)
         self.eval_collector = CategoryCollector(config)
         self.eval_mask_history = bool(config["eval_mask_history"])
-        self.resume_file = self.saved_model_file[: -len(".pth")] + "-last.pth"
+        self.resume_file = (
+            self.saved_model_file[: -len(".pth")] + "-last.pth"
+            if self.saved_model_file
+            else None
+        )
         self._train_generator = None
         self._pending_generator_state = None
         self.last_valid_result = None

@@ -601,3 +601,31 @@ def test_a_full_disk_under_the_checkpoint_folder_is_one_line(
     one_line(code, err, "cannot write the checkpoint")
     assert "(No space left on device); free space under" in err
     assert not [p for p in tmp_path.rglob("*.tmp*")], "no temporary file left"
+
+
+def test_evaluate_and_recommend_write_nothing_but_their_output(
+    trained, tmp_path, monkeypatch, capsys
+):
+    """Before: log/, log_tensorboard/, saved/ (and a 0-byte .pth when loading failed)
+    in the working folder, which therefore had to be writable."""
+    result, _ = trained
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    model_file = result["saved_model_file"]
+    code, err = main(["evaluate", f"--model_file={model_file}"], capsys)
+    assert code == 0, err
+    out = tmp_path / "out.csv"
+    code, err = main(
+        ["recommend", f"--model_file={model_file}", f"--output={out}"], capsys
+    )
+    assert code == 0, err
+    code, err = main(["evaluate", f"--model_file={model_file}", "--topk=[999]"], capsys)
+    assert code == 2, err  # a load that fails
+    logging.getLogger().handlers.clear()
+    assert list(work.iterdir()) == []
+    assert out.is_file()
+    saved = os.path.dirname(model_file)
+    assert sorted(os.listdir(saved)) == sorted(
+        os.path.basename(p) for p in (model_file, model_file[:-4] + "-last.pth")
+    )

@@ -7,6 +7,7 @@ The Python files of the RecBole export: one per model under
 (:mod:`recbole_attn.upstream.bundle`), with RecBole-style imports, formatted by black.
 """
 
+import functools
 import re
 import sys
 
@@ -123,7 +124,14 @@ def bundled(roots, module_of, what):
 
 
 def python_files():
-    """``{relative path: source}`` of the model files and the shared module."""
+    """``{relative path: source}`` of the model files and the shared module (built
+    once per process: formatting them takes seconds, and the package's sources do not
+    change while it runs)."""
+    return dict(_python_files())
+
+
+@functools.lru_cache(maxsize=1)
+def _python_files():
     roots = {(model.module, name): name.lower() for name, model in MODELS.items()}
     bundler, rewrite, parts = bundled(roots, _module_of, "the models")
     out = {}
