@@ -629,3 +629,57 @@ def test_evaluate_and_recommend_write_nothing_but_their_output(
     assert sorted(os.listdir(saved)) == sorted(
         os.path.basename(p) for p in (model_file, model_file[:-4] + "-last.pth")
     )
+
+
+# ---------------------------------------------------------------------- 1. no hang (Ray)
+
+
+def _server(reply):
+    """A local TCP server that accepts one connection and sends ``reply`` (b"": says
+    nothing and keeps the connection open); its port."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def serve():
+        conn, _ = server.accept()
+        if reply:
+            conn.sendall(reply)
+        conn.recv(1024)
+        threading.Event().wait(5)
+        conn.close()
+        server.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server.getsockname()[1]
+
+
+def test_a_ray_address_that_is_not_a_ray_head_is_refused_at_once(tmp_path):
+    """A port that accepts and never answers hung the search forever (the pre-check
+    only connected) and left an empty output folder."""
+    import time
+
+    from recbole_attn.errors import RecboleAttnError
+    from recbole_attn.tuning import tune_model
+    from recbole_attn.tuning.ray_search import check_ray_address
+
+    space = tmp_path / "space.hyper"
+    space.write_text("hidden_size choice [8,16]\n")
+    started = time.monotonic()
+    with pytest.raises(RecboleAttnError, match="accepts connections but is not a Ray"):
+        tune_model(
+            "SASRecAP",
+            "tiny",
+            str(space),
+            ray_address=f"127.0.0.1:{_server(b'')}",
+            output=str(tmp_path / "out"),
+        )
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(RecboleAttnError, match="not gRPC"):
+        check_ray_address(f"127.0.0.1:{_server(b'HTTP/1.1 400 Bad Request')}")
+    # what a gRPC server (a Ray head's GCS) sends first: a SETTINGS frame
+    check_ray_address(f"127.0.0.1:{_server(bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))}")

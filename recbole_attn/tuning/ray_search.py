@@ -61,9 +61,16 @@ def trial_error_line(error, path=None):
     return f"a trial failed: {last}{where}"
 
 
+#: an HTTP/2 client's first bytes: the connection preface and an empty SETTINGS frame
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
 def check_ray_address(address, timeout=3.0):
-    """``HOST:PORT`` must accept connections (Ray's own client retries for a minute before
-    failing); ``auto`` is checked by Ray itself."""
+    """``HOST:PORT`` must be a Ray head: it accepts a connection and answers as a gRPC
+    server does (HTTP/2: a SETTINGS frame first) within ``timeout`` seconds. Ray's own
+    client retries for a minute, and waits forever on a port that accepts and never
+    answers; ``auto`` is checked by Ray itself. With ``RAY_USE_TLS`` only the connection
+    is checked."""
     if address in (None, "", "auto", "local"):
         return
     host, _, port = address.rpartition(":")
@@ -73,13 +80,38 @@ def check_ray_address(address, timeout=3.0):
             f"address `ray start --head` prints), got {address!r}"
         )
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            pass
+        with socket.create_connection((host, int(port)), timeout=timeout) as conn:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+                return
+            conn.sendall(_HTTP2_HELLO)
+            reply = _read_exactly(conn, 9, timeout)
     except OSError as err:
         raise RecboleAttnError(
             f"cannot reach a Ray cluster at {address} ({err.strerror or err}); start one "
             "with `ray start --head` on that machine, or check the address and firewall"
         ) from None
+    if len(reply) < 9 or reply[3] != 4:  # frame type 4: SETTINGS
+        answer = "no answer" if not reply else f"an answer that is not gRPC: {reply!r}"
+        raise RecboleAttnError(
+            f"{address} accepts connections but is not a Ray head ({answer} within "
+            f"{timeout:g} s); give the address `ray start --head` printed (its GCS port, "
+            "6379 by default)"
+        )
+
+
+def _read_exactly(conn, size, timeout):
+    """Up to ``size`` bytes, fewer when the peer closes or is silent for ``timeout``."""
+    data = b""
+    conn.settimeout(timeout)
+    while len(data) < size:
+        try:
+            chunk = conn.recv(size - len(data))
+        except socket.timeout:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 class _LocalClusterNotice(logging.Filter):
