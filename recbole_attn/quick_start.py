@@ -51,6 +51,7 @@ from recbole_attn.errors import (  # noqa: F401  (re-exported)
     RecboleAttnError,
     UnknownModelError,
 )
+from recbole_attn.memory import check_memory
 from recbole_attn.logs import (  # noqa: F401  (re-exported)
     DETAIL,
     init_logging,
@@ -181,6 +182,7 @@ def _build(
         train_data, valid_data, test_data = data_preparation(config, data)
         train_data = bucket_train_dataloader(config, train_data)
 
+        check_memory(config, data, model_class)
         init_seed(config["seed"], config["reproducibility"])
         try:
             net = model_class(config, train_data._dataset).to(config["device"])

@@ -683,3 +683,60 @@ def test_a_ray_address_that_is_not_a_ray_head_is_refused_at_once(tmp_path):
         check_ray_address(f"127.0.0.1:{_server(b'HTTP/1.1 400 Bad Request')}")
     # what a gRPC server (a Ray head's GCS) sends first: a SETTINGS frame
     check_ray_address(f"127.0.0.1:{_server(bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))}")
+
+
+# ---------------------------------------------------------------------- 4. memory
+
+
+def test_a_run_that_cannot_fit_the_machine_stops_before_it_starts(
+    trained, tmp_path, monkeypatch, capsys
+):
+    """RecBole's SASRec at T 10000 on a tiny dataset climbed to 20 GB and was killed
+    (exit 137, a 0-byte checkpoint left)."""
+    monkeypatch.chdir(tmp_path)
+    code, err = main(
+        _args(trained, "--model=SASRec", "--MAX_ITEM_LIST_LENGTH=10000"), capsys
+    )
+    one_line(code, err, "SASRec with these options needs at least")
+    assert "available: lower MAX_ITEM_LIST_LENGTH or " in err
+    assert not list(tmp_path.glob("saved/*")), "no checkpoint left"
+    # our models too, against the memory the machine reports
+    from recbole_attn import memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 1000)
+    code, err = main(_args(trained), capsys)
+    one_line(code, err, "SASRecAP with these options needs at least")
+    assert "this machine has 0.0 GB available" in err
+
+
+def test_the_memory_estimate_is_a_lower_bound_of_what_a_training_step_holds(
+    tiny_config,
+):
+    """The attention maps a real training step keeps for its backward pass (every
+    saved tensor of shape [..., T, T]) are at least the estimate's share of them."""
+    from recbole_attn.memory import estimate
+    from recbole_attn.quick_start import build
+
+    T = 40
+    config, net, _, (train, _, _) = build(
+        "SASRecAP",
+        "tiny",
+        config_dict={**tiny_config, "MAX_ITEM_LIST_LENGTH": T, "trim_batch": False},
+    )
+    logging.getLogger().handlers.clear()
+    batch = next(iter(train))
+    users = len(batch[net.ITEM_SEQ])
+    saved = []
+
+    def pack(tensor):
+        if tensor.dim() >= 2 and tuple(tensor.shape[-2:]) == (T, T):
+            saved.append(tensor.numel() * tensor.element_size())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        net.calculate_loss(batch)
+    step = {**dict(config.final_config_dict), "train_batch_size": users}
+    _, parts = estimate(step, net.n_items, 10**9, True)
+    layers = config["n_layers"]
+    float_maps = sum(s for s in saved if s % 4 == 0)
+    assert float_maps >= parts["training attention"] * layers / (layers + 1)
