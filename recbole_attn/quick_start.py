@@ -292,6 +292,15 @@ def run(
     """
     options, rest = distributed.distributed_options(config_dict)
     if options and "local_rank" not in rest:  # start the processes; each runs this
+        metrics = make_config(model, dataset, config_file_list, rest)["metrics"]
+        if "f1" in [str(m).lower() for m in metrics]:
+            # F1 is the harmonic mean of two dataset-level means: the processes' F1
+            # values do not combine into it
+            raise ConfigError(
+                "F1 cannot be computed over several processes (nproc > 1); train "
+                "without F1 in metrics, then evaluate the saved model in one process: "
+                "recbole-attn evaluate --model_file=... --metrics=\"[...,'F1']\""
+            )
         return distributed.spawn(
             run,
             model,

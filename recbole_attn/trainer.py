@@ -147,6 +147,22 @@ def _duration(seconds):
     return f"{seconds / 3600:.1f} h"
 
 
+class _CountingEvaluator:
+    """RecBole's Evaluator that also remembers how many users its last evaluation was
+    over (the rows of the collected top-K)."""
+
+    def __init__(self, evaluator):
+        self._evaluator = evaluator
+        self.users = 0
+
+    def evaluate(self, struct):
+        self.users = len(struct.get("rec.topk")) if "rec.topk" in struct else 1
+        return self._evaluator.evaluate(struct)
+
+    def __getattr__(self, name):
+        return getattr(self._evaluator, name)
+
+
 class _NoWriter:
     """A TensorBoard writer that writes nothing (a loaded checkpoint's trainer)."""
 
@@ -215,6 +231,12 @@ class AttnTrainer(Trainer):
         self.data_signature = data
         # collects the item->category table for CC / ILD / F1 (recbole_attn.evaluator)
         self.eval_collector = CategoryCollector(config)
+        if distributed.is_distributed(config):
+            # each process's metrics unrounded, and the users they are over, so that
+            # _map_reduce gives the mean over all users exactly
+            for metric in self.evaluator.metric_class.values():
+                metric.decimal_place = 15
+            self.evaluator = _CountingEvaluator(self.evaluator)
         self.eval_mask_history = bool(config["eval_mask_history"])
         self.resume_file = (
             self.saved_model_file[: -len(".pth")] + "-last.pth"
@@ -474,6 +496,11 @@ class AttnTrainer(Trainer):
         return interaction, scores, positive_u, positive_i
 
     @torch.no_grad()
+    def _map_reduce(self, result, num_sample):
+        """The mean over every process's users (RecBole's averages rounded values,
+        weighted by batches: :func:`recbole_attn.distributed.combine_results`)."""
+        return distributed.gather_results(result, self.evaluator.users, self.config)
+
     def evaluate(
         self, eval_data, load_best_model=True, model_file=None, show_progress=False
     ):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from recbole_attn.distributed import distributed_options
-from recbole_attn.quick_start import run
+from recbole_attn.quick_start import evaluate, run
 
 
 def test_distributed_options():
@@ -60,3 +60,7 @@ def test_two_cpu_processes_train_with_the_single_process_metrics(tiny_config):
     # process 0 wrote one checkpoint that every process evaluated
     state = torch.load(multi["saved_model_file"], weights_only=True)
     assert state["epoch"] == 0 and os.path.isfile(multi["saved_model_file"])
+    # the two processes' test metrics are the mean over all users: those of the same
+    # model evaluated in one process (RecBole averaged rounded per-process values)
+    alone = evaluate(multi["saved_model_file"], {"state": "ERROR"})
+    assert multi["test_result"] == alone["test_result"]

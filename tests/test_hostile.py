@@ -6,6 +6,7 @@ import logging
 import os
 import shutil
 
+import numpy as np
 import pytest
 import torch
 
@@ -740,3 +741,31 @@ def test_the_memory_estimate_is_a_lower_bound_of_what_a_training_step_holds(
     layers = config["n_layers"]
     float_maps = sum(s for s in saved if s % 4 == 0)
     assert float_maps >= parts["training attention"] * layers / (layers + 1)
+
+
+# ---------------------------------------------------------------------- 6. several processes
+
+
+def test_metrics_over_several_processes_are_the_mean_over_all_users():
+    """Before: each process rounded its mean, and RecBole averaged the rounded values
+    weighted by batches (0.2334 for 30 users)."""
+    from recbole_attn.distributed import combine_results
+
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        hits = rng.integers(0, 2, size=rng.integers(2, 60)).astype(float)
+        cut = int(rng.integers(1, len(hits)))
+        parts = [hits[:cut], hits[cut:]]
+        got = combine_results([(len(p), {"hit@10": float(p.mean())}) for p in parts], 4)
+        assert got == {"hit@10": round(float(hits.mean()), 4)}
+    # the issue's case: 7 hits of 30 users, split 16 / 14
+    got = combine_results([(16, {"r": 4 / 16}), (14, {"r": 3 / 14})], 4)
+    assert got == {"r": 0.2333}
+
+
+def test_f1_over_several_processes_is_refused(trained, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, err = main(
+        _args(trained, "--nproc=2", "--metrics=['Recall','NDCG','ILD','F1']"), capsys
+    )
+    one_line(code, err, "F1 cannot be computed over several processes")
