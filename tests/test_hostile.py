@@ -769,3 +769,24 @@ def test_f1_over_several_processes_is_refused(trained, tmp_path, monkeypatch, ca
         _args(trained, "--nproc=2", "--metrics=['Recall','NDCG','ILD','F1']"), capsys
     )
     one_line(code, err, "F1 cannot be computed over several processes")
+
+
+def test_an_atomic_file_that_is_not_utf8_is_one_line(
+    trained, tmp_path, monkeypatch, capsys
+):
+    _, config = trained
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "data" / "tiny"
+    shutil.copytree(os.path.join(config["data_path"], "tiny"), target)
+    inter = target / "tiny.inter"
+    text = inter.read_text().splitlines()
+    text[3] = text[3].replace("i", "\xe9", 1)  # an item token with an accent
+    inter.write_bytes(("\n".join(text) + "\n").encode("latin-1"))
+    code, err = main(_args(trained, f"--data_path={tmp_path / 'data'}"), capsys)
+    one_line(code, err, "tiny.inter is not utf-8 text (byte 0xe9 at position")
+    assert "--encoding=latin-1" in err
+    # naming its encoding reads it
+    code, err = main(
+        _args(trained, f"--data_path={tmp_path / 'data'}", "--encoding=latin-1"), capsys
+    )
+    assert code == 0, err
