@@ -10,6 +10,7 @@ The command line of recbole_attn: ``recbole-attn`` (installed with the package),
     recbole-attn convert {amazon,seqfile,movielens,anime} [options]   raw files -> atomic files
     recbole-attn recommend --model_file=saved/<file>.pth --output=recs.csv   top-K per user
     recbole-attn evaluate --model_file=saved/<file>.pth [--key=value]  metrics of a model
+    recbole-attn compare base.csv model.csv [--output=cmp.json]       paired tests over users
     recbole-attn viz --model_file=saved/<file>.pth --user=196         attention heatmaps
     recbole-attn export-upstream --recbole_dir=RecBole                our models into RecBole
 """
@@ -37,8 +38,9 @@ Every ``--key=value`` is a RecBole config override (e.g. ``--epochs=2``,
 values are read as Python literals (``--topk=[5,10]``, ``--x=True``).
 
 Other commands: {prog} convert (raw files -> RecBole atomic files), {prog} recommend
-(top-K items per user from a saved model), {prog} evaluate (metrics of a saved model),
-{prog} viz (attention heatmaps), {prog} export-upstream (our models as RecBole's own,
+(top-K items per user from a saved model), {prog} evaluate (metrics of a saved model;
+--per_user=FILE: every user's), {prog} compare (models compared with paired tests over
+users), {prog} viz (attention heatmaps), {prog} export-upstream (our models as RecBole's own,
 into a RecBole checkout); {prog} <command> --help.
 """
 
@@ -316,6 +318,7 @@ COMMANDS = {
     "viz": ("recbole_attn.viz", "main"),
     "recommend": ("recbole_attn.recommend", "main"),
     "evaluate": ("recbole_attn.cli", "evaluate_main"),
+    "compare": ("recbole_attn.compare", "main"),
     "export-upstream": ("recbole_attn.upstream.export", "main"),
 }
 
@@ -336,19 +339,45 @@ def evaluate_main(argv=None, prog=f"{PROG} evaluate"):
         required=True,
         help="a checkpoint written by a run, or a folder: its newest",
     )
+    parser.add_argument(
+        "--per_user",
+        default=None,
+        help="also write every test user's target rank and metric values to this CSV "
+        "file (full ranking; the input of recbole-attn compare; docs/compare.md)",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing --per_user file"
+    )
     args, rest = parser.parse_known_args(argv)
     overrides = _overrides(parser, rest)
 
     def run():
+        from recbole_attn.files import refuse_existing
         from recbole_attn.quick_start import evaluate
         from recbole_attn.recommend import newest_model_file
 
-        result = evaluate(newest_model_file(args.model_file), overrides)
+        if args.per_user:
+            refuse_existing([args.per_user], "the per-user results", args.overwrite)
+        result = evaluate(
+            newest_model_file(args.model_file), overrides, per_user=bool(args.per_user)
+        )
         print(
             f"model: {result['model_file']} ({result['model']} on {result['dataset']})"
         )
         print(f"valid: {result['valid_result']}")
         print(f"test: {result['test_result']}")
+        if args.per_user:
+            from recbole_attn.evaluator.per_user import write_per_user
+
+            table = result["per_user"]
+            write_per_user(
+                args.per_user,
+                table["header"],
+                table["rows"],
+                table["meta"],
+                args.overwrite,
+            )
+            print(f"per-user results: {args.per_user} ({len(table['rows'])} users)")
         return 0
 
     return guarded(run)

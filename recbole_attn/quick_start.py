@@ -10,6 +10,7 @@ checkpoints and no pickled datasets. RecBole's own ``run_recbole`` and
 (:mod:`recbole_attn.host`).
 """
 
+import contextlib
 import json
 import os
 from logging import getLogger
@@ -440,24 +441,60 @@ def is_recbole_attn_checkpoint(path):
     return checkpoint.get("format") == CHECKPOINT_FORMAT
 
 
-def evaluate(model_file, config_dict=None):
+def evaluate(model_file, config_dict=None, per_user=False):
     """Validation and test metrics of a saved model (a checkpoint written by ``run``);
     ``config_dict`` changes the evaluation (``metrics``, ``topk``, ``eval_args`` such as
     ``{'mode': 'uni100'}``, ``eval_mask_history``, ``data_path`` if the data moved).
+    ``per_user``: also every test user's target rank and metric values (full ranking;
+    :mod:`recbole_attn.evaluator.per_user`).
 
     Returns:
-        dict: ``model_file``, ``model``, ``dataset``, ``valid_result``, ``test_result``.
+        dict: ``model_file``, ``model``, ``dataset``, ``valid_result``, ``test_result``
+        and, with ``per_user``, ``per_user``: ``{"meta", "header", "rows"}``.
     """
+    from recbole_attn.evaluator.per_user import PerUserRecorder
+
     config, _, trainer, (_, valid_data, test_data) = load_data_and_model(
         model_file, config_dict
     )
+    if per_user and not _is_full_ranking(config):
+        raise ConfigError(
+            "per-user results rank the target among all items: use full ranking "
+            "(--eval_args=\"{'mode': 'full'}\")"
+        )
     progress = show_progress(config)
     valid = trainer.evaluate(valid_data, model_file=model_file, show_progress=progress)
-    test = trainer.evaluate(test_data, model_file=model_file, show_progress=progress)
-    return {
+    recorder = PerUserRecorder(trainer)
+    with recorder.recording() if per_user else contextlib.nullcontext():
+        test = trainer.evaluate(
+            test_data, model_file=model_file, show_progress=progress
+        )
+    result = {
         "model_file": str(model_file),
         "model": config["model"],
         "dataset": config["dataset"],
         "valid_result": {k: float(v) for k, v in valid.items()},
         "test_result": {k: float(v) for k, v in test.items()},
     }
+    if per_user:
+        header, rows = recorder.rows(test_data._dataset)
+        result["per_user"] = {
+            "meta": {
+                "model": config["model"],
+                "dataset": config["dataset"],
+                "data": trainer.data_signature,
+                "split": "test",
+                "eval_mask_history": bool(config["eval_mask_history"]),
+                "metric_decimal_place": config["metric_decimal_place"],
+                "model_file": str(model_file),
+            },
+            "header": header,
+            "rows": rows,
+        }
+    return result
+
+
+def _is_full_ranking(config):
+    mode = (config["eval_args"] or {}).get("mode")
+    modes = set(mode.values()) if isinstance(mode, dict) else {mode}
+    return modes == {"full"}

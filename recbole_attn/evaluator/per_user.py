@@ -1,0 +1,153 @@
+"""
+recbole_attn.evaluator.per_user
+###############################
+
+Per-user results of one evaluation (``recbole-attn evaluate --per_user=FILE``; the input
+of ``recbole-attn compare``): for every evaluated user, the user token, the target
+item's rank in the full ranking (the history masked as configured) and the user's value
+of every configured metric, computed by the metric objects of the evaluation itself, so
+that each column's mean is the printed metric (before rounding).
+
+RecBole averages a top-K metric over users from a ``[users, K]`` matrix
+(``metric_info``); our CC and ILD have ``per_user``; both are kept here instead of only
+their means. F1 is a harmonic mean of dataset-level means and has no per-user value (it
+is left out of the file, and ``compare`` does not test it).
+
+File format (CSV): a first line ``# recbole-attn per-user results {json}`` whose JSON
+holds the model, the dataset, its data fingerprint, the split, the ranking options and
+the checkpoint; then a header ``user,rank,<metric@k>,...`` and one row per user (a cell
+is empty where a metric leaves the user out: ILD for a list without two categorized
+items).
+"""
+
+import contextlib
+import csv
+import io
+import json
+
+import numpy as np
+import torch
+
+#: the first characters of a per-user file
+MARK = "# recbole-attn per-user results "
+
+
+class PerUserRecorder:
+    """While active (:meth:`recording`), records the users and target ranks of every
+    full-ranking batch the trainer evaluates and, at the end of the evaluation, every
+    metric's per-user values."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+        self.users, self.ranks, self.values = [], [], {}
+
+    @contextlib.contextmanager
+    def recording(self):
+        collector, evaluator = self.trainer.eval_collector, self.trainer.evaluator
+        collect, evaluate = collector.eval_batch_collect, evaluator.evaluate
+        uid = self.trainer.config["USER_ID_FIELD"]
+
+        def eval_batch_collect(scores, interaction, positive_u, positive_i):
+            if len(positive_u) != len(scores) or not torch.equal(
+                positive_u.cpu(), torch.arange(len(scores))
+            ):
+                from recbole_attn.errors import ConfigError
+
+                raise ConfigError(
+                    "per-user results need one target per user (a leave-one-out split, "
+                    "eval_args split {'LS': 'valid_and_test'})"
+                )
+            target = scores[positive_u, positive_i].unsqueeze(1)
+            self.ranks.append((1 + (scores > target).sum(dim=1)).cpu())
+            self.users.append(interaction[uid].cpu())
+            return collect(scores, interaction, positive_u, positive_i)
+
+        def evaluate_struct(struct):
+            self.values = per_user_values(evaluator, struct)
+            return evaluate(struct)
+
+        collector.eval_batch_collect = eval_batch_collect
+        evaluator.evaluate = evaluate_struct
+        try:
+            yield self
+        finally:
+            collector.eval_batch_collect = collect
+            evaluator.evaluate = evaluate
+
+    def rows(self, dataset):
+        """``(header, rows)``: one row per user, tokens of the dataset."""
+        users = torch.cat(self.users).numpy() if self.users else np.zeros(0, int)
+        ranks = torch.cat(self.ranks).numpy() if self.ranks else np.zeros(0, int)
+        tokens = dataset.field2id_token[dataset.uid_field][users]
+        names = list(self.values)
+        header = ["user", "rank"] + names
+        rows = [
+            [str(token), int(rank)] + [_cell(self.values[name][i]) for name in names]
+            for i, (token, rank) in enumerate(zip(tokens, ranks))
+        ]
+        return header, rows
+
+
+def _cell(value):
+    return "" if np.isnan(value) else repr(float(value))
+
+
+def per_user_values(evaluator, struct):
+    """``{metric@k: [users] array}`` of every metric of ``evaluator`` (RecBole's
+    Evaluator) that has per-user values, from the evaluation's data ``struct``."""
+    out = {}
+    for name, metric in evaluator.metric_class.items():
+        topk = getattr(metric, "topk", None)
+        if topk is None:
+            continue
+        topk = [topk] if isinstance(topk, int) else list(topk)
+        if hasattr(metric, "per_user"):  # our category metrics
+            rec_items, categories = metric.used_info(struct)
+            matrix = metric.per_user(rec_items[:, : max(topk)], categories)
+        elif hasattr(metric, "metric_info"):  # RecBole's top-K metrics
+            pos_index, pos_len = metric.used_info(struct)
+            takes = metric.metric_info.__code__.co_argcount - 1  # Hit, MRR: no pos_len
+            matrix = metric.metric_info(*(pos_index, pos_len)[:takes])
+        else:
+            continue
+        matrix = np.asarray(matrix, dtype=np.float64)
+        for k in topk:
+            out[f"{name}@{k}"] = matrix[:, k - 1]
+    return out
+
+
+def write_per_user(path, header, rows, meta, overwrite=False):
+    """Write a per-user file (module docstring) atomically."""
+    from recbole_attn.files import write_files
+
+    text = io.StringIO()
+    text.write(MARK + json.dumps(meta, sort_keys=True) + "\n")
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    write_files({path: text.getvalue()}, "the per-user results", overwrite)
+    return path
+
+
+def read_per_user(path):
+    """``(meta, header, rows)`` of a per-user file; a :class:`RecboleAttnError` when it
+    is not one."""
+    from recbole_attn.errors import RecboleAttnError
+    from recbole_attn.files import read_text
+
+    text = read_text(path, "per-user file")
+    first, _, rest = text.partition("\n")
+    try:
+        if not first.startswith(MARK):
+            raise ValueError("no first line '# recbole-attn per-user results {...}'")
+        meta = json.loads(first[len(MARK) :])
+        reader = csv.reader(io.StringIO(rest))
+        header = next(reader)
+        if header[:2] != ["user", "rank"]:
+            raise ValueError("its header does not start with user,rank")
+        rows = [r for r in reader if r]
+    except (ValueError, StopIteration) as err:
+        raise RecboleAttnError(
+            f"{path} is not a per-user file of recbole-attn evaluate --per_user ({err})"
+        ) from None
+    return meta, header, rows
