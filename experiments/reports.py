@@ -223,20 +223,37 @@ def gains_table(study, results, metrics=("ndcg@10", "recall@10")):
     valid = study["protocol"]["valid_metric"]
     header = ["variant", "against", "seeds"]
     header += [f"{m}: change" for m in metrics] + [f"valid {valid}: both"]
+    by_seed = _by_label_and_seed(r for runs_of in results.values() for r in runs_of)
+    pvalues = {
+        (label, m): paired_p(by_seed.get(label, {}), by_seed.get(against, {}), m)
+        for label, against in study["gains"].items()
+        for m in metrics
+    }
+    marks = holm_marks(pvalues)
     lines = [
-        "Each variant against another, test metrics paired by seed:",
+        "Each variant against another, test metrics paired by seed"
+        + (
+            "; p: paired t-test over users (each user's value averaged over the "
+            f"seeds), Holm-corrected over the {sum(p is not None for p in pvalues.values())}"
+            " comparisons that have per-user results (* below .05)"
+            if any(p is not None for p in pvalues.values())
+            else ""
+        )
+        + ":",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
-    by_seed = _by_label_and_seed(r for runs_of in results.values() for r in runs_of)
     for label, against in study["gains"].items():
         runs, base = by_seed.get(label, {}), by_seed.get(against, {})
         seeds = sorted(set(runs) & set(base))
         if not seeds:
             continue
         cells = [label, against, str(len(seeds))]
-        cells += [_gain({s: runs[s] for s in seeds}, base, m) for m in metrics]
+        cells += [
+            _gain({s: runs[s] for s in seeds}, base, m) + marks[label, m]
+            for m in metrics
+        ]
         cells.append(
             " vs ".join(
                 fmt([side[s]["best_valid"][valid.lower()] for s in seeds])
@@ -618,3 +635,198 @@ def reproduce_page(sections, output, quick=False):
             text.append(f"![{os.path.basename(path)}]({os.path.basename(path)})")
             text.append("")
     return "\n".join(text)
+
+
+# ---------------------------------------------------------------------- budget studies
+
+
+def replay_early_stopping(curve, patience, epochs=None):
+    """RecBole's early stopping replayed on a stored validation curve (one score per
+    evaluation, bigger is better): a score equal to or above the best so far is the new
+    best, the run stops after ``patience`` + 1 evaluations in a row without one (RecBole's
+    ``early_stopping``: ``cur_step > max_step``) or after ``epochs`` evaluations.
+    Returns ``(selected, run)``: the 0-based index of the selected evaluation and how many
+    evaluations ran."""
+    best, selected, since = float("-inf"), -1, 0
+    limit = len(curve) if epochs is None else min(epochs, len(curve))
+    for i in range(limit):
+        if curve[i] >= best:
+            best, selected, since = curve[i], i, 0
+        else:
+            since += 1
+            if since > patience:
+                return selected, i + 1
+    return selected, limit
+
+
+def budget_table(study_name, study, runs):
+    """What each early-stopping patience would have given, replayed on the stored
+    validation curves of runs trained at the largest one: evaluations run, the selected
+    epoch, its validation score and the test metrics of that epoch's model (stored per
+    epoch), and whether the choice rule (``studies.BUDGET_RULE``) is met. None without a
+    run."""
+    runs = [r for r in runs if "valid_curve" in r and "test_curve" in r]
+    if not runs:
+        return None
+    runs.sort(key=lambda r: r["seed"])
+    cols = study["columns"]
+    largest = max(study["patiences"])
+    valid_metric = runs[0]["config"].get("valid_metric", "the validation metric")
+    lines = [
+        f"# {study_name}: {study['dataset']}",
+        "",
+        f"{study['variants'][study['baseline']][0]} with the plain command's settings "
+        f"(its yaml, full ranking), trained {study['protocol']['epochs']} epochs with "
+        f"patience {largest}; every epoch's validation {valid_metric} and test metrics "
+        "stored, each smaller patience replayed on the validation curve (RecBole's "
+        "early stopping: the run ends after patience + 1 evaluations without a better "
+        "score). Test numbers are those of the epoch each patience selects on "
+        "validation. Seeds: " + ", ".join(str(r["seed"]) for r in runs) + ".",
+        "",
+        f"Choice rule: {studies.BUDGET_RULE}.",
+        "",
+        f"Command: `{RUNNER} --study={study_name} --threads=1`",
+        "",
+    ]
+    header = (
+        ["patience", "epochs run", "cost vs " + str(largest), "selected epochs"]
+        + [f"valid {valid_metric}", "same epoch as " + str(largest)]
+        + cols
+    )
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    full = {
+        r["seed"]: replay_early_stopping(
+            r["valid_curve"], largest, study["protocol"]["epochs"]
+        )
+        for r in runs
+    }
+    for patience in study["patiences"]:
+        picks = {
+            r["seed"]: replay_early_stopping(
+                r["valid_curve"], patience, study["protocol"]["epochs"]
+            )
+            for r in runs
+        }
+        run_total = sum(run for _, run in picks.values())
+        full_total = sum(run for _, run in full.values())
+        same = sum(picks[s][0] == full[s][0] for s in picks)
+        row = [
+            str(patience),
+            ", ".join(str(picks[r["seed"]][1]) for r in runs),
+            f"{run_total / full_total:.2f}",
+            ", ".join(str(picks[r["seed"]][0] + 1) for r in runs),
+            fmt([r["valid_curve"][picks[r["seed"]][0]] for r in runs]),
+            f"{same}/{len(runs)}",
+        ] + [fmt([r["test_curve"][picks[r["seed"]][0]][c] for r in runs]) for c in cols]
+        lines.append("| " + " | ".join(row) + " |")
+    seconds = [r["seconds_per_epoch"] for r in runs]
+    lines += [
+        "",
+        f"Seconds per epoch (training and validation, the test trace not counted): "
+        f"median {statistics.median(seconds):.2f} on {runs[0]['device']}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def budget_choice(tables):
+    """The patience :data:`studies.BUDGET_RULE` picks from the replays of several budget
+    studies: ``tables`` maps a study name to ``(study, runs)``. Returns ``(patience,
+    reason)``, or ``(None, reason)`` when no run is stored."""
+    per_study = {}
+    for name, (study, runs) in tables.items():
+        runs = [r for r in runs if "valid_curve" in r]
+        if not runs:
+            return None, f"{name} has no run with a validation curve"
+        largest = max(study["patiences"])
+        epochs = study["protocol"]["epochs"]
+        per_study[name] = {}
+        for p in study["patiences"]:
+            picks = [replay_early_stopping(r["valid_curve"], p, epochs) for r in runs]
+            full = [
+                replay_early_stopping(r["valid_curve"], largest, epochs) for r in runs
+            ]
+            valid = statistics.mean(
+                r["valid_curve"][s] for r, (s, _) in zip(runs, picks)
+            )
+            valid_full = statistics.mean(
+                r["valid_curve"][s] for r, (s, _) in zip(runs, full)
+            )
+            per_study[name][p] = (
+                all(a[0] == b[0] for a, b in zip(picks, full)),
+                valid >= 0.99 * valid_full,
+            )
+    patiences = sorted(next(iter(tables.values()))[0]["patiences"])
+    for p in patiences:
+        if all(rows[p][0] for rows in per_study.values()):
+            return p, "the same epoch as the largest patience in every seed"
+    for p in patiences:
+        if all(rows[p][1] for rows in per_study.values()):
+            return p, "mean validation within 1 % of the largest patience's"
+    return max(patiences), "no smaller patience meets the rule"
+
+
+# ---------------------------------------------------------------------- per-user tests
+
+
+def user_values(run, metric):
+    """A run's per-user test values of a top-K accuracy metric (``recall@10``,
+    ``ndcg@10``, ``mrr@20``, ``hit@5``, ``precision@5``), recomputed from its stored
+    target ranks (leave-one-out: one target per user); None without ranks or for a
+    metric the ranks do not give."""
+    import math
+
+    stored = run.get("test_ranks")
+    name, _, k = metric.partition("@")
+    if not stored or not k.isdigit() or int(k) >= stored["cap"]:
+        return None
+    k = int(k)
+    value = {
+        "recall": lambda r: float(r <= k),
+        "hit": lambda r: float(r <= k),
+        "precision": lambda r: float(r <= k) / k,
+        "ndcg": lambda r: 1.0 / math.log2(r + 1) if r <= k else 0.0,
+        "mrr": lambda r: 1.0 / r if r <= k else 0.0,
+    }.get(name)
+    return None if value is None else [value(r) for r in stored["ranks"]]
+
+
+def paired_p(runs, base, metric):
+    """The paired t-test over users of ``runs`` against ``base`` (both {seed: run}):
+    each user's value averaged over the seeds both sides have, then tested (scipy); None
+    when a run has no per-user ranks or the two were tested on other data."""
+    from scipy import stats
+
+    seeds = sorted(s for s in runs if s in base)
+    if not seeds:
+        return None
+    sides = []
+    for side in (runs, base):
+        values = [user_values(side[s], metric) for s in seeds]
+        if any(v is None for v in values):
+            return None
+        sides.append([statistics.mean(u) for u in zip(*values)])
+    datas = {str(side[s]["test_ranks"]["data"]) for side in (runs, base) for s in seeds}
+    if len(datas) != 1 or len(sides[0]) != len(sides[1]):
+        return None
+    if sides[0] == sides[1]:
+        return 1.0
+    return float(stats.ttest_rel(sides[0], sides[1]).pvalue)
+
+
+def holm_marks(pvalues, alpha=0.05):
+    """``{key: text}`` for ``{key: p or None}``: Holm-corrected across the keys that
+    have a p-value, ``p .003*`` (``*``: below ``alpha``); ``""`` without one."""
+    from recbole_attn.compare import holm
+
+    keys = [k for k, p in pvalues.items() if p is not None]
+    adjusted = dict(zip(keys, holm([pvalues[k] for k in keys])))
+    out = {}
+    for key in pvalues:
+        if key not in adjusted:
+            out[key] = ""
+            continue
+        p = adjusted[key]
+        text = f"{p:.3f}".lstrip("0") if p >= 0.001 else "<.001"
+        out[key] = f" (p {text}{'*' if p < alpha else ''})"
+    return out

@@ -110,7 +110,15 @@ def run_one(study_name, label, seed, args, study=None):
     def record(epoch, score):
         now = time.perf_counter()
         epochs.append({"epoch": epoch, "valid_score": float(score), "s": now - last[0]})
-        last[0] = now
+        if study.get("trace_test"):
+            # the test metrics of this epoch's model, for budget studies only: what a
+            # shorter budget (picked on validation) would have reported. Evaluation
+            # draws no random numbers, so the training is the one without the trace
+            epochs[-1]["test"] = {
+                k: float(v)
+                for k, v in trainer.evaluate(test, load_best_model=False).items()
+            }
+        last[0] = time.perf_counter()
         if getattr(args, "progress", False):
             print(
                 f"{study_name}: {label} seed {seed} epoch {epoch} valid {score:.4f} "
@@ -122,6 +130,7 @@ def run_one(study_name, label, seed, args, study=None):
         result = train_and_evaluate(
             config, trainer, train, valid, test, saved=True, callback=record
         )
+        ranks = test_ranks(config, trainer, test)
     finally:
         trainer.release()  # the claimed model file, if nothing was saved into it
     model_file = result["saved_model_file"]
@@ -157,13 +166,48 @@ def run_one(study_name, label, seed, args, study=None):
         **({"rescored": rescored} if rescored else {}),
         "best_epoch": best_epoch + 1,
         "epochs_run": len(epochs),
+        # the validation score after every evaluation (epoch = index + 1 with eval_step 1)
+        "valid_curve": [round(e["valid_score"], 6) for e in epochs],
+        **(
+            {
+                "test_curve": [
+                    {k: round(v, 6) for k, v in e["test"].items()} for e in epochs
+                ]
+            }
+            if study.get("trace_test")
+            else {}
+        ),
         "seconds_per_epoch": statistics.median(e["s"] for e in epochs[1:] or epochs),
         "seconds": round(time.perf_counter() - start, 1),
         "parameters": sum(p.numel() for p in net.parameters() if p.requires_grad),
+        **({"test_ranks": ranks} if ranks else {}),
         "device": device,
         # the best model (the runner's scratch folder; for heatmaps, not kept by the repo)
         "model_file": os.path.abspath(model_file),
     }
+
+
+def test_ranks(config, trainer, test):
+    """Every test user's rank of the target under full ranking (the best model),
+    ordered by the dataset's user ids and capped at the largest cutoff + 1 (enough to
+    recompute every top-K metric per user: ``reports.user_values``); None for a
+    sampled ranking."""
+    import torch
+
+    from recbole_attn.evaluator.per_user import PerUserRecorder
+
+    from recbole_attn.quick_start import is_full_ranking
+
+    if not is_full_ranking(config):
+        return None
+    recorder = PerUserRecorder(trainer)
+    with recorder.recording():
+        trainer.evaluate(test, load_best_model=True)
+    users = torch.cat(recorder.users).tolist()
+    ranks = torch.cat(recorder.ranks).tolist()
+    cap = max(config["topk"]) + 1
+    ordered = [min(rank, cap) for _, rank in sorted(zip(users, ranks))]
+    return {"cap": cap, "data": trainer.data_signature, "ranks": ordered}
 
 
 def rescore(model_file, eval_args):
@@ -231,6 +275,7 @@ def report(study_name, root=HERE, study=None):
     build = {
         "table": reports.study_table,
         "archive_quality": reports.archive_quality_table,
+        "budget": reports.budget_table,
     }[kind]
     runs = reports.load_runs(runs_folder(root, study_name))
     text = build(study_name, study, runs)

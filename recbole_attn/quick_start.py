@@ -457,7 +457,7 @@ def evaluate(model_file, config_dict=None, per_user=False):
     config, _, trainer, (_, valid_data, test_data) = load_data_and_model(
         model_file, config_dict
     )
-    if per_user and not _is_full_ranking(config):
+    if per_user and not is_full_ranking(config):
         raise ConfigError(
             "per-user results rank the target among all items: use full ranking "
             "(--eval_args=\"{'mode': 'full'}\")"
@@ -494,7 +494,7 @@ def evaluate(model_file, config_dict=None, per_user=False):
     return result
 
 
-def _is_full_ranking(config):
+def is_full_ranking(config):
     mode = (config["eval_args"] or {}).get("mode")
     modes = set(mode.values()) if isinstance(mode, dict) else {mode}
     return modes == {"full"}

@@ -3,6 +3,8 @@ option (a run's best model scored under another ranking)."""
 
 import argparse
 import json
+import random
+import statistics
 
 import pytest
 
@@ -55,7 +57,11 @@ def test_rescore_scores_the_best_model_under_other_rankings(tiny_study, tmp_path
     # the newest stored runs (the reproduce group's PAtt reruns have them all)
     stored = runner.runs_folder(runner.HERE, "reproduce_Office")
     with open(runner.run_path(stored, "PAtt", 2020)) as f:
-        assert set(result) == set(json.load(f)) | {"rescored"}
+        assert set(result) == set(json.load(f)) | {
+            "rescored",
+            "valid_curve",
+            "test_ranks",
+        }
     assert result["epochs_run"] == 2 and 1 <= result["best_epoch"] <= 2
     full, uni100 = result["rescored"]["full"], result["rescored"]["uni100"]
     # the same model under the same ranking: exactly the run's own test
@@ -157,3 +163,50 @@ def test_unknown_variant_is_an_error_not_an_empty_plan(tiny_study, tmp_path):
     args.variants = "SASRec"
     jobs = runner.plan([name], args, str(tmp_path))
     assert [(job[2], job[3]) for job in jobs] == [("SASRec", 2020)]
+
+
+@pytest.mark.slow
+def test_a_run_keeps_its_users_ranks_and_they_give_its_metrics(tiny_study):
+    """The per-user ranks a run stores recompute its test metrics exactly."""
+    from experiments import reports
+
+    name, args = tiny_study
+    result = runner.run_one(name, "SASRec", 2020, args)
+    stored = result["test_ranks"]
+    assert stored["cap"] == 11 and len(stored["ranks"]) == 60  # users of tiny
+    for metric in ("hit@5", "hit@10", "ndcg@5", "ndcg@10"):
+        values = reports.user_values(result, metric)
+        assert round(sum(values) / len(values), 4) == result["test"][metric], metric
+    assert reports.user_values(result, "ndcg@20") is None  # past the cap
+
+
+def test_reports_pair_users_averaged_over_seeds():
+    """The reports' paired test over users is scipy's on the seed-averaged values;
+    Holm marks as a hand computation gives them."""
+    from scipy import stats
+
+    from experiments import reports
+
+    stored = {"cap": 11, "data": {"fingerprint": "x"}}
+
+    def fake(seed, ranks):
+        return {"seed": seed, "test_ranks": {**stored, "ranks": ranks}}
+
+    rng = random.Random(0)
+    a = {s: fake(s, [rng.randint(1, 11) for _ in range(60)]) for s in (1, 2)}
+    b = {s: fake(s, [rng.randint(1, 11) for _ in range(60)]) for s in (1, 2)}
+    ranks = a[1]["test_ranks"]["ranks"]
+    assert reports.user_values(a[1], "recall@5") == [float(r <= 5) for r in ranks]
+    assert reports.user_values(a[1], "mrr@10") == [
+        1 / r if r <= 10 else 0 for r in ranks
+    ]
+
+    def mean(side):
+        values = [reports.user_values(side[s], "ndcg@10") for s in (1, 2)]
+        return [statistics.mean(v) for v in zip(*values)]
+
+    want = stats.ttest_rel(mean(a), mean(b)).pvalue
+    assert reports.paired_p(a, b, "ndcg@10") == pytest.approx(want)
+    assert reports.paired_p(a, {1: {"seed": 1}}, "ndcg@10") is None  # an older run
+    marks = reports.holm_marks({"x": 0.01, "y": 0.04, "z": None})
+    assert marks == {"x": " (p .020*)", "y": " (p .040*)", "z": ""}
