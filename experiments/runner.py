@@ -138,7 +138,12 @@ def run_one(study_name, label, seed, args, study=None):
         mode: rescore(model_file, eval_args)
         for mode, eval_args in study.get("rescore", {}).items()
     }
-    best_epoch = max(epochs, key=lambda e: e["valid_score"])["epoch"] if epochs else -1
+    # the epoch whose model was kept: RecBole's early stopping takes a score equal to the
+    # best as the new best, so the last of equal best scores
+    best_epoch = -1
+    if epochs:
+        top = max(e["valid_score"] for e in epochs)
+        best_epoch = [e["epoch"] for e in epochs if e["valid_score"] == top][-1]
     device = (
         f"GPU ({torch.cuda.get_device_name()})"
         if config["device"].type == "cuda"
