@@ -473,6 +473,20 @@ def dataset_table(study, folder):
     header += ["device", "paper (this protocol)"]
     lines = [f"### {dataset}", "", "| " + " | ".join(header) + " |"]
     lines.append("|" + "---|" * len(header))
+    # both gain columns: a paired t-test over users where the runs have per-user ranks,
+    # Holm-corrected over every test in this table
+    pvalues = {}
+    for label in studies.REPRODUCE_MODELS:
+        same = studies.SAME_LOSS_BASELINE[loss[label]] if label in loss else None
+        for key, against in (("base", baseline), ("same", same)):
+            if key == "same" and against == baseline:
+                continue  # the same test as the first column's
+            if label in runs and against and label != against:
+                pvalues[label, key] = paired_p(
+                    runs[label], runs.get(against, {}), "ndcg@10"
+                )
+    marks = holm_marks(pvalues)
+    tested = sum(p is not None for p in pvalues.values())
     means = {}
     for label in studies.REPRODUCE_MODELS:
         if label not in runs:
@@ -482,13 +496,16 @@ def dataset_table(study, folder):
         cells = [label, loss[label], str(len(rs))]
         cells += [fmt([r["test"][c] for r in rs if c in r["test"]]) for c in columns]
         cells.append(
-            "baseline" if label == baseline else _gain(per_seed, base, "ndcg@10")
+            "baseline"
+            if label == baseline
+            else _gain(per_seed, base, "ndcg@10") + marks.get((label, "base"), "")
         )
         same = studies.SAME_LOSS_BASELINE[loss[label]]
         cells.append(
             "baseline"
             if label == same or (label == baseline)
             else f"{_gain(per_seed, runs.get(same, {}), 'ndcg@10')} (vs {same})"
+            + marks.get((label, "same" if same != baseline else "base"), "")
         )
         epoch = statistics.median(r["seconds_per_epoch"] for r in rs)
         cells.append(f"{epoch / base_epoch:.2f}" if base_epoch else "-")
@@ -506,6 +523,13 @@ def dataset_table(study, folder):
         means[label]["std ndcg@10"] = (
             statistics.stdev([r["test"]["ndcg@10"] for r in rs]) if len(rs) > 1 else 0.0
         )
+    if tested:
+        lines += [
+            "",
+            f"p: paired t-test over the {dataset} test users of NDCG@10 (each user's "
+            f"value averaged over the seeds), Holm-corrected over the {tested} tests of "
+            "this table that have per-user results; * below .05.",
+        ]
     skipped = study.get("skipped", [])
     if skipped:
         lines += [

@@ -137,3 +137,44 @@ def test_a_run_on_one_dataset_keeps_the_other_tables(tmp_path):
     text = open(written[0]).read()
     assert "### Office" in text and "### ml-100k" in text
     assert "| SASRec | CE | 1 | 0.1000 |" in text
+
+
+def test_gain_columns_carry_a_paired_test_over_users_where_runs_have_ranks(tmp_path):
+    """Runs with per-user ranks get p-values beside both NDCG@10 gains, Holm-corrected
+    over the table; the same runs without ranks read as before."""
+    import json
+    import random
+
+    from experiments import reports, studies
+
+    rng = random.Random(0)
+    study = studies.reproduce_study("quick", categories=False, quick=True)
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for label, shift in (("SASRec", 0), ("STOSA (CE)", 3), ("SASRec (BPR)", 1)):
+        for seed in (2020, 2021):
+            ranks = [max(1, min(11, rng.randint(1, 11) - shift)) for _ in range(200)]
+            values = {"ndcg@10": 0.0, "recall@10": 0.0}
+            run = {
+                "label": label,
+                "seed": seed,
+                "seconds_per_epoch": 1.0,
+                "device": "CPU",
+                "test": {c: 0.1 for c in study["columns"]} | values,
+                "test_ranks": {"cap": 11, "data": {"fingerprint": "f"}, "ranks": ranks},
+            }
+            path = folder / f"{label.replace(' ', '_')}__seed{seed}.json"
+            path.write_text(json.dumps(run))
+    text, _ = reports.dataset_table(study, str(folder))
+    row = next(l for l in text.splitlines() if l.startswith("| STOSA (CE) |"))
+    # CE's own-loss baseline is the baseline: one test, shown in both columns
+    assert row.count("(p <.001*)") == 2
+    bpr = next(l for l in text.splitlines() if l.startswith("| SASRec (BPR) |"))
+    assert bpr.count("(p ") == 1  # against SASRec; it is its own loss's baseline
+    assert "Holm-corrected over the 2 tests" in text
+    for path in folder.iterdir():
+        run = json.loads(path.read_text())
+        del run["test_ranks"]
+        path.write_text(json.dumps(run))
+    text, _ = reports.dataset_table(study, str(folder))
+    assert "(p " not in text and "Holm" not in text
