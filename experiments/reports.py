@@ -683,19 +683,22 @@ def replay_early_stopping(curve, patience, epochs=None):
     return selected, limit
 
 
-def budget_table(study_name, study, runs):
+def budget_table(study_name, study, runs, all_budgets=None):
     """What each early-stopping patience would have given, replayed on the stored
     validation curves of runs trained at the largest one: evaluations run, the selected
     epoch, its validation score and the test metrics of that epoch's model (stored per
-    epoch), and whether the choice rule (``studies.BUDGET_RULE``) is met. None without a
-    run."""
+    epoch); with ``all_budgets`` ({study name: (study, runs)} of every budget study), the
+    patience the choice rule (``studies.BUDGET_RULE``) picks over all of them. None
+    without a run."""
     runs = [r for r in runs if "valid_curve" in r and "test_curve" in r]
     if not runs:
         return None
     runs.sort(key=lambda r: r["seed"])
     cols = study["columns"]
     largest = max(study["patiences"])
-    valid_metric = runs[0]["config"].get("valid_metric", "the validation metric")
+    valid_metric = study["protocol"].get(
+        "valid_metric", runs[0]["config"].get("valid_metric", "score")
+    )
     lines = [
         f"# {study_name}: {study['dataset']}",
         "",
@@ -750,6 +753,14 @@ def budget_table(study_name, study, runs):
         f"median {statistics.median(seconds):.2f} on {runs[0]['device']}.",
         "",
     ]
+    if all_budgets:
+        patience, reason = budget_choice(all_budgets)
+        names = ", ".join(sorted(all_budgets))
+        lines += [
+            f"Chosen on validation over {names}: "
+            + (f"patience {patience} ({reason})." if patience else reason + "."),
+            "",
+        ]
     return "\n".join(lines)
 
 

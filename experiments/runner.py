@@ -283,7 +283,10 @@ def report(study_name, root=HERE, study=None):
         "budget": reports.budget_table,
     }[kind]
     runs = reports.load_runs(runs_folder(root, study_name))
-    text = build(study_name, study, runs)
+    if kind == "budget":
+        text = build(study_name, study, runs, budget_studies(root))
+    else:
+        text = build(study_name, study, runs)
     if text is None:
         return f"no results for {study_name} yet"
     with open(os.path.join(root, study_name, "report.md"), "w") as f:
@@ -293,6 +296,15 @@ def report(study_name, root=HERE, study=None):
     if study.get("docs") and os.path.abspath(root) == HERE:
         write_docs_table(study_name, study["docs"], text)
     return text
+
+
+def budget_studies(root=HERE):
+    """{name: (study, runs)} of every budget study (the choice is made over all)."""
+    return {
+        name: (study, reports.load_runs(runs_folder(root, name)))
+        for name, study in STUDIES.items()
+        if study.get("report") == "budget"
+    }
 
 
 def write_docs_table(study_name, page, text):

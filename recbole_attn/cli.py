@@ -233,6 +233,16 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
+def command_parser(prog, doc):
+    """The parser of a command whose ``--help`` shows its module docstring ``doc``
+    (plain text)."""
+    return OneLineParser(
+        prog=prog,
+        description=plain_doc(doc),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def guarded(command, *args, **kwargs):
     """Run a command: a :class:`~recbole_attn.errors.RecboleAttnError` becomes one
     ``error:`` line and its exit status (2; 130 for an interrupted run), a Ctrl-C outside

@@ -20,7 +20,6 @@ data, splits or users are an error.
 (``docs/compare.md``: the file formats and the statistics.)
 """
 
-import argparse
 import json
 import math
 import os
@@ -246,13 +245,9 @@ def write_result(result, path, overwrite=False):
 
 def main(argv=None, prog=None):
     """``recbole-attn compare``; returns the exit status."""
-    from recbole_attn.cli import OneLineParser, guarded, plain_doc
+    from recbole_attn.cli import command_parser, guarded
 
-    parser = OneLineParser(
-        prog=prog,
-        description=plain_doc(__doc__),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser(prog, __doc__)
     parser.add_argument(
         "inputs",
         nargs="+",

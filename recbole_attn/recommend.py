@@ -330,16 +330,10 @@ def _read_users_file(path):
 
 def main(argv=None, prog=None):
     """``recbole-attn recommend``; returns the exit status."""
-    import argparse
-
-    from recbole_attn.cli import OneLineParser, guarded, plain_doc
+    from recbole_attn.cli import command_parser, guarded
     from recbole_attn.values import convert_value
 
-    parser = OneLineParser(
-        prog=prog,
-        description=plain_doc(__doc__),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser(prog, __doc__)
     parser.add_argument(
         "--model_file",
         required=True,

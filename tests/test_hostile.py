@@ -194,29 +194,19 @@ def test_a_checkpoint_on_other_data_of_the_same_name_and_sizes_is_refused(
     )
     lines[5] = "\t".join((user, other_item, time))
     inter.write_text("\n".join(lines) + "\n")
-    code, err = main(
-        [
-            "evaluate",
-            f"--model_file={result['saved_model_file']}",
-            f"--data_path={tmp_path / 'data'}",
-            "--state=ERROR",
-        ],
-        capsys,
-    )
+    evaluate_there = [
+        "evaluate",
+        f"--model_file={result['saved_model_file']}",
+        f"--data_path={tmp_path / 'data'}",
+        "--state=ERROR",
+    ]
+    code, err = main(evaluate_there, capsys)
     one_line(code, err, "other data named 'tiny' with the same numbers of users")
     assert "data fingerprint" in err
     # the same data elsewhere is the same data
     shutil.rmtree(target)
     shutil.copytree(source, target)
-    code, err = main(
-        [
-            "evaluate",
-            f"--model_file={result['saved_model_file']}",
-            f"--data_path={tmp_path / 'data'}",
-            "--state=ERROR",
-        ],
-        capsys,
-    )
+    code, err = main(evaluate_there, capsys)
     assert code == 0, err
 
 
@@ -297,32 +287,27 @@ def test_a_second_search_into_one_output_stops_before_its_work(
     original = tuning._search_hyperopt
     inner = []
 
+    def search(into):
+        return tuning.tune_model(
+            "SASRecAP",
+            "tiny",
+            str(space),
+            config_dict=dict(config),
+            tool="hyperopt",
+            algo="exhaustive",
+            output=into,
+        )
+
     def search_while_another_starts(*args, **kwargs):
         with pytest.raises(
             ExistingOutputError, match="being written by another search"
         ):
-            tuning.tune_model(
-                "SASRecAP",
-                "tiny",
-                str(space),
-                config_dict=dict(config),
-                tool="hyperopt",
-                algo="exhaustive",
-                output=output,
-            )
+            search(output)
         inner.append(True)
         return original(*args, **kwargs)
 
     monkeypatch.setattr(tuning, "_search_hyperopt", search_while_another_starts)
-    result = tuning.tune_model(
-        "SASRecAP",
-        "tiny",
-        str(space),
-        config_dict=dict(config),
-        tool="hyperopt",
-        algo="exhaustive",
-        output=output,
-    )
+    result = search(output)
     logging.getLogger().handlers.clear()
     assert inner == [True]
     with open(os.path.join(output, "result.json")) as f:
@@ -334,15 +319,7 @@ def test_a_second_search_into_one_output_stops_before_its_work(
     monkeypatch.setattr(tuning, "_search_hyperopt", fail)
     other = str(tmp_path / "other")
     with pytest.raises(RuntimeError):
-        tuning.tune_model(
-            "SASRecAP",
-            "tiny",
-            str(space),
-            config_dict=dict(config),
-            tool="hyperopt",
-            algo="exhaustive",
-            output=other,
-        )
+        search(other)
     assert not os.path.exists(os.path.join(other, "result.json"))
 
 
