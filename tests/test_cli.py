@@ -465,3 +465,41 @@ def test_checkpoint_rebuilds_the_model_it_was_trained_with(
     )
     assert config["stosa_input"] == "official" and hasattr(net, "input_layer_norm")
     assert dict(trainer.evaluate(test_data)) == dict(result["test_result"])
+
+
+def test_a_trial_ray_lost_is_one_line_with_the_reason():
+    """Ray's memory monitor killed a trial: ~150 lines of trace and object-store dump
+    before; now the reason and the path of the trace, and Tune's own log of the trace is
+    not printed."""
+    import logging
+
+    import ray.exceptions
+
+    from recbole_attn.tuning import trial_error_line
+    from recbole_attn.tuning.ray_search import _quiet_ray
+
+    oom = ray.exceptions.OutOfMemoryError(
+        "Task was killed due to the node running low on memory.\nMemory on the node "
+        "(IP: 10.0.0.1, ID: abc) where the task (actor ID: x, name=ImplicitFunc.__init__, "
+        "pid=123, memory used=0.5GB) was running was 15.70GB / 16.00GB (0.98), which "
+        "exceeds the memory usage threshold of 0.95. Ray killed this worker.\nTop 10 "
+        "memory users:\nPID\tMEM(GB)\tCOMMAND\n123\t0.5\tray::ImplicitFunc\nRefer to "
+        "the documentation on how to address the out of memory issue: https://docs.ray.io"
+    )
+    line = trial_error_line(oom, "/tmp/run")
+    assert line == (
+        "a trial failed: Ray stopped it: the machine ran low on memory (15.70GB / "
+        "16.00GB used, Ray's threshold 0.95); free memory, run fewer trials at once "
+        "(--max_concurrent) or a smaller model (full trace: /tmp/run/error.txt)"
+    )
+    died = ray.exceptions.WorkerCrashedError()
+    assert "its worker process died" in trial_error_line(died)
+    _quiet_ray()
+    controller = logging.getLogger("ray.tune.execution.tune_controller")
+    trace = logging.LogRecord(
+        controller.name, logging.ERROR, "", 0, "Trial task failed for trial x", (), None
+    )
+    other = logging.LogRecord(
+        controller.name, logging.ERROR, "", 0, "something else", (), None
+    )
+    assert not controller.filter(trace) and controller.filter(other)

@@ -48,16 +48,53 @@ def ray_trial(
     train_trial(params, model, dataset, config_file_list, config_dict, report)
 
 
+#: Ray's errors for a trial it lost (not an exception of the trial's code): what to say
+_RAY_LOST = {
+    "OutOfMemoryError": "Ray stopped it: the machine ran low on memory",
+    "WorkerCrashedError": "its worker process died",
+    "ActorDiedError": "its worker process died",
+    "NodeDiedError": "the machine running it left the cluster",
+    "LocalRayletDiedError": "Ray's process on this machine died",
+    "OwnerDiedError": "the process that owned its data died",
+}
+
+
+def _ray_lost_line(error):
+    """The one line for a trial Ray lost (memory, a dead worker), or None."""
+    for candidate in (error, getattr(error, "cause", None), error.__cause__):
+        name = type(candidate).__name__ if candidate is not None else ""
+        if name not in _RAY_LOST:
+            continue
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(candidate))
+        line = _RAY_LOST[name]
+        used = re.search(r"was running was ([0-9.]+ ?GB / [0-9.]+ ?GB)", text)
+        limit = re.search(r"memory usage threshold of ([0-9]+(?:\.[0-9]+)?)", text)
+        if used:
+            line += f" ({used.group(1)} used"
+            line += f", Ray's threshold {limit.group(1)})" if limit else ")"
+        if name == "OutOfMemoryError":
+            line += (
+                "; free memory, run fewer trials at once (--max_concurrent) or a "
+                "smaller model"
+            )
+        return line
+    return None
+
+
 def trial_error_line(error, path=None):
-    """One line for a failed trial: the exception that ended it (no Ray trace, no ANSI
-    colour codes) and where Ray keeps the full trace."""
+    """One line for a failed trial: the exception that ended it, or why Ray lost it
+    (memory, a dead worker), without Ray's trace or ANSI colour codes, and where Ray keeps
+    the full trace."""
+    where = f" (full trace: {os.path.join(path, 'error.txt')})" if path else ""
+    lost = _ray_lost_line(error)
+    if lost:
+        return f"a trial failed: {lost}{where}"
     cause = getattr(error, "cause", None) or error
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(cause)).strip()
     lines = [line for line in text.splitlines() if line.strip()]
     last = lines[-1].strip() if lines else type(cause).__name__
     if cause is not error or ":" not in last:
         last = f"{type(cause).__name__}: {last}"
-    where = f" (full trace: {os.path.join(path, 'error.txt')})" if path else ""
     return f"a trial failed: {last}{where}"
 
 
@@ -123,6 +160,15 @@ class _LocalClusterNotice(logging.Filter):
         return "is enabled for this Ray cluster" not in str(record.msg)
 
 
+class _TrialTrace(logging.Filter):
+    """Tune's log of a failed trial with its whole trace (~150 lines for a trial Ray
+    killed for memory, with its object-store dump): the search says it in one line
+    instead (:func:`trial_error_line`), with the path of the trace Ray keeps."""
+
+    def filter(self, record):
+        return not str(record.msg).startswith("Trial task failed for trial")
+
+
 def _quiet_ray():
     """Ray's console output that says nothing a tuning user needs: the experiment box and
     result-folder lines of its output engine (``verbose=0`` does not reach them), and
@@ -131,6 +177,9 @@ def _quiet_ray():
     auth = logging.getLogger("ray._private.authentication.authentication_token_setup")
     if not any(isinstance(f, _LocalClusterNotice) for f in auth.filters):
         auth.addFilter(_LocalClusterNotice())
+    controller = logging.getLogger("ray.tune.execution.tune_controller")
+    if not any(isinstance(f, _TrialTrace) for f in controller.filters):
+        controller.addFilter(_TrialTrace())
 
 
 def _init_ray(address, num_cpus):
