@@ -378,7 +378,7 @@ def test_readme_commands_run_as_written(tmp_path, monkeypatch, capsys):
     write_tiny_dataset(str(fixtures), name="ml-100k", category_field="class")
     for command in commands:
         argv = _cli_argv(command)
-        if argv[0] in ("recommend", "evaluate"):  # from the model a command saved
+        if argv[0] in ("recommend", "evaluate", "compare"):  # from saved models
             code = main(argv)
         elif argv[0] == "convert":
             assert argv[1] == "seqfile", f"no fixture for {command}"
