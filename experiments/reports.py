@@ -792,13 +792,17 @@ def budget_choice(tables):
                 valid >= 0.99 * valid_full,
             )
     patiences = sorted(next(iter(tables.values()))[0]["patiences"])
-    for p in patiences:
+    smaller = patiences[:-1]
+    for p in smaller:
         if all(rows[p][0] for rows in per_study.values()):
             return p, "the same epoch as the largest patience in every seed"
-    for p in patiences:
+    for p in smaller:
         if all(rows[p][1] for rows in per_study.values()):
-            return p, "mean validation within 1 % of the largest patience's"
-    return max(patiences), "no smaller patience meets the rule"
+            return p, (
+                "no smaller patience selects the same epochs everywhere; its mean "
+                "validation score is within 1 % of the largest patience's in every study"
+            )
+    return patiences[-1], "no smaller patience meets the rule"
 
 
 # ---------------------------------------------------------------------- per-user tests

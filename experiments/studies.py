@@ -621,6 +621,21 @@ for _dataset in ("ml-100k", "Office"):
         "choice rule: " + BUDGET_RULE,
     }
 
+#: the same question under STOSA's own protocol on Office (history masked, its cutoffs:
+#: the protocol of the official-code comparison, stosa_office_ablation), two seeds
+STUDIES["budget_Office_masked"] = {
+    **STUDIES["budget_Office"],
+    "protocol": {
+        "eval_args": FULL,
+        "eval_mask_history": True,
+        **STOSA_METRICS,
+        "epochs": 200,
+        "stopping_step": 100,
+    },
+    "columns": ["recall@1", "recall@5", "ndcg@5", "mrr@20"],
+    "seeds": (2020, 2021),
+}
+
 
 # ------------------------------------------------------------------ CE settings
 #: Do the mechanisms that trail SASRec (CE) in the reproduce group need other settings

@@ -419,13 +419,19 @@ class AttnTrainer(Trainer):
         self._epoch_seconds.append(seconds)
         per_epoch = sum(self._epoch_seconds) / len(self._epoch_seconds)
         left = self.epochs - epoch_idx - 1
-        patience = (self.stopping_step - self.cur_step) * self.eval_step
+        # RecBole stops once cur_step exceeds stopping_step: this many epochs more
+        patience = (self.stopping_step - self.cur_step + 1) * self.eval_step
         line = (
             f"epoch {epoch_idx + 1}/{self.epochs}: loss {loss_text} | "
             f"{self.valid_metric} {valid_score:.4f} (best {self.best_valid_score:.4f}, "
             f"epoch {getattr(self, '_best_epoch', epoch_idx) + 1}) | {seconds:.1f} s"
         )
-        if left > 0:
+        if left > 0 and patience <= 0:
+            line += (
+                f" | stops here: no better {self.valid_metric} in "
+                f"{self.stopping_step} evaluations"
+            )
+        elif left > 0:
             line += f" | left: at most {_duration(left * per_epoch)}"
             if patience < left:
                 line += f", {_duration(patience * per_epoch)} if it does not improve"

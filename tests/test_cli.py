@@ -503,3 +503,27 @@ def test_a_trial_ray_lost_is_one_line_with_the_reason():
         controller.name, logging.ERROR, "", 0, "something else", (), None
     )
     assert not controller.filter(trace) and controller.filter(other)
+
+
+def test_the_epoch_line_says_what_is_left_and_when_it_stops(tiny_config):
+    """RecBole stops once cur_step exceeds stopping_step: with cur_step = stopping_step
+    one more epoch without gain stops it, beyond that it stops now (the line said "-2 s
+    if it does not improve" at the stopping epoch)."""
+    from recbole_attn.quick_start import build
+
+    _, _, trainer, _ = build(
+        "SASRecAP",
+        "tiny",
+        config_dict={**tiny_config, "epochs": 100, "stopping_step": 5},
+    )
+    trainer._epoch_seconds = []
+    trainer._last_train_seconds, trainer._last_valid_seconds = 1.0, 0.0
+    trainer._last_losses = 0.5
+    trainer.best_valid_score = 0.1
+    lines = {}
+    for step in (0, 5, 6):
+        trainer.cur_step = step
+        lines[step] = trainer._epoch_line(9, 0.05)
+    assert lines[0].endswith("left: at most 2 min, 6 s if it does not improve")
+    assert lines[5].endswith("left: at most 2 min, 1 s if it does not improve")
+    assert lines[6].endswith("stops here: no better ndcg@10 in 5 evaluations")

@@ -2,6 +2,7 @@
 stored runs, and the stored reports are what the runner writes from those runs."""
 
 import os
+import random
 
 import pytest
 import yaml
@@ -57,7 +58,12 @@ def test_every_study_is_well_formed():
         for label, external in study.get("external", {}).items():
             assert label not in study["variants"], name
             assert {"model", "command"} <= set(external), (name, label)
-        assert study.get("report", "table") in ("table", "reproduce", "archive_quality")
+        assert study.get("report", "table") in (
+            "table",
+            "reproduce",
+            "archive_quality",
+            "budget",
+        )
     for name, group in studies.GROUPS.items():
         assert set(group["studies"]) <= set(studies.STUDIES), name
         assert os.path.isdir(os.path.join(runner.HERE, name)), name
@@ -134,6 +140,12 @@ def test_stored_runs_were_made_with_todays_defaults():
                 **study["protocol"],
                 **overrides,
             }
+            # options left to a preset (~) have the preset's value
+            for cls in reversed(MODELS[model].__mro__) if model in MODELS else ():
+                for key, table in vars(cls).get("presets", {}).items():
+                    for option, value in table.get(want.get(key), {}).items():
+                        if want.get(option) is None:
+                            want[option] = value
             for key, value in run["model_options"].items():
                 if key not in by_dataset and key not in ("epochs", "stopping_step"):
                     assert value == want[key], (name, run["label"], run["seed"], key)
@@ -159,10 +171,12 @@ def test_stored_report_is_what_the_runner_writes(name):
     build_report = {
         "table": reports.study_table,
         "archive_quality": reports.archive_quality_table,
+        "budget": reports.budget_table,
     }[study.get("report", "table")]
     runs = reports.load_runs(runner.runs_folder(runner.HERE, name))
+    extra = [runner.budget_studies()] if study.get("report") == "budget" else []
     with open(os.path.join(runner.HERE, name, "report.md")) as f:
-        assert build_report(name, study, runs) == f.read()
+        assert build_report(name, study, runs, *extra) == f.read()
 
 
 @pytest.mark.parametrize(
@@ -331,3 +345,68 @@ def test_patt_attention_statistics_of_a_trained_model(tiny_config):
     stats = patt_attention.measure(path, users=10**6)
     assert stats["lambda"] == 0.125 and stats["users"] > 0 and stats["rows"] > 0
     assert 1.0 <= stats["spread median"] <= stats["spread max"] <= math.exp(0.125)
+
+
+def _recbole_stopping(curve, patience, epochs):
+    """RecBole's own ``early_stopping`` driven over a curve, as its trainer calls it."""
+    from recbole.utils import early_stopping
+
+    best, step, selected = float("-inf"), 0, -1
+    for i, score in enumerate(curve[:epochs]):
+        best, step, stop, update = early_stopping(score, best, step, patience)
+        if update:
+            selected = i
+        if stop:
+            return selected, i + 1
+    return selected, min(epochs, len(curve))
+
+
+def test_replayed_early_stopping_is_recboles():
+    rng = random.Random(0)
+    for _ in range(300):
+        n = rng.randint(1, 60)
+        # few distinct values: ties with the best so far are frequent (scores are rounded)
+        curve = [
+            round(rng.random() * 0.05 + i * rng.choice((0, 1e-3)), 3) for i in range(n)
+        ]
+        patience, epochs = rng.randint(0, 12), rng.randint(1, 70)
+        assert reports.replay_early_stopping(
+            curve, patience, epochs
+        ) == _recbole_stopping(curve, patience, epochs)
+
+
+def test_budget_runs_replay_to_their_own_stopping():
+    """A budget study's stored curve, replayed at the patience it trained with, stops
+    and selects where the run did; its test trace at the best epoch is the run's test.
+    """
+    checked = 0
+    for name, study in studies.STUDIES.items():
+        if study.get("report") != "budget":
+            continue
+        for run in reports.load_runs(runner.runs_folder(runner.HERE, name)):
+            patience = run["config"]["stopping_step"]
+            selected, ran = reports.replay_early_stopping(
+                run["valid_curve"], patience, run["config"]["epochs"]
+            )
+            assert ran == run["epochs_run"]
+            # the model kept is the selected epoch's (its test is the run's test); runs
+            # before the runner's tie rule record the first of equal best scores
+            assert run["test_curve"][selected] == run["test"]
+            curve = run["valid_curve"][:ran]
+            assert curve[selected] == max(curve)
+            assert curve[run["best_epoch"] - 1] == max(curve)
+            checked += 1
+    assert checked >= 6
+
+
+def test_the_budget_rule_picks_on_validation_curves():
+    """The rule (studies.BUDGET_RULE) on made-up curves: a late second rise needs the
+    long patience; within 1 % is enough where nothing selects the same epochs."""
+    study = {"patiences": (10, 20, 100), "protocol": {"epochs": 200}}
+    flat = [0.01 * (i + 1) for i in range(30)] + [0.3] * 170  # best at 30 (ties later)
+    assert reports.budget_choice({"a": (study, [{"valid_curve": flat}])})[0] == 10
+    late = [0.3] + [0.2] * 50 + [0.302] + [0.1] * 148  # a second best 51 epochs later
+    patience, reason = reports.budget_choice({"a": (study, [{"valid_curve": late}])})
+    assert patience == 10 and "within 1 %" in reason
+    higher = [0.3] + [0.2] * 50 + [0.4] + [0.1] * 148
+    assert reports.budget_choice({"a": (study, [{"valid_curve": higher}])})[0] == 100
