@@ -140,6 +140,8 @@ def write_files(files, what="the output", overwrite=False, remove=(), error=None
     :class:`ExistingOutputError`).
     """
     error = error or ExistingOutputError
+    # what cannot be written is not an existing file (ExistingOutputError is one)
+    failure = RecboleAttnError if error is ExistingOutputError else error
     targets = list(files)
     if not overwrite:
         refuse_existing(targets, what, error=error)
@@ -147,7 +149,7 @@ def write_files(files, what="the output", overwrite=False, remove=(), error=None
     try:
         for target, content in files.items():
             if os.path.isdir(target):
-                raise error(f"{what}: {target} is a folder; give a file name")
+                raise failure(f"{what}: {target} is a folder; give a file name")
             folder = os.path.dirname(os.path.abspath(target))
             try:
                 os.makedirs(folder, exist_ok=True)
@@ -157,7 +159,7 @@ def write_files(files, what="the output", overwrite=False, remove=(), error=None
                     suffix=".tmp",
                 )
             except OSError as err:
-                raise error(
+                raise failure(
                     f"{what}: cannot write into {folder} ({_why(folder, err)}); "
                     "choose a place you can write to"
                 ) from None
@@ -170,7 +172,7 @@ def write_files(files, what="the output", overwrite=False, remove=(), error=None
                     else:
                         f.write(content)
             except OSError as err:  # a full disk, a quota
-                raise error(
+                raise failure(
                     f"{what}: writing {target} failed ({err.strerror or err}); nothing "
                     "was written"
                 ) from None

@@ -94,9 +94,10 @@ def _gb(n):
     return f"{n / 2**30:.1f} GB"
 
 
-def check_memory(config, dataset, model_class, available=None):
+def check_memory(config, dataset, model_class, available=None, training=True):
     """A :class:`ConfigError` with the numbers when the run cannot fit the memory
-    available on its device (``available``: bytes, default :func:`available_bytes`)."""
+    available on its device (``available``: bytes, default :func:`available_bytes`);
+    without ``training`` (a loaded checkpoint) only the evaluation counts."""
     from recbole_attn.model import MODELS
 
     available = available_bytes(config["device"]) if available is None else available
@@ -109,6 +110,9 @@ def check_memory(config, dataset, model_class, available=None):
     need, parts = estimate(
         config, dataset.item_num, len(users), own, dataset.user_num, longest
     )
+    if not training:
+        parts = {k: v for k, v in parts.items() if k.startswith("evaluation")}
+        need = sum(parts.values())
     if need <= 0.9 * available:
         return
     biggest = max(parts, key=parts.get)

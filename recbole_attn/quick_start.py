@@ -183,7 +183,7 @@ def _build(
         train_data, valid_data, test_data = data_preparation(config, data)
         train_data = bucket_train_dataloader(config, train_data)
 
-        check_memory(config, data, model_class)
+        check_memory(config, data, model_class, training=not loaded)
         init_seed(config["seed"], config["reproducibility"])
         try:
             net = model_class(config, train_data._dataset).to(config["device"])

@@ -719,6 +719,22 @@ def test_the_memory_estimate_is_a_lower_bound_of_what_a_training_step_holds(
     float_maps = sum(s for s in saved if s % 4 == 0)
     assert float_maps >= parts["training attention"] * layers / (layers + 1)
 
+    # a loaded checkpoint is only evaluated: the training share does not count
+    from recbole_attn.errors import ConfigError
+    from recbole_attn.memory import check_memory
+
+    dataset = train._dataset
+    small_eval = {**dict(config.final_config_dict), "eval_batch_size": 4}
+    need, parts = estimate(
+        small_eval, dataset.item_num, len(dataset.inter_feat), True, dataset.user_num, T
+    )
+    evaluation = sum(v for k, v in parts.items() if k.startswith("evaluation"))
+    assert evaluation < need
+    between = (evaluation + need) / 2 / 0.9
+    with pytest.raises(ConfigError, match="needs at least"):
+        check_memory(small_eval, dataset, type(net), available=between)
+    check_memory(small_eval, dataset, type(net), available=between, training=False)
+
 
 # ---------------------------------------------------------------------- 6. several processes
 
