@@ -12,6 +12,7 @@ import torch
 
 from conftest import TINY_MODEL
 from recbole_attn.cli import main as cli_main
+from recbole_attn.errors import RecboleAttnError
 from recbole_attn.quick_start import evaluate, run
 
 LOAD = {"inter": ["user_id", "item_id", "timestamp"]}
@@ -365,7 +366,7 @@ def test_export_never_undoes_hand_edits_and_writes_all_or_nothing(tmp_path):
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the descriptions' folder would be\n")
-    with pytest.raises(OSError):
+    with pytest.raises(RecboleAttnError, match="blocked is a file, not a folder"):
         export(str(root), ["STOSA"], pr_dir=str(blocked / "prs"), metrics=False)
     after = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
     assert after == before
@@ -640,7 +641,6 @@ def test_a_ray_address_that_is_not_a_ray_head_is_refused_at_once(tmp_path):
     only connected) and left an empty output folder."""
     import time
 
-    from recbole_attn.errors import RecboleAttnError
     from recbole_attn.tuning import tune_model
     from recbole_attn.tuning.ray_search import check_ray_address
 
