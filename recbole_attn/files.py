@@ -93,19 +93,22 @@ def read_text(path, what="file", encoding="utf-8"):
         with open(path, encoding=encoding) as f:
             return f.read()
     except UnicodeDecodeError as err:
-        raise RecboleAttnError(not_text_message(path, err, what, encoding)) from None
+        byte = err.object[err.start : err.start + 1]
+        raise RecboleAttnError(
+            not_text_message(path, byte, err.start, what, encoding)
+        ) from None
     except OSError as err:
         raise RecboleAttnError(
             f"cannot read {what} {path}: {err.strerror or err}"
         ) from None
 
 
-def not_text_message(path, err, what="file", encoding="utf-8"):
-    """What to say about a file that ``encoding`` cannot decode (``err``)."""
-    byte = err.object[err.start : err.start + 1]
+def not_text_message(path, byte, position, what="file", encoding="utf-8"):
+    """What to say about a file that ``encoding`` cannot decode: ``byte`` (bytes) at
+    ``position`` is the first it cannot."""
     return (
         f"{what} {path} is not {encoding} text (byte 0x{byte.hex()} at position "
-        f"{err.start}): is it a binary file, or saved in another encoding? Save it as "
+        f"{position}): is it a binary file, or saved in another encoding? Save it as "
         f"{encoding}"
     )
 

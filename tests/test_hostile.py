@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import TINY_MODEL
+from test_safety import _one_line, _run_args
 from recbole_attn.cli import main as cli_main
 from recbole_attn.errors import RecboleAttnError
 from recbole_attn.quick_start import evaluate, run
@@ -25,13 +26,6 @@ def main(argv, capsys):
     except SystemExit as exit:
         code = exit.code
     return code, capsys.readouterr().err
-
-
-def one_line(code, err, fragment):
-    assert code == 2, err
-    assert err.startswith("error: ") and err.count("\n") == 1, err
-    assert "Traceback" not in err
-    assert fragment in err, err
 
 
 @pytest.fixture(scope="module")
@@ -106,22 +100,6 @@ def test_a_checkpoint_does_not_bring_back_how_it_was_trained(
 # ---------------------------------------------------------------------- 2. no silent number
 
 
-def _args(trained, *extra):
-    _, config = trained
-    args = {
-        "--model": "SASRecAP",
-        "--dataset": "tiny",
-        "--data_path": config["data_path"],
-        "--epochs": "1",
-        "--train_batch_size": "16",
-        "--state": "ERROR",
-        "--show_progress": "False",
-        **{f"--{k}": str(v) for k, v in TINY_MODEL.items()},
-    }
-    args.update(a.split("=", 1) for a in extra)
-    return [f"{k}={v}" for k, v in args.items()]
-
-
 @pytest.mark.parametrize(
     "option", ["--learning_rate=1e999", "--weight_decay=-1e999", "--dropout_prob=1e999"]
 )
@@ -129,8 +107,8 @@ def test_options_that_must_be_finite_are(
     option, trained, tmp_path, monkeypatch, capsys
 ):
     monkeypatch.chdir(tmp_path)
-    code, err = main(_args(trained, option), capsys)
-    one_line(code, err, f"{option[2:].split('=')[0]} must be a finite number")
+    code, err = main(_run_args(trained[1]["data_path"], option), capsys)
+    _one_line(code, err, f"{option[2:].split('=')[0]} must be a finite number")
     assert not (tmp_path / "saved").exists(), "nothing trained"
 
 
@@ -151,8 +129,8 @@ def test_weights_that_stop_being_finite_stop_the_run(
 
     monkeypatch.setattr(Trainer, "_train_epoch", poisoned)
     monkeypatch.chdir(tmp_path)
-    code, err = main(_args(trained), capsys)
-    one_line(code, err, "the model's weights became NaN or infinite in epoch 0")
+    code, err = main(_run_args(trained[1]["data_path"]), capsys)
+    _one_line(code, err, "the model's weights became NaN or infinite in epoch 0")
     assert "lower --learning_rate" in err
 
 
@@ -172,7 +150,7 @@ def test_a_checkpoint_of_nan_weights_is_refused(trained, tmp_path, monkeypatch, 
         else:
             argv.append("--state=ERROR")
         code, err = main(argv, capsys)
-        one_line(code, err, "holds NaN or infinite weights")
+        _one_line(code, err, "holds NaN or infinite weights")
     assert not (tmp_path / "out.csv").exists()
 
 
@@ -202,7 +180,7 @@ def test_a_checkpoint_on_other_data_of_the_same_name_and_sizes_is_refused(
         "--state=ERROR",
     ]
     code, err = main(evaluate_there, capsys)
-    one_line(code, err, "other data named 'tiny' with the same numbers of users")
+    _one_line(code, err, "other data named 'tiny' with the same numbers of users")
     assert "data fingerprint" in err
     # the same data elsewhere is the same data
     shutil.rmtree(target)
@@ -222,15 +200,15 @@ def test_a_sampled_ranking_with_fewer_candidates_than_the_cutoff_is_refused(
         "--topk=[5,20]",
         "--valid_metric=NDCG@5",
     ]
-    code, err = main(_args(trained, *sampled), capsys)
-    one_line(code, err, "topk [5, 20] reaches past the 11 candidates of a uni10")
+    code, err = main(_run_args(trained[1]["data_path"], *sampled), capsys)
+    _one_line(code, err, "topk [5, 20] reaches past the 11 candidates of a uni10")
     assert not list(tmp_path.glob("saved/*")), "nothing trained"
     code, err = main(
         ["evaluate", f"--model_file={result['saved_model_file']}", "--state=ERROR"]
         + sampled,
         capsys,
     )
-    one_line(code, err, "Recall@20 and Hit@20 would be 1 for any model")
+    _one_line(code, err, "Recall@20 and Hit@20 would be 1 for any model")
     # a cutoff the candidates can fill is fine
     code, err = main(
         ["evaluate", f"--model_file={result['saved_model_file']}", "--state=ERROR"]
@@ -436,12 +414,12 @@ CASES = {
         "latin1.txt is not utf-8 text (byte 0xe9 at position 4)",
     ),
     "latin-1 yaml": (
-        lambda t, m, d: _args_for(d, f"--config_files={t / 'latin1.yaml'}"),
+        lambda t, m, d: _run_args(d, f"--config_files={t / 'latin1.yaml'}"),
         "config file",
     ),
     "binary params file": (
         lambda t, m, d: ["tune"]
-        + _args_for(d, f"--params_file={t / 'binary.hyper'}", "--tool=hyperopt"),
+        + _run_args(d, f"--params_file={t / 'binary.hyper'}", "--tool=hyperopt"),
         "params file",
     ),
     # outputs that cannot be written
@@ -459,7 +437,7 @@ CASES = {
     ),
     # values RecBole refuses deep inside
     "RecBole's loss_type": (
-        lambda t, m, d: _args_for(d, "--model=SASRec", "--loss_type=bogus"),
+        lambda t, m, d: _run_args(d, "--model=SASRec", "--loss_type=bogus"),
         "SASRec cannot be built with these options: Make sure 'loss_type'",
     ),
     "viz positions 0": (
@@ -522,20 +500,6 @@ CASES = {
 }
 
 
-def _args_for(data_path, *extra):
-    args = {
-        "--model": "SASRecAP",
-        "--dataset": "tiny",
-        "--data_path": data_path,
-        "--epochs": "1",
-        "--train_batch_size": "16",
-        "--state": "ERROR",
-        **{f"--{k}": str(v) for k, v in TINY_MODEL.items()},
-    }
-    args.update(a.split("=", 1) for a in extra)
-    return [f"{k}={v}" for k, v in args.items()]
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_input_that_reaches_the_code_is_one_line(
     case, trained, tmp_path, monkeypatch, capsys
@@ -548,7 +512,7 @@ def test_input_that_reaches_the_code_is_one_line(
     argv = make_argv(tmp_path, result["saved_model_file"], config["data_path"])
     before = sorted(p.name for p in tmp_path.rglob("*") if p.suffix == ".csv")
     code, err = main(argv, capsys)
-    one_line(code, err, fragment)
+    _one_line(code, err, fragment)
     assert sorted(p.name for p in tmp_path.rglob("*") if p.suffix == ".csv") == before
 
 
@@ -576,8 +540,8 @@ def test_a_full_disk_under_the_checkpoint_folder_is_one_line(
 
     monkeypatch.setattr(compat.torch, "save", full)
     monkeypatch.chdir(tmp_path)
-    code, err = main(_args(trained), capsys)
-    one_line(code, err, "cannot write the checkpoint")
+    code, err = main(_run_args(trained[1]["data_path"]), capsys)
+    _one_line(code, err, "cannot write the checkpoint")
     assert "(No space left on device); free space under" in err
     assert not [p for p in tmp_path.rglob("*.tmp*")], "no temporary file left"
 
@@ -673,17 +637,20 @@ def test_a_run_that_cannot_fit_the_machine_stops_before_it_starts(
     (exit 137, a 0-byte checkpoint left)."""
     monkeypatch.chdir(tmp_path)
     code, err = main(
-        _args(trained, "--model=SASRec", "--MAX_ITEM_LIST_LENGTH=10000"), capsys
+        _run_args(
+            trained[1]["data_path"], "--model=SASRec", "--MAX_ITEM_LIST_LENGTH=10000"
+        ),
+        capsys,
     )
-    one_line(code, err, "SASRec with these options needs at least")
+    _one_line(code, err, "SASRec with these options needs at least")
     assert "available: lower MAX_ITEM_LIST_LENGTH or " in err
     assert not list(tmp_path.glob("saved/*")), "no checkpoint left"
     # our models too, against the memory the machine reports
     from recbole_attn import memory
 
     monkeypatch.setattr(memory, "available_bytes", lambda device: 1000)
-    code, err = main(_args(trained), capsys)
-    one_line(code, err, "SASRecAP with these options needs at least")
+    code, err = main(_run_args(trained[1]["data_path"]), capsys)
+    _one_line(code, err, "SASRecAP with these options needs at least")
     assert "this machine has 0.0 GB available" in err
 
 
@@ -759,9 +726,14 @@ def test_metrics_over_several_processes_are_the_mean_over_all_users():
 def test_f1_over_several_processes_is_refused(trained, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     code, err = main(
-        _args(trained, "--nproc=2", "--metrics=['Recall','NDCG','ILD','F1']"), capsys
+        _run_args(
+            trained[1]["data_path"],
+            "--nproc=2",
+            "--metrics=['Recall','NDCG','ILD','F1']",
+        ),
+        capsys,
     )
-    one_line(code, err, "F1 cannot be computed over several processes")
+    _one_line(code, err, "F1 cannot be computed over several processes")
 
 
 def test_an_atomic_file_that_is_not_utf8_is_one_line(
@@ -775,11 +747,18 @@ def test_an_atomic_file_that_is_not_utf8_is_one_line(
     text = inter.read_text().splitlines()
     text[3] = text[3].replace("i", "\xe9", 1)  # an item token with an accent
     inter.write_bytes(("\n".join(text) + "\n").encode("latin-1"))
-    code, err = main(_args(trained, f"--data_path={tmp_path / 'data'}"), capsys)
-    one_line(code, err, "tiny.inter is not utf-8 text (byte 0xe9 at position")
+    code, err = main(
+        _run_args(trained[1]["data_path"], f"--data_path={tmp_path / 'data'}"), capsys
+    )
+    _one_line(code, err, "tiny.inter is not utf-8 text (byte 0xe9 at position")
     assert "--encoding=latin-1" in err
     # naming its encoding reads it
     code, err = main(
-        _args(trained, f"--data_path={tmp_path / 'data'}", "--encoding=latin-1"), capsys
+        _run_args(
+            trained[1]["data_path"],
+            f"--data_path={tmp_path / 'data'}",
+            "--encoding=latin-1",
+        ),
+        capsys,
     )
     assert code == 0, err

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from recbole_attn.errors import RecboleAttnError
+from recbole_attn.files import not_text_message
 
 
 class DataError(RecboleAttnError, ValueError):
@@ -122,12 +123,12 @@ def _check_decodes(path, encoding):
             try:
                 decoder.decode(chunk)
             except UnicodeDecodeError as err:
+                byte = chunk[err.start : err.start + 1]
+                message = not_text_message(
+                    path, byte, offset + err.start, "atomic file", encoding
+                )
                 raise DataError(
-                    f"atomic file {path} is not {encoding} text (byte "
-                    f"0x{chunk[err.start:err.start + 1].hex()} at position "
-                    f"{offset + err.start}): is it a binary file, or saved in another "
-                    f"encoding? Save it as {encoding}, or name its encoding: "
-                    "--encoding=latin-1"
+                    f"{message}, or name its encoding: --encoding=latin-1"
                 ) from None
             offset += len(chunk)
 
