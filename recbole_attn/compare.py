@@ -245,7 +245,7 @@ def write_result(result, path, overwrite=False):
 
 def main(argv=None, prog=None):
     """``recbole-attn compare``; returns the exit status."""
-    from recbole_attn.cli import command_parser, guarded
+    from recbole_attn.commands import command_parser, guarded
 
     parser = command_parser(prog, __doc__)
     parser.add_argument(

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from recbole_attn.errors import RecboleAttnError
+from recbole_attn.errors import CheckpointError, RecboleAttnError
 
 __all__ = [
     "PANDAS_3",
@@ -294,10 +294,6 @@ def silence_harmless_recbole_warnings():
     RecBole's modules raise them (other code keeps every warning)."""
     for message, category, module in HARMLESS_RECBOLE_WARNINGS:
         warnings.filterwarnings("ignore", message, category, module)
-
-
-class CheckpointError(RecboleAttnError, ValueError):
-    """A checkpoint file cannot be read by recbole_attn, or does not fit the run."""
 
 
 def to_plain(value):

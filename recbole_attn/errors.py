@@ -2,9 +2,11 @@
 recbole_attn.errors
 ###################
 
-Errors in the user's input (configuration, dataset). The CLI prints them without a stack
-trace. They live in this small module so that every part of the package can raise them
-without importing the pipeline; ``recbole_attn.quick_start`` re-exports them.
+Every user-facing error of the package: errors in the user's input (configuration,
+dataset, checkpoint, files) and runs that cannot go on. The commands print them as one
+``error:`` line without a stack trace (:func:`recbole_attn.commands.guarded`). They live
+in this small module so that every part of the package can raise them without importing
+the pipeline; the modules that raise them re-export their names.
 """
 
 
@@ -40,3 +42,29 @@ class CategoryFieldError(RecboleAttnError, ValueError):
 
 class MetricConfigError(RecboleAttnError, ValueError):
     """A metric option (``ild_distance``, ``f1_accuracy_metrics``, ...) is invalid."""
+
+
+class ExistingOutputError(RecboleAttnError, FileExistsError):
+    """An output would replace files the user already has."""
+
+
+class TrainingError(RecboleAttnError, RuntimeError):
+    """Training cannot go on (a non-finite loss); the message says what to change."""
+
+
+class DataError(RecboleAttnError, ValueError):
+    """A dataset file or the dataset's split cannot give a meaningful run."""
+
+
+class CheckpointError(RecboleAttnError, ValueError):
+    """A checkpoint file cannot be read by recbole_attn, or does not fit the run."""
+
+
+class ExportError(RecboleAttnError):
+    """The RecBole checkout cannot take the export (not a checkout, or a file of that name
+    that no export wrote)."""
+
+
+class ConversionError(RecboleAttnError, ValueError):
+    """A converter cannot convert its input (bad input, refused overwrite, ...); the
+    message names the file and the line where it can."""

@@ -17,11 +17,7 @@ import shutil
 import tempfile
 import time
 
-from recbole_attn.errors import RecboleAttnError
-
-
-class ExistingOutputError(RecboleAttnError, FileExistsError):
-    """An output would replace files the user already has."""
+from recbole_attn.errors import ExistingOutputError, RecboleAttnError
 
 
 def run_stem(*parts):

@@ -330,7 +330,7 @@ def _read_users_file(path):
 
 def main(argv=None, prog=None):
     """``recbole-attn recommend``; returns the exit status."""
-    from recbole_attn.cli import command_parser, guarded
+    from recbole_attn.commands import command_parser, guarded
     from recbole_attn.values import convert_value
 
     parser = command_parser(prog, __doc__)

@@ -221,7 +221,7 @@ def plot_attention(
 
 
 def main(argv=None, prog=None):
-    from recbole_attn.cli import OneLineParser, guarded
+    from recbole_attn.commands import OneLineParser, guarded
 
     parser = OneLineParser(
         prog=prog,

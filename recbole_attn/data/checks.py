@@ -25,13 +25,8 @@ from logging import getLogger
 import numpy as np
 import pandas as pd
 
-from recbole_attn.errors import RecboleAttnError
+from recbole_attn.errors import DataError, RecboleAttnError
 from recbole_attn.files import not_text_message
-
-
-class DataError(RecboleAttnError, ValueError):
-    """A dataset file or the dataset's split cannot give a meaningful run."""
-
 
 #: RecBole's feature types (``name:type`` in an atomic file's header)
 FEATURE_TYPES = ("token", "token_seq", "float", "float_seq")

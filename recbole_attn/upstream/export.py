@@ -241,7 +241,7 @@ def _refuse_edited(recbole_dir, files, manifest):
 
 def main(argv=None, prog="recbole-attn export-upstream"):
     """``recbole-attn export-upstream``; returns the exit status."""
-    from recbole_attn.cli import OneLineParser, guarded
+    from recbole_attn.commands import OneLineParser, guarded
 
     parser = OneLineParser(
         prog=prog,

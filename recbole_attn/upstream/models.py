@@ -9,7 +9,7 @@ RecBole's ``test_model_auto.py``) and where the export puts things in RecBole's 
 import re
 from dataclasses import dataclass, field
 
-from recbole_attn.errors import RecboleAttnError
+from recbole_attn.errors import ExportError, RecboleAttnError
 
 #: the shared module, under ``recbole/model/``
 SHARED = "sequential_attention"
@@ -27,11 +27,6 @@ def cite_docs(text):
     """``text`` whose references to our documentation (``docs/models.md``) say whose it
     is (``recbole_attn's docs/models.md``): RecBole's tree has a docs/ of its own."""
     return re.sub(r"(?<![\w/.'])docs/(\w+\.md)", r"recbole_attn's docs/\1", text)
-
-
-class ExportError(RecboleAttnError):
-    """The RecBole checkout cannot take the export (not a checkout, or a file of that name
-    that no export wrote)."""
 
 
 @dataclass

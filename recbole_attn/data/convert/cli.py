@@ -31,6 +31,8 @@ import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
 import pandas as pd
+
+from recbole_attn.commands import OneLineParser
 from recbole_attn.data.convert.clean import Converted, Options, convert
 from recbole_attn.data.convert.read import BadLines, ConversionError
 from recbole_attn.data.convert.write import (
@@ -55,10 +57,11 @@ def _underscored(arg: str) -> str:
     return "--" + name[2:].replace("-", "_") + eq + value
 
 
-class ConverterParser(argparse.ArgumentParser):
-    """The converters' parser: options are spelled with underscores, as RecBole's
-    (``--k_core``, ``--skip_bad_lines``); the hyphenated spelling of every option
-    (``--skip-bad-lines``) is accepted as an alias."""
+class ConverterParser(OneLineParser):
+    """The converters' parser, every command's (one-line errors, no abbreviations):
+    options are spelled with underscores, as RecBole's (``--k_core``,
+    ``--skip_bad_lines``); the hyphenated spelling of every option (``--skip-bad-lines``)
+    is accepted as an alias."""
 
     def __init__(self, **kwargs):
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
@@ -193,11 +196,10 @@ def convert_main(
 
 
 def run_main(main: Callable[..., None], argv=None, prog: Optional[str] = None) -> int:
-    """Run a converter's main; a :class:`ConversionError` becomes ``error: ...`` on
-    stderr and exit status 2 (no traceback)."""
-    try:
-        main(argv, prog=prog)
-    except ConversionError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    """Run a converter's main as every command runs
+    (:func:`recbole_attn.commands.guarded`): a :class:`ConversionError` (a
+    :class:`~recbole_attn.errors.RecboleAttnError`) becomes ``error: ...`` on stderr
+    and exit status 2 (no traceback)."""
+    from recbole_attn.commands import guarded
+
+    return guarded(main, argv, prog=prog) or 0

@@ -21,19 +21,14 @@ from typing import Iterator, Optional, Tuple
 import numpy as np
 import pandas as pd
 
+from recbole_attn.errors import ConversionError
+
 USER = "user_id"
 ITEM = "item_id"
 TIME = "timestamp"
 RATING = "rating"
 CATEGORIES = "categories"
 BRAND = "brand"
-
-
-class ConversionError(Exception):
-    """A user-facing error of the converters (bad input, refused overwrite, ...).
-
-    The scripts catch it in ``main()``, print ``error: <message>`` to stderr and exit 2.
-    """
 
 
 def _require_file(path: str) -> None:

@@ -21,10 +21,8 @@ from recbole_attn.model.layers.attention import (
 )
 from recbole_attn.model.layers.context import SequenceContext, position_ids
 from recbole_attn.model.layers.dot import DotProductScore
-from recbole_attn.model.layers.dpp import (
-    causal_dpp_pair_probabilities,
-    dpp_pair_probabilities,
-)
+from recbole_attn.model.layers.dpp import dpp_pair_probabilities
+from recbole_attn.model.layers.dpp_diversity import causal_dpp_pair_probabilities
 from recbole_attn.model.layers.dpp_score import DPPScore
 from recbole_attn.model.layers.masks import causal_padding_mask, masked_softmax
 from recbole_attn.model.layers.transformer import (

@@ -55,7 +55,7 @@ def check_diversity_form(form):
         )
 
 
-def _tiny(dtype):
+def tiny_value(dtype):
     # an absolute normalizer floor far above denormals: 0/0 rows become exact zeros and
     # the gradient of num/Z stays finite
     return torch.finfo(dtype).tiny ** 0.5
@@ -67,7 +67,7 @@ def _normalizer_floor(trace, k):
     rounding noise) gives probabilities near 0 (uniform attention) instead of noise / noise.
     """
     eps = torch.finfo(trace.dtype).eps
-    return 100.0 * eps * trace.clamp_min(0.0) ** k + _tiny(trace.dtype)
+    return 100.0 * eps * trace.clamp_min(0.0) ** k + tiny_value(trace.dtype)
 
 
 def masked_kernel(kernel, mask):
@@ -105,7 +105,7 @@ def triple_minor_sums(kernel):
     return sums.masked_fill(eye, 0.0)
 
 
-def _strict_upper(n, device):
+def strict_upper(n, device):
     return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
 
 
@@ -115,7 +115,7 @@ def elementary_symmetric(kernel, mask, k):
     """
     check_k(k)
     lm = masked_kernel(kernel, mask)
-    upper = _strict_upper(kernel.size(-1), kernel.device)
+    upper = strict_upper(kernel.size(-1), kernel.device)
     minors = pair_minors(lm) if k == 2 else triple_minor_sums(lm)
     total = (minors * upper).sum((-1, -2))
     return total if k == 2 else total / 3.0
@@ -141,7 +141,7 @@ def dpp_pair_probabilities(kernel, mask, k):
     mask = mask.bool()
     lm = masked_kernel(kernel, mask)
     minors = pair_minors(lm) if k == 2 else triple_minor_sums(lm)
-    upper = _strict_upper(kernel.size(-1), kernel.device)
+    upper = strict_upper(kernel.size(-1), kernel.device)
     norm = (minors * upper).sum((-1, -2))
     if k == 3:
         norm = norm / 3.0
@@ -335,44 +335,10 @@ def causal_pair_numerators(
     return num, (0.5 * num.sum(-1)).cumsum(-1)
 
 
-def _floored(norm, kernel, k):
+def floored_normalizer(norm, kernel, k):
+    """``norm`` floored at the rounding scale of the minors of ``kernel``."""
     trace = torch.diagonal(kernel, dim1=-2, dim2=-1).cumsum(-1)
     return torch.maximum(norm, _normalizer_floor(trace, k))
-
-
-def causal_dpp_pair_weights(
-    kernel, mask, k, diversity_form="ratio", category=None, masks=None, **kwargs
-):
-    r"""The numerators ``W[..., t, r]`` and floored normalizers ``Z[..., t]`` of
-    :func:`causal_dpp_pair_probabilities` (``P = W / Z``), so that a caller scaling P
-    (the attention logits :math:`-\lambda P`) divides only once."""
-    check_k(k)
-    check_diversity_form(diversity_form)
-    mask = mask.bool()
-    if diversity_form == "product" and category is not None:
-        # DPAtt's product form builds on this module's masks and minors
-        from recbole_attn.model.layers.dpp_diversity import causal_product_numerators
-
-        return causal_product_numerators(kernel, category, mask, k, masks=masks)
-    num, norm = causal_pair_numerators(
-        kernel, mask, k, category=category, masks=masks, **kwargs
-    )
-    if not kwargs.get("premasked"):
-        kernel = masked_kernel(kernel, mask.unsqueeze(1) if kernel.dim() == 4 else mask)
-    return num, _floored(norm, kernel, k)
-
-
-def causal_dpp_pair_probabilities(kernel, mask, k, **kwargs):
-    r"""Per-prefix k-DPP pair marginals ``P[..., t, r]``: for r < t both valid, the
-    probability that the k-subset drawn from the k-DPP on the valid prefix
-    :math:`\{x \le t\}` contains r and t; zero elsewhere (also for prefixes with fewer than k
-    items). ``kernel`` is ``[B, T, T]`` or ``[B, H, T, T]``, ``mask`` ``[B, T]``.
-    ``diversity_form="product"`` (needs ``category``): the k-DPP of
-    :math:`L_{\le t} C_{\le t}^{-1}` (:func:`causal_product_numerators`). ``masks``: the
-    batch's :func:`causal_masks`, when already built; other keyword arguments go to
-    :func:`causal_pair_numerators`."""
-    num, norm = causal_dpp_pair_weights(kernel, mask, k, **kwargs)
-    return num / norm.unsqueeze(-1)
 
 
 __all__ = [
@@ -384,8 +350,6 @@ __all__ = [
     "triple_minor_sums",
     "elementary_symmetric",
     "dpp_pair_probabilities",
-    "causal_dpp_pair_probabilities",
-    "causal_dpp_pair_weights",
     "causal_pair_numerators",
     "causal_masks",
     "CausalMasks",

@@ -3,18 +3,24 @@ kernel :math:`C` over all items (:func:`category_kernel`) and the ``product`` fo
 subset weights, the principal minors of the paper's composite kernel
 :math:`T = L_{\le t} C_{\le t}^{-1}` on each prefix (:func:`causal_product_numerators`;
 one batched LU solve per prefix). The ``ratio`` form, :math:`\det L_Y / \det C_Y`, is
-closed form (:mod:`~recbole_attn.model.layers.dpp`).
+closed form (:mod:`~recbole_attn.model.layers.dpp`); :func:`causal_dpp_pair_weights` and
+:func:`causal_dpp_pair_probabilities` compute either form (this module builds on
+``dpp``, never the other way round).
 """
 
 import torch
 import torch.nn.functional as F
 
 from recbole_attn.model.layers.dpp import (
-    _strict_upper,
-    _tiny,
     causal_masks,
+    causal_pair_numerators,
+    check_diversity_form,
     check_k,
+    floored_normalizer,
+    masked_kernel,
     pair_minors,
+    strict_upper,
+    tiny_value,
     triple_minor_sums,
 )
 
@@ -107,7 +113,7 @@ def causal_product_numerators(kernel, category, mask, k, masks=None):
     else:
         minors = triple_minor_sums(prod)
     minors = minors.clamp_min(0.0)
-    upper = _strict_upper(n, kernel.device)
+    upper = strict_upper(n, kernel.device)
     norm = (minors * upper).sum((-1, -2))  # outside Y_t the minors are 0
     if k == 3:
         norm = norm / 3.0
@@ -115,7 +121,39 @@ def causal_product_numerators(kernel, category, mask, k, masks=None):
     # (zero kernel, padding rows) is infinite
     eps = torch.finfo(kernel.dtype).eps
     floor = 100.0 * eps * prod.square().sum((-1, -2)) ** (0.5 * k)
-    norm = torch.maximum(norm, floor + _tiny(kernel.dtype))
+    norm = torch.maximum(norm, floor + tiny_value(kernel.dtype))
     # row t of the query: minors of T^(t) at (t, r)
     own = torch.diagonal(minors, dim1=-3, dim2=-2).transpose(-1, -2)  # [..., t, r]
     return own * masks.pairs, norm
+
+
+def causal_dpp_pair_weights(
+    kernel, mask, k, diversity_form="ratio", category=None, masks=None, **kwargs
+):
+    r"""The numerators ``W[..., t, r]`` and floored normalizers ``Z[..., t]`` of
+    :func:`causal_dpp_pair_probabilities` (``P = W / Z``), so that a caller scaling P
+    (the attention logits :math:`-\lambda P`) divides only once."""
+    check_k(k)
+    check_diversity_form(diversity_form)
+    mask = mask.bool()
+    if diversity_form == "product" and category is not None:
+        return causal_product_numerators(kernel, category, mask, k, masks=masks)
+    num, norm = causal_pair_numerators(
+        kernel, mask, k, category=category, masks=masks, **kwargs
+    )
+    if not kwargs.get("premasked"):
+        kernel = masked_kernel(kernel, mask.unsqueeze(1) if kernel.dim() == 4 else mask)
+    return num, floored_normalizer(norm, kernel, k)
+
+
+def causal_dpp_pair_probabilities(kernel, mask, k, **kwargs):
+    r"""Per-prefix k-DPP pair marginals ``P[..., t, r]``: for r < t both valid, the
+    probability that the k-subset drawn from the k-DPP on the valid prefix
+    :math:`\{x \le t\}` contains r and t; zero elsewhere (also for prefixes with fewer than k
+    items). ``kernel`` is ``[B, T, T]`` or ``[B, H, T, T]``, ``mask`` ``[B, T]``.
+    ``diversity_form="product"`` (needs ``category``): the k-DPP of
+    :math:`L_{\le t} C_{\le t}^{-1}` (:func:`causal_product_numerators`). ``masks``: the
+    batch's :func:`causal_masks`, when already built; other keyword arguments go to
+    the ratio form's :func:`~recbole_attn.model.layers.dpp.causal_pair_numerators`."""
+    num, norm = causal_dpp_pair_weights(kernel, mask, k, **kwargs)
+    return num / norm.unsqueeze(-1)

@@ -20,12 +20,12 @@ import torch
 
 from recbole_attn.model.layers.attention import AttentionScore
 from recbole_attn.model.layers.dpp import (
-    causal_dpp_pair_weights,
     causal_masks,
     check_diversity_form,
     check_k,
     dpp_pair_probabilities,
 )
+from recbole_attn.model.layers.dpp_diversity import causal_dpp_pair_weights
 
 #: key of the DPAtt sequence category kernel ``[B, T, T]`` in ``context.features``
 CATEGORY_KERNEL = "dpp_category_kernel"
@@ -48,7 +48,7 @@ def _check(name, value, allowed):
 
 class DPPScore(AttentionScore):
     r"""Logits :math:`-\lambda P^k(r, t)` of the per-prefix k-DPP pair marginals
-    (:func:`~recbole_attn.model.layers.dpp.causal_dpp_pair_probabilities`, as
+    (:func:`~recbole_attn.model.layers.dpp_diversity.causal_dpp_pair_probabilities`, as
     :math:`W \cdot (-\lambda / Z)`: one pass).
 
     Args:
