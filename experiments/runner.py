@@ -37,7 +37,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 
-from experiments import reports
+from experiments import reports, research
 from experiments.studies import GROUPS, MEASUREMENTS, QUICK_STUDIES, STUDIES, slug
 
 #: experiments/: every study's folder (runs/ and report.md) and every group's
@@ -100,8 +100,11 @@ def run_one(study_name, label, seed, args, study=None):
         torch.set_num_threads(args.threads)
     os.chdir(tempfile.mkdtemp(prefix="study-"))
     start = time.perf_counter()
+    # a variant that sets a research-wing option (a leak) trains the research class
     config, net, trainer, (train, valid, test) = build(
-        model, study["dataset"], config_dict=config_dict
+        research.model_for(model, config_dict),
+        study["dataset"],
+        config_dict=config_dict,
     )
     logging.getLogger().setLevel(logging.ERROR)
     epochs = []

@@ -17,8 +17,9 @@ The command line of recbole_attn: ``recbole-attn`` (installed with the package),
 
 import argparse
 import os
-import re
 import sys
+
+from recbole_attn.commands import OneLineParser, guarded
 
 PROG = "recbole-attn"
 
@@ -209,56 +210,6 @@ def _overrides(parser, rest):
     return overrides
 
 
-def plain_doc(doc):
-    """A module docstring as --help text: without its reStructuredText title, and
-    ````code```` and :role:`name` as plain words."""
-    lines = doc.strip("\n").splitlines()
-    if len(lines) > 1 and set(lines[1]) <= set("#=-~"):
-        lines = lines[2:]
-    text = "\n".join(lines).strip("\n")
-    text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text)
-    return text.replace("``", "")
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse with errors of one line (argparse prints its whole usage block first),
-    and no abbreviations: ``--model`` is not ``--model_file``, and a misspelled option
-    is an error rather than another option."""
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message):
-        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
-
-
-def command_parser(prog, doc):
-    """The parser of a command whose ``--help`` shows its module docstring ``doc``
-    (plain text)."""
-    return OneLineParser(
-        prog=prog,
-        description=plain_doc(doc),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-
-
-def guarded(command, *args, **kwargs):
-    """Run a command: a :class:`~recbole_attn.errors.RecboleAttnError` becomes one
-    ``error:`` line and its exit status (2; 130 for an interrupted run), a Ctrl-C outside
-    training one line and 130; returns the command's exit status."""
-    from recbole_attn.errors import RecboleAttnError
-
-    try:
-        return command(*args, **kwargs)
-    except RecboleAttnError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_status
-    except KeyboardInterrupt:
-        print("error: interrupted; nothing was saved", file=sys.stderr)
-        return 130
-
-
 def run_main(argv=None, prog=PROG):
     """Train and test (or, with ``--params_file``, search); returns the exit status."""
     args, overrides = parse_args(sys.argv[1:] if argv is None else argv, prog)
@@ -268,9 +219,16 @@ def run_main(argv=None, prog=PROG):
     return guarded(_run, args, files, overrides)
 
 
+def _product_options(args, files, overrides):
+    from recbole_attn.config import check_no_research_options
+
+    check_no_research_options(args.model, files, overrides)
+
+
 def _run(args, files, overrides):
     from recbole_attn.quick_start import run
 
+    _product_options(args, files, overrides)
     result = run(
         args.model,
         args.dataset,
@@ -293,6 +251,7 @@ def _plain(metrics):
 def _tune(args, files, overrides):
     from recbole_attn.tuning import tune_model
 
+    _product_options(args, files, overrides)
     result = tune_model(
         args.model,
         args.dataset,

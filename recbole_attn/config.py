@@ -237,6 +237,7 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     except ValueError as err:  # RecBole's own checks of topk, eval_args, ...
         raise ConfigError(str(err)) from None
     config_check.check_values(config)
+    config_check.check_research_wing_keys(config, declared_keys(model_class, config))
     for cls in model_classes(model_class, config):
         config_check.check_model_options(cls, config)
         config_check.apply_presets(cls, config)
@@ -245,14 +246,38 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     return config
 
 
+def declared_keys(model_class, options=None):
+    """The options the classes of a run of ``model_class`` declare."""
+    from recbole_attn.options import declared_options
+
+    classes = model_classes(model_class, options) + [model_class]
+    return {key for cls in classes for key in declared_options(cls)}
+
+
+def check_no_research_options(model, config_file_list=None, config_dict=None):
+    """The product commands' check: a :class:`ConfigError` for a research-only option
+    among the user's (files and overrides), naming the research runner."""
+    from recbole_attn.options import research_options
+
+    model_class = get_model_class(model)
+    config_check.check_yaml_files(config_file_list or [])
+    given = user_options(config_file_list, config_dict)
+    for cls in model_classes(model_class, given) + [model_class]:
+        for key, opt in research_options(cls).items():
+            if key in given:
+                raise config_check.research_wing_error(key, opt.research)
+    config_check.check_research_wing_keys(given, set())
+
+
 def known_config_keys(model_class, config):
     """The keys a run of ``model_class`` with ``config`` reads: RecBole's, the plugin's and
     the model's (AWRSR: its backbone's too)."""
     classes = model_classes(model_class, config)
     names = [c.__name__ for cls in classes for c in cls.__mro__]
-    return config_check.known_keys(
+    keys = config_check.known_keys(
         names, config_files(model_class, config["dataset"], options=config)
     )
+    return keys | declared_keys(model_class, config)
 
 
 def config_warnings(config, model_class, config_file_list=None, config_dict=None):

@@ -68,8 +68,15 @@ class Option:
     Models declare theirs in ``options`` (name -> Option), checked by
     :func:`check_model_options` before any data is loaded."""
 
+    #: the type a yaml comment and the docs name (``(int)``, ``(float)``, ...)
+    kind = "str"
+
     def problem(self, value):
         raise NotImplementedError
+
+    def convert(self, value):
+        """The checked value as a model keeps it."""
+        return value
 
 
 class OneOf(Option):
@@ -78,6 +85,7 @@ class OneOf(Option):
 
     def __init__(self, *values, hint=None):
         self.values, self.hint = values, hint
+        self.kind = type(values[0]).__name__
 
     def problem(self, value):
         if not any(value == v and type(value) is type(v) for v in self.values):
@@ -89,8 +97,13 @@ class OneOf(Option):
 class Integer(Option):
     """An integer ``>= minimum``."""
 
+    kind = "int"
+
     def __init__(self, minimum):
         self.minimum = minimum
+
+    def convert(self, value):
+        return int(value)
 
     def problem(self, value):
         if not (_is_int(value) and value >= self.minimum):
@@ -102,22 +115,32 @@ class Number(Option):
     ``[0, 1)`` (``probability``): ``1e999`` reads as infinity and NaN compares false, and
     either trains a model of NaN weights."""
 
-    def __init__(self, kind="non-negative"):
-        self.kind = kind
+    kind = "float"
+
+    def __init__(self, range="non-negative"):
+        self.range = range
 
     def problem(self, value):
         if _is_number(value) and not math.isfinite(value):
             return f"a finite number ({value} is not)"
-        if self.kind == "positive" and not (_is_number(value) and value > 0):
+        if self.range == "positive" and not (_is_number(value) and value > 0):
             return "a number > 0"
-        if self.kind == "non-negative" and not (_is_number(value) and value >= 0):
+        if self.range == "non-negative" and not (_is_number(value) and value >= 0):
             return "a number >= 0"
-        if self.kind == "probability" and not (_is_number(value) and 0 <= value < 1):
+        if self.range == "probability" and not (_is_number(value) and 0 <= value < 1):
             return "a probability in [0, 1)"
+
+    def convert(self, value):
+        return float(value)
 
 
 class Flag(Option):
     """True or False."""
+
+    kind = "bool"
+
+    def convert(self, value):
+        return bool(value)
 
     def problem(self, value):
         if not isinstance(value, bool):
@@ -127,8 +150,13 @@ class Flag(Option):
 class Subset(Option):
     """A non-empty list of distinct names from the given ones."""
 
+    kind = "list"
+
     def __init__(self, *names):
         self.names = names
+
+    def convert(self, value):
+        return list(value)
 
     def problem(self, value):
         values = list(value) if isinstance(value, (list, tuple)) else None
@@ -240,6 +268,36 @@ RENAMED_KEYS = {
 }
 
 
+#: the command that trains research-only options and the models of the research wing
+RESEARCH_RUNNER = (
+    "python -m experiments.runner (a source checkout; experiments/studies.py declares "
+    "the variants)"
+)
+#: options that left the product models for the research wing (experiments/research.py):
+#: key -> what it reproduces
+RESEARCH_WING_KEYS = {
+    "neg_exclude_heldout": "a leak of the users' validation and test items into the "
+    "negatives, as the official STOSA and PAtt codes",
+    "dpp_ground_set": "PAtt's k-DPP over the whole padded sequence, a leak of future "
+    "items, as the official PAtt normalizer",
+}
+
+
+def research_wing_error(key, what):
+    return ConfigError(
+        f"{key} is a research-only option ({what}); the product commands and models do "
+        f"not set it: train it with {RESEARCH_RUNNER}"
+    )
+
+
+def check_research_wing_keys(config, declared):
+    """A :class:`ConfigError` for a key of :data:`RESEARCH_WING_KEYS` that is set in
+    ``config`` while the model does not declare it (``declared``: its options)."""
+    for key, what in RESEARCH_WING_KEYS.items():
+        if key in config and config[key] is not None and key not in declared:
+            raise research_wing_error(key, what)
+
+
 def check_options(config, options):
     """A :class:`ConfigError` for the first key of ``options`` (name -> :class:`Option`)
     whose value in ``config`` is set and is not what the option says."""
@@ -247,6 +305,7 @@ def check_options(config, options):
         value = config[key] if key in config else None
         if value is None:
             continue
+        option = getattr(option, "check", option)  # an options.Opt: its check
         expected = option.problem(value)
         if expected:
             raise ConfigError(
@@ -268,10 +327,11 @@ def apply_presets(model_class, config):
 
 def check_model_options(model_class, config):
     """The options the model declares (``options`` of its class and base classes, name ->
-    :class:`Option`), then its cross-option rules (``option_rules``: functions of the
-    config returning a message or None), before any data is loaded."""
-    for cls in reversed(model_class.__mro__):
-        check_options(config, vars(cls).get("options", {}))
+    :class:`~recbole_attn.options.Opt`), then its cross-option rules (``option_rules``:
+    functions of the config returning a message or None), before any data is loaded."""
+    from recbole_attn.options import declared_options
+
+    check_options(config, declared_options(model_class))
     for cls in reversed(model_class.__mro__):
         for rule in vars(cls).get("option_rules", ()):
             message = rule(config)

@@ -17,8 +17,8 @@ from logging import getLogger
 
 from recbole.utils import init_seed, set_color
 
-import recbole_attn
 from recbole_attn import distributed
+from recbole_attn.evaluator import validate_dataset
 from recbole_attn.compat import CheckpointError, load_checkpoint
 from recbole_attn.config import (  # noqa: F401  (re-exported: RecBole's quick_start names)
     AttnConfig,
@@ -140,7 +140,9 @@ def create_dataset(config, model_class=None):
     check_dataset_exists(config)
     if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:
         check_model_training_mode(config, model_class)
-        return AttnSequentialDataset(config)
+        # a model may train on a dataset class of its own (the research wing's records
+        # the held-out items); RecBole's models train on ours
+        return getattr(model_class, "dataset_class", AttnSequentialDataset)(config)
     return recbole_dataset_class(config)(config)
 
 
@@ -179,7 +181,7 @@ def _build(
     with log_file_only():
         data = create_dataset(config, model_class)
         logger.info(data)
-        recbole_attn.validate_dataset(config, data)
+        validate_dataset(config, data)
         train_data, valid_data, test_data = data_preparation(config, data)
         train_data = bucket_train_dataloader(config, train_data)
 

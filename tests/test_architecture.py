@@ -117,7 +117,7 @@ def test_yaml_of_base_classes_first():
 
 def test_zero_is_a_value_not_a_default(tiny_config):
     _, net, _, _ = _build("PAtt", {**tiny_config, "dpp_cat_jitter": 0.0})
-    assert net.dpp_jitter == 0.0
+    assert net.dpp_cat_jitter == 0.0
 
 
 def test_string_overrides_are_literals_not_evaluated():

@@ -21,8 +21,11 @@ def test_defaults_are_the_official_model_without_the_leak(tiny_config):
     config, _, _, _ = build("STOSA", "tiny", config_dict=tiny_config)
     for key, value in OFFICIAL.items():
         assert config[key] == value, key
-    assert config["neg_exclude_heldout"] is False
-    want = {**studies.STOSA_OFFICIAL, "neg_exclude_heldout": False}
+    # the leak is no product option (experiments/research.py)
+    assert config["neg_exclude_heldout"] is None
+    want = {
+        k: v for k, v in studies.STOSA_OFFICIAL.items() if k != "neg_exclude_heldout"
+    }
     assert {k: config[k] for k in want} == want
 
 
@@ -34,8 +37,10 @@ def test_patt_defaults_are_the_official_mechanism_without_its_leaks(tiny_config)
     "PAtt defaults" row is these values pinned)."""
     config, _, _, _ = build("PAtt", "tiny", config_dict=tiny_config)
     assert {k: config[k] for k in studies.PATT_NO_LEAK} == studies.PATT_NO_LEAK
-    assert config["dpp_ground_set"] == "prefix"
-    assert config["neg_exclude_heldout"] is False
+    # neither leak is a product option (experiments/research.py); the product's ground
+    # set is the prefix
+    assert config["dpp_ground_set"] is None and config["neg_exclude_heldout"] is None
+    assert MODELS["PAtt"].dpp_ground_set == "prefix"
     yaml_values = _yaml_defaults("PAtt")
     want = {"MAX_ITEM_LIST_LENGTH": 30, "hidden_dropout_prob": 0.4}
     assert studies.PATT_DEFAULTS == want
@@ -108,8 +113,19 @@ def test_stored_runs_belong_to_their_studies():
 
 
 def _yaml_defaults(model, options=None):
-    """Today's values of the model's own yaml files, in load order."""
-    values = {}
+    """Today's values of the model's own yaml files, in load order, and the defaults of
+    the options that moved to the research wing (stored runs recorded them)."""
+    from experiments.research import RESEARCH_MODELS
+    from recbole_attn.options import declared_options
+
+    from recbole_attn.config_check import RESEARCH_WING_KEYS
+
+    values = {
+        key: opt.default
+        for cls in RESEARCH_MODELS.values()
+        for key, opt in declared_options(cls).items()
+        if key in RESEARCH_WING_KEYS
+    }
     for path in model_yaml_files(MODELS[model], options):
         with open(path, encoding="utf-8") as f:
             values.update(yaml.safe_load(f))

@@ -88,7 +88,7 @@ def as_tuple(losses):
 def loss_and_grads(net, data, groups, seed=7):
     """Loss terms, gradients and negatives of one training step with at most ``groups``
     length groups, and a draw after it (the RNG state it left)."""
-    net.max_length_groups = groups
+    net.length_groups = groups
     net.zero_grad(set_to_none=True)
     drawn = []
     sample = type(net).sample_negatives
@@ -125,7 +125,7 @@ def test_grouped_loss_gradients_and_negatives_equal_ungrouped(
     net.position_alignment = alignment
     net.length_group_overhead = 0.0
     data = make_batch(net)
-    groups = net.length_groups(data[net.ITEM_SEQ_LEN])
+    groups = net.split_by_length(data[net.ITEM_SEQ_LEN])
     assert groups is not None and len(groups) == 4
     assert sorted(torch.cat([rows for rows, _ in groups]).tolist()) == list(
         range(len(LENGTHS))
@@ -136,7 +136,7 @@ def test_grouped_loss_gradients_and_negatives_equal_ungrouped(
         grouped, grads, neg, after = loss_and_grads(net, data, 4)
     finally:
         net.eval()
-        net.max_length_groups = 4
+        net.length_groups = 4
     assert len(grouped) == len(plain)
     for a, b in zip(grouped, plain):
         torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
@@ -157,12 +157,12 @@ def test_grouped_evaluation_scores_equal_ungrouped(built, name, extra, alignment
     net.length_group_overhead = 0.0
     data = make_batch(net, seed=1)
     with torch.no_grad():
-        net.max_length_groups = 1
+        net.length_groups = 1
         want = net.full_sort_predict(data)
         data[net.ITEM_ID] = torch.arange(len(LENGTHS)) % (net.n_items - 1) + 1
         want_items = net.predict(data)
-        net.max_length_groups = 4
-        assert len(net.length_groups(data[net.ITEM_SEQ_LEN])) == 4
+        net.length_groups = 4
+        assert len(net.split_by_length(data[net.ITEM_SEQ_LEN])) == 4
         got = net.full_sort_predict(data)
         got_items = net.predict(data)
     assert got.shape == (len(LENGTHS), net.n_items)
@@ -238,21 +238,21 @@ def test_grouping_needs_trimming_and_respects_the_opt_out(built, tiny_config):
     lengths = torch.tensor(LENGTHS)
     net.length_group_overhead = 0.0
     try:
-        assert len(net.length_groups(lengths)) == 4
-        net.max_length_groups = 2
-        assert len(net.length_groups(lengths)) == 2
-        net.max_length_groups = 1
-        assert net.length_groups(lengths) is None
-        net.max_length_groups = 4
+        assert len(net.split_by_length(lengths)) == 4
+        net.length_groups = 2
+        assert len(net.split_by_length(lengths)) == 2
+        net.length_groups = 1
+        assert net.split_by_length(lengths) is None
+        net.length_groups = 4
         net.trim_batch = False
-        assert net.length_groups(lengths) is None
+        assert net.split_by_length(lengths) is None
         net.trim_batch = True
         net.length_grouping = False  # a model that mixes the sequences of a batch
-        assert net.length_groups(lengths) is None
+        assert net.split_by_length(lengths) is None
         del net.length_grouping
-        assert net.length_groups(torch.tensor([5, 5, 5])) is None
+        assert net.split_by_length(torch.tensor([5, 5, 5])) is None
     finally:
-        net.max_length_groups, net.trim_batch = 4, True
+        net.length_groups, net.trim_batch = 4, True
     # the option is checked with the configuration, before anything is built
     with pytest.raises(ConfigError, match="length_groups must be an integer >= 1"):
         make_config("SASRecAP", "tiny", config_dict={**tiny_config, "length_groups": 0})
@@ -265,7 +265,7 @@ def test_adam_steps_reach_the_same_parameters(built, name):
     _, net, (train_data, _, _) = built(name, {})
     batches = [b for _, b in zip(range(3), train_data)]
     for b in batches:
-        assert net.length_groups(b[net.ITEM_SEQ_LEN]) is not None
+        assert net.split_by_length(b[net.ITEM_SEQ_LEN]) is not None
     finals = []
     for groups in (1, 4):
         model = copy.deepcopy(net)

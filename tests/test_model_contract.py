@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch import nn
 
+from experiments import research
 from recbole_attn.compat import load_checkpoint, save_checkpoint
 from recbole_attn.model import MODELS, awrsr
 from recbole_attn.quick_start import build
@@ -23,7 +24,8 @@ CAT_COLS = {
 VARIANTS = {
     "STOSA": [
         {},  # the official code's model without its leak
-        {"neg_exclude_heldout": True},  # experiments/studies.py, STOSA_OFFICIAL
+        # experiments/studies.py, STOSA_OFFICIAL (the research class)
+        {"neg_exclude_heldout": True},
         {  # the paper's model
             "stosa_layer_means": "paper",
             "stosa_input": "paper",
@@ -42,8 +44,9 @@ VARIANTS = {
         {"dpp_k": 3},
         {"dpp_k": 3, "dpp_triple_samples": 4},
         # the default is the official code's mechanism without its leaks (PATT_NO_LEAK
-        # of experiments/studies.py; the leaky dpp_ground_set: sequence is tested in
-        # test_patt.py); this is the paper's eq. 7-9: D_tt = 1, linear Sampler, raw weights
+        # of experiments/studies.py; the leaky dpp_ground_set: sequence of the research
+        # class is tested in test_patt.py); this is the paper's eq. 7-9: D_tt = 1,
+        # linear Sampler, raw weights
         {
             "dpp_lambda": 64.0,
             "dpp_diagonal": "one",
@@ -106,7 +109,9 @@ def model_builder(data_path, work, finish, **common):
             cwd = os.getcwd()
             os.chdir(work)
             try:
-                cfg, net, _, data = build(name, "tiny", config_dict=config)
+                # a research-wing option (a leak) builds the research class
+                model = research.model_for(name, config)
+                cfg, net, _, data = build(model, "tiny", config_dict=config)
             finally:
                 os.chdir(cwd)
             logging.getLogger().handlers.clear()

@@ -22,12 +22,12 @@ from recbole_attn.model.layers import (
 )
 from recbole_attn.model.layers.dpp import (
     check_diversity_form,
-    causal_dpp_pair_probabilities,
     causal_pair_numerators,
     check_k,
     elementary_symmetric,
 )
 from recbole_attn.model.layers.dpp_diversity import (
+    causal_dpp_pair_probabilities,
     category_kernel,
     causal_product_numerators,
 )
@@ -394,8 +394,12 @@ FAST_DPATT = {"dpp_cat_steps": 30, "dpp_cat_rank": 8}
 
 
 def build_model(config_dict, model="PAtt", dataset="tiny"):
+    """The model built on ``dataset``; a research-wing option (the leaky ground set)
+    builds the research class (experiments/research.py), as the runner does."""
+    from experiments.research import model_for
     from recbole_attn.quick_start import build
 
+    model = model_for(model, config_dict)
     config, net, trainer, data = build(model, dataset, config_dict=config_dict)
     logging.getLogger().handlers.clear()
     return net, data
@@ -795,7 +799,8 @@ def test_official_option_configs(tiny_config):
             | {"dpp_ground_set": "sequence", "dpp_k": 3, "dpp_triple_samples": 2},
             "PAtt",
         )
-    with pytest.raises(ValueError, match="use dpp_ground_set: prefix with DPAtt"):
+    # DPAtt has no leaky ground set: the product refuses the research-wing option
+    with pytest.raises(ValueError, match="dpp_ground_set is a research-only option"):
         build_model(
             tiny_config
             | FAST_DPATT

@@ -391,7 +391,8 @@ def test_model_options_are_checked_before_the_dataset_loads(
     for model, option, fragment in (
         ("PAtt", "--dpp_k=5", "dpp_k must be one of [2, 3]"),
         ("RKSA", "--kernels=['nope']", "kernels must be"),
-        ("STOSA", "--stosa_input=other", "stosa_input must be one of"),
+        ("STOSA", "--stosa_preset=other", "stosa_preset must be one of"),
+        ("STOSA", "--stosa_input=paper", "stosa_input is a research-only option"),
         ("DPAtt", "--dataset=tiny_nocat", "DPAtt needs the item category field"),
         ("SASRecAP", "--metrics=['Recall','NDCG','CC']", "metric CC needs"),
     ):

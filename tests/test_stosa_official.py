@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from recbole_attn.data.histories import heldout_items, heldout_table
+from experiments.research import heldout_items, heldout_table, model_for
 from recbole_attn.errors import ConfigError
 from recbole_attn.model.layers import GaussianFeedForward, elu_plus_one
 from recbole_attn.quick_start import build
@@ -33,7 +33,8 @@ OFFICIAL = {
 def _build(tiny_config, **extra):
     """STOSA on the tiny fixture: the paper's model with ``extra`` options on top."""
     config = {**tiny_config, "hidden_dropout_prob": 0.0, **PAPER, **extra}
-    _, net, _, data = build("STOSA", "tiny", config_dict=config)
+    # the leak of held-out negatives is the research wing's (experiments/research.py)
+    _, net, _, data = build(model_for("STOSA", config), "tiny", config_dict=config)
     return net.eval(), data
 
 
@@ -146,8 +147,15 @@ def test_heldout_table():
     assert heldout_table(2, uid[:0], items[:0]).shape == (2, 1)
 
 
-def test_dataset_records_heldout_items(tiny_config):
-    _, (train, valid, test) = _build(tiny_config)
+def test_only_the_research_dataset_records_heldout_items(tiny_config):
+    """The product's training split knows nothing of the held-out items, and the product
+    refuses the leak; the research class's dataset records every held-out item."""
+    _, (train, _, _) = _build(tiny_config)
+    assert heldout_items(train._dataset) is None
+    config = {**tiny_config, **PAPER, "neg_exclude_heldout": True}
+    with pytest.raises(ConfigError, match="research-only option .*experiments.runner"):
+        build("STOSA", "tiny", config_dict=config)
+    _, (train, valid, test) = _build(tiny_config, neg_exclude_heldout=True)
     table = heldout_items(train._dataset)
     for split in (valid, test):
         feat = split._dataset.inter_feat
@@ -210,7 +218,7 @@ def test_the_preset_fills_what_is_not_given(tiny_config):
         config_dict={**tiny_config, "stosa_preset": "paper", "stosa_input": "official"},
     )
     assert config["stosa_input"] == "official" and config["stosa_ffn"] == "paper"
-    assert net.input_layer == "official" and net.layer_means == "paper"
+    assert net.stosa_input == "official" and net.stosa_layer_means == "paper"
     with pytest.raises(ConfigError, match="stosa_preset must be one of"):
         build("STOSA", "tiny", config_dict={**tiny_config, "stosa_preset": "both"})
 

@@ -19,12 +19,7 @@ from recbole.data.dataset import SequentialDataset
 
 from recbole_attn.data.checks import CheckedDataset
 
-from recbole_attn.data.histories import (
-    HELDOUT_ATTR,
-    HISTORIES_ATTR,
-    heldout_table,
-    training_histories,
-)
+from recbole_attn.data.histories import HISTORIES_ATTR, training_histories
 from recbole_attn.errors import ConfigError
 
 TRAINING_MODES = ("all_position", "last_position")
@@ -63,9 +58,7 @@ class AttnSequentialDataset(CheckedDataset, SequentialDataset):
     In ``all_position`` mode the training split holds one sample per user (its longest
     prefix); in ``last_position`` mode it is RecBole's split, unchanged. In both, the
     training split carries the users' complete training histories
-    (:func:`~recbole_attn.data.histories.training_histories`) and, for the opt-in leak
-    ``neg_exclude_heldout`` only, their held-out items
-    (:func:`~recbole_attn.data.histories.heldout_items`). RecBole 1.2.1's loader gets
+    (:func:`~recbole_attn.data.histories.training_histories`). RecBole 1.2.1's loader gets
     the fixes it needs on pandas 3 (installed into RecBole's ``Dataset`` by
     :mod:`recbole_attn.host`), and
     repeated interactions are handled and counted
@@ -81,24 +74,6 @@ class AttnSequentialDataset(CheckedDataset, SequentialDataset):
         train = datasets[0]
         # complete histories, before the all_position mode drops rows
         setattr(train, HISTORIES_ATTR, training_histories(train))
-        # every user's validation and test items, read only by the opt-in leak
-        # neg_exclude_heldout (histories.heldout_items)
-        held = [d.inter_feat for d in datasets[1:]]
-        setattr(
-            train,
-            HELDOUT_ATTR,
-            heldout_table(
-                self.user_num,
-                torch.cat(
-                    [f[self.uid_field] for f in held]
-                    + [torch.zeros(0, dtype=torch.long)]
-                ),
-                torch.cat(
-                    [f[self.iid_field] for f in held]
-                    + [torch.zeros(0, dtype=torch.long)]
-                ),
-            ),
-        )
         if self.training_mode == "all_position":
             keep = last_sample_per_user(train.inter_feat, self.uid_field)
             train.inter_feat = train.inter_feat[keep]

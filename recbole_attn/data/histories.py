@@ -107,36 +107,3 @@ def item_counts(dataset, n_items):
     :func:`training_histories` of the training split ``dataset``; 0 for the padding
     item), what popularity-based negative sampling draws by."""
     return torch.bincount(training_histories(dataset).items, minlength=n_items)
-
-
-#: attribute of a training dataset that holds its :func:`heldout_table`
-HELDOUT_ATTR = "_heldout_items"
-
-
-def heldout_table(n_users, uid, items):
-    """``[n_users, W]`` LongTensor: row u holds the items of user u's held-out
-    (validation and test) rows, in row order, 0-padded; W = the most rows of one user
-    (at least 1)."""
-    uid, items = uid.long(), items.long()
-    counts = torch.bincount(uid, minlength=n_users)
-    width = max(int(counts.max()) if counts.numel() else 0, 1)
-    table = torch.zeros(n_users, width, dtype=torch.long)
-    if uid.numel() == 0:
-        return table
-    order = torch.argsort(uid, stable=True)
-    uid, items = uid[order], items[order]
-    starts = torch.zeros(n_users + 1, dtype=torch.long)
-    starts[1:] = counts.cumsum(0)
-    rank = torch.arange(uid.numel()) - starts[uid]
-    table[uid, rank] = items
-    return table
-
-
-def heldout_items(dataset):
-    """The held-out items per user (:func:`heldout_table`) recorded on a training split by
-    :class:`~recbole_attn.data.dataset.AttnSequentialDataset`, or None.
-
-    They exist ONLY for ``neg_exclude_heldout`` (reproducing the official STOSA/PAtt
-    negatives, which avoid the user's validation and test items: a leak of held-out data
-    into training). Nothing else may read them."""
-    return getattr(dataset, HELDOUT_ATTR, None)

@@ -36,14 +36,14 @@ from recbole.model.abstract_recommender import SequentialRecommender
 from torch import nn
 from recbole.utils import InputType
 
-from recbole_attn.config_check import Flag, Integer, Number, OneOf
-from recbole_attn.data.dataset import TRAINING_MODES
-from recbole_attn.data.histories import heldout_items, item_counts
-from recbole_attn.errors import ConfigError
+from recbole_attn.config_check import VALUE_RULES, Flag, Integer, Number, OneOf
+from recbole_attn.data.dataset import TRAINING_MODES, AttnSequentialDataset
+from recbole_attn.data.histories import item_counts
 from recbole_attn.model import batching, negatives
 from recbole_attn.model.batching import map_output
 from recbole_attn.model.layers.context import SequenceContext, position_ids
 from recbole_attn.model.length_groups import combine_group_losses, group_rows
+from recbole_attn.options import Opt, load_options
 from recbole_attn.model.losses import (
     LOSS_TYPE_HINT,
     LOSS_TYPES,
@@ -52,41 +52,100 @@ from recbole_attn.model.losses import (
     sampled_loss,
 )
 
+#: the options of the layers every model of ours shares (SASRec's, with RecBole's SASRec
+#: defaults): a model class that builds them spreads these into its ``options`` and states
+#: its paper's values in ``defaults``
+SHARED_OPTIONS = {
+    "loss_type": Opt(
+        "CE",
+        OneOf(*LOSS_TYPES, hint=LOSS_TYPE_HINT),
+        "CE (softmax over all items), BPR, BCE or SSM (sampled softmax, log-Q corrected)",
+    ),
+    "n_layers": Opt(2, VALUE_RULES["n_layers"], "attention blocks"),
+    "n_heads": Opt(2, VALUE_RULES["n_heads"], "attention heads"),
+    "hidden_size": Opt(64, VALUE_RULES["hidden_size"], "d, the embedding size"),
+    "inner_size": Opt(256, VALUE_RULES["inner_size"], "FFN width"),
+    "hidden_dropout_prob": Opt(
+        0.5,
+        VALUE_RULES["hidden_dropout_prob"],
+        "dropout of the input embeddings and of every sublayer's output",
+    ),
+    "attn_dropout_prob": Opt(
+        0.5, VALUE_RULES["attn_dropout_prob"], "dropout of the attention weights"
+    ),
+    "layer_norm_eps": Opt(1e-12, VALUE_RULES["layer_norm_eps"], "LayerNorm epsilon"),
+    "initializer_range": Opt(
+        0.02, VALUE_RULES["initializer_range"], "std of the normal initialization"
+    ),
+}
+
 
 class AttnSequentialRecommender(SequentialRecommender):
-    r"""Base class of recbole_attn's sequential recommenders.
-
-    Config keys read here: ``loss_type`` (``CE`` | ``BPR`` | ``BCE`` | ``SSM``,
-    :mod:`~recbole_attn.model.losses`), ``neg_sample_num`` (negatives per position of the
-    sampled losses), ``neg_sample_distribution`` (``uniform`` | ``popularity``: training
-    counts + 1), ``training_mode`` (``all_position`` | ``last_position``),
-    ``neg_exclude_seen`` (negatives avoid the items of the user's training sequence, as in
-    the official code of STOSA and PAtt; False = plain uniform sampling),
-    ``neg_exclude_heldout`` (negatives also avoid the user's validation and test items: a
-    LEAK of held-out data into training that exists only to reproduce the official STOSA
-    and PAtt numbers; default False), ``trim_batch``,
-    ``position_alignment`` (``first`` | ``last``), ``length_groups`` and
-    ``length_group_overhead`` (exact length grouping of every batch,
-    :mod:`recbole_attn.model.length_groups`), ``ce_logits_budget_mb`` (the largest
-    ``[positions, n_items]`` logits tensor a CE loss materializes,
-    :func:`~recbole_attn.model.losses.chunked_cross_entropy`).
+    r"""Base class of recbole_attn's sequential recommenders: the training and prediction
+    contract (module docstring) and the options every model reads, declared in
+    :attr:`options` (their defaults are ``properties/overall.yaml``'s generated block).
+    A subclass declares its own options in ``options`` (:class:`~recbole_attn.options.Opt`,
+    set as attributes named as their keys before its layers are built), its values of
+    keys declared elsewhere in ``defaults``, and the checks that tie options together.
     """
 
     input_type = InputType.POINTWISE
-    #: the options read here (checked with the configuration, before any data is loaded;
-    #: a model adds its own in ``options`` and cross-option ``option_rules``)
+    #: this class's options live in overall.yaml (read by every model), not in a model's
+    options_in_overall = True
+    #: the comment lines on top of the model's generated yaml
+    yaml_header = None
     options = {
-        "loss_type": OneOf(*LOSS_TYPES, hint=LOSS_TYPE_HINT),
-        "neg_sample_num": Integer(1),
-        "neg_sample_distribution": OneOf("uniform", "popularity"),
-        "training_mode": OneOf(*TRAINING_MODES),
-        "trim_batch": Flag(),
-        "neg_exclude_seen": Flag(),
-        "neg_exclude_heldout": Flag(),
-        "position_alignment": OneOf("first", "last"),
-        "length_groups": Integer(1),
-        "length_group_overhead": Number(),
-        "ce_logits_budget_mb": Number("positive"),
+        "neg_sample_num": Opt(
+            1, Integer(1), "negatives per training position of BPR, BCE, SSM"
+        ),
+        "neg_sample_distribution": Opt(
+            "uniform",
+            OneOf("uniform", "popularity"),
+            "the negatives' distribution: uniform, or popularity (training "
+            "interactions + 1; SSM corrects for it with log Q)",
+        ),
+        "training_mode": Opt(
+            "last_position",
+            OneOf(*TRAINING_MODES),
+            "all_position: one sequence per user, a loss at every position (our "
+            "models'); last_position: RecBole's one sample per prefix (its own models "
+            "need it)",
+        ),
+        "neg_exclude_seen": Opt(
+            True,
+            Flag(),
+            "negatives avoid the items of the user's training sequence",
+        ),
+        "trim_batch": Opt(
+            True,
+            Flag(),
+            "cut every batch to its longest sequence (exact)",
+            research="False measures what trimming saves",
+        ),
+        "position_alignment": Opt(
+            "first",
+            OneOf("first", "last"),
+            "position ids counted from the first item (first), or back from the most "
+            "recent item, which gets T-1 (last: the left-padded official codes)",
+        ),
+        "length_groups": Opt(
+            4,
+            Integer(1),
+            "split every batch into at most this many groups of similar lengths "
+            "(exact: loss and gradients are the ungrouped batch's); 1 = off",
+        ),
+        "length_group_overhead": Opt(
+            0.02,
+            Number(),
+            "the cost of one more length group, as a fraction of the ungrouped "
+            "batch's work B * L_max^2",
+        ),
+        "ce_logits_budget_mb": Opt(
+            512,
+            Number("positive"),
+            "CE never materializes a [positions, n_items] logits tensor above this "
+            "many MB (chunks, recomputed in the backward: same loss and gradients)",
+        ),
     }
     #: whether prediction may compute only the last position in the last layer: set it
     #: where that is exact (no step of the model mixes the query rows of a layer)
@@ -100,33 +159,13 @@ class AttnSequentialRecommender(SequentialRecommender):
     #: cannot run on a dataset without them (planners skip it there:
     #: :func:`recbole_attn.quick_start.has_categories`)
     needs_item_categories = False
+    #: the dataset class the model trains on
+    dataset_class = AttnSequentialDataset
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
-
-        # load parameters info (checked with the configuration: ``options``)
-        self.loss_type = config["loss_type"]
-        self.neg_sample_num = config["neg_sample_num"]
-        self.training_mode = config["training_mode"]
-        self.trim_batch = bool(config["trim_batch"])
-        self.neg_exclude_seen = bool(config["neg_exclude_seen"])
-        self.neg_exclude_heldout = bool(config["neg_exclude_heldout"])
-        if self.neg_exclude_heldout:
-            table = heldout_items(dataset)
-            if table is None:
-                raise ConfigError(
-                    "neg_exclude_heldout needs the users' held-out items, which "
-                    "recbole_attn's dataset (AttnSequentialDataset) records on the "
-                    "training split; this dataset has none"
-                )
-            # every user's validation and test items [n_users, W] (0 = none): read only
-            # by sample_negatives, and only under this opt-in leak
-            self.register_buffer("heldout_items", table, persistent=False)
-        self.position_alignment = config["position_alignment"]
-        self.max_length_groups = config["length_groups"] or 1
-        self.length_group_overhead = float(config["length_group_overhead"] or 0.0)
-        self.ce_logits_budget_mb = float(config["ce_logits_budget_mb"])
-        if config["neg_sample_distribution"] == "popularity":
+        load_options(self, config)  # every declared option, as self.<key>
+        if self.neg_sample_distribution == "popularity":
             # q of the sampled negatives: training interactions + 1 (not a parameter)
             q = negatives.popularity_distribution(item_counts(dataset, self.n_items))
             self.register_buffer("neg_distribution", q, persistent=False)
@@ -219,7 +258,7 @@ class AttnSequentialRecommender(SequentialRecommender):
 
     def trim(self, item_seq, item_seq_len):
         """Cut a right-padded batch to its longest sequence (unless ``trim_batch: False``,
-        which exists to measure what trimming saves; results are identical)."""
+        a research option that measures what trimming saves; results are identical)."""
         return batching.trim(item_seq, item_seq_len) if self.trim_batch else item_seq
 
     def training_targets(self, item_seq, item_seq_len, pos_items):
@@ -235,22 +274,23 @@ class AttnSequentialRecommender(SequentialRecommender):
         ``loss_type``; a model with a term of its own on negatives extends this)."""
         return self.loss_type in SAMPLED_LOSS_TYPES
 
-    def _heldout(self):
-        return self.heldout_items if self.neg_exclude_heldout else None
+    def excluded_heldout(self):
+        """``[n_users, W]`` items each user's negatives must also avoid, or None (the
+        research wing's leak of held-out items overrides this; nothing here does)."""
+        return None
 
     def sample_negatives(self, item_seq, targets, users=None):
         """``neg_sample_num`` negative items per position ``[B, L, M]``
         (:func:`~recbole_attn.model.negatives.sample_negatives`), from
         ``neg_sample_distribution``: avoiding the user's training items with
-        ``neg_exclude_seen``, and the user's validation and test items under the opt-in
-        leak ``neg_exclude_heldout``."""
+        ``neg_exclude_seen`` (and :meth:`excluded_heldout`)."""
         return negatives.sample_negatives(
             item_seq,
             targets,
             self.n_items,
             num=self.neg_sample_num,
             exclude_seen=self.neg_exclude_seen,
-            heldout_items=self._heldout(),
+            heldout_items=self.excluded_heldout(),
             users=users,
             q=self.neg_distribution,
         )
@@ -259,11 +299,12 @@ class AttnSequentialRecommender(SequentialRecommender):
         """``[B, L, M]``: the log probability with which :meth:`sample_negatives` drew
         each of ``neg_items`` (SSM's log-Q correction)."""
         excluded = None
-        if self.neg_exclude_seen or self.neg_exclude_heldout:
+        heldout = self.excluded_heldout()
+        if self.neg_exclude_seen or heldout is not None:
             excluded = negatives.excluded_items(
                 item_seq if self.neg_exclude_seen else item_seq[:, :0],
                 targets if self.neg_exclude_seen else targets[:, :0],
-                self._heldout(),
+                heldout,
                 users,
             )
         return negatives.log_sampling_probability(
@@ -306,7 +347,7 @@ class AttnSequentialRecommender(SequentialRecommender):
         )
 
     # ------------------------------------------------------------------ length groups
-    def length_groups(self, item_seq_len):
+    def split_by_length(self, item_seq_len):
         """The length groups of a batch (:func:`~recbole_attn.model.length_groups.
         group_rows`): None when the batch is not split (no ``trim_batch``, a model
         without :attr:`length_grouping`, ``length_groups: 1``, or one group worth it).
@@ -314,17 +355,17 @@ class AttnSequentialRecommender(SequentialRecommender):
         if not (self.trim_batch and self.length_grouping):
             return None
         return group_rows(
-            item_seq_len, self.max_length_groups, self.length_group_overhead
+            item_seq_len, self.length_groups or 1, self.length_group_overhead or 0.0
         )
 
     def _grouped_contexts(self, interaction, last_position=False):
         """``(item_seq, item_seq_len, groups, contexts)`` of a batch: the batch trimmed to
-        its longest sequence, its :meth:`length_groups` and one context per group (one
+        its longest sequence, its :meth:`split_by_length` and one context per group (one
         context of the whole batch when it is not split)."""
         item_seq_len = interaction[self.ITEM_SEQ_LEN]
         item_seq = self.trim(interaction[self.ITEM_SEQ], item_seq_len)
         user = self._users(interaction)
-        groups = self.length_groups(item_seq_len)
+        groups = self.split_by_length(item_seq_len)
         if groups is None:
             contexts = [self.make_context(item_seq, item_seq_len, user, last_position)]
         else:

@@ -18,6 +18,7 @@ from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
 from recbole_attn.model.layers.refiners import REFINEMENTS, make_refiner
 from recbole_attn.model.sasrec_ap import SASRecAP
 from recbole_attn.model.stosa import STOSA
+from recbole_attn.options import Opt
 
 #: backbone name -> model class (each takes a refiner factory)
 BACKBONES = {"SASRec": SASRecAP, "STOSA": STOSA}
@@ -58,9 +59,17 @@ class AWRSR(AttnSequentialRecommender):
     """
 
     last_position_shortcut = False
+    yaml_header = """AWRSR ("Pay Attention to Attention for Sequential Recommendation", RecSys 2024):
+attention-weight refinement on a backbone. The backbone's yaml (SASRecAP.yaml or
+STOSA.yaml) is loaded first, so every other default is the backbone's (paper: the
+refinement reuses the backbone's tuned settings)."""
     options = {
-        "backbone": OneOf(*BACKBONES),
-        "refinement": OneOf(*REFINEMENTS),
+        "backbone": Opt("SASRec", OneOf(*BACKBONES), "SASRec or STOSA"),
+        "refinement": Opt(
+            "simp",
+            OneOf(*REFINEMENTS),
+            "simp (eq. 2), value (eq. 3), add (eq. 4) or stoc (STOSA only)",
+        ),
     }
     option_rules = (
         lambda c: (
@@ -72,31 +81,28 @@ class AWRSR(AttnSequentialRecommender):
         ),
     )
 
-    @staticmethod
-    def yaml_classes(options):
+    @classmethod
+    def yaml_classes(cls, options):
         """The classes whose yaml files configure AWRSR, given the user's options (files
         and overrides): its backbone's, then AWRSR's own."""
         backbone = BACKBONES.get(options["backbone"] if "backbone" in options else None)
-        return [backbone, AWRSR] if backbone else [AWRSR]
+        return [backbone, cls] if backbone else [cls]
 
     def __init__(self, config, dataset):
         super(AWRSR, self).__init__(config, dataset)
 
-        # load parameters info
-        self.refinement = config["refinement"]
+        # the backbone's sizes: a refiner per attention layer works on one head
         head_size = config["hidden_size"] // config["n_heads"]
+        init_range = config["initializer_range"]
 
-        # define layers and loss: the backbone, with a refiner in every attention layer
-        self.backbone = BACKBONES[config["backbone"]](
-            config,
-            dataset,
-            make_refiner=lambda: make_refiner(
-                self.refinement,
-                self.max_seq_length,
-                head_size,
-                config["initializer_range"],
-            ),
-        )
+        def refiner():
+            return make_refiner(
+                self.refinement, self.max_seq_length, head_size, init_range
+            )
+
+        # define layers and loss: the backbone (the option names it), with a refiner in
+        # every attention layer
+        self.backbone = BACKBONES[self.backbone](config, dataset, make_refiner=refiner)
 
     @property
     def trm_encoder(self):
@@ -105,6 +111,11 @@ class AWRSR(AttnSequentialRecommender):
 
     def encode(self, context):
         return self.backbone.encode(context)
+
+    @property
+    def loss_type(self):
+        """The backbone's (AWRSR trains with its backbone's loss)."""
+        return self.backbone.loss_type
 
     @property
     def needs_negatives(self):

@@ -9,7 +9,10 @@ around the shared attention.
 """
 
 from recbole_attn.config_check import OneOf
-from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
+from recbole_attn.model.abstract_recommender import (
+    SHARED_OPTIONS,
+    AttnSequentialRecommender,
+)
 from recbole_attn.model.layers.attention import MultiHeadSelfAttention
 from recbole_attn.model.layers.transformer import (
     ACTIVATIONS,
@@ -17,6 +20,7 @@ from recbole_attn.model.layers.transformer import (
     TransformerEncoder,
     TransformerLayer,
 )
+from recbole_attn.options import Opt
 
 
 class ItemEmbeddingRecommender(AttnSequentialRecommender):
@@ -29,7 +33,10 @@ class ItemEmbeddingRecommender(AttnSequentialRecommender):
     ``LayerNorm`` and ``dropout``).
     """
 
-    options = {"hidden_act": OneOf(*ACTIVATIONS)}
+    options = {
+        **SHARED_OPTIONS,
+        "hidden_act": Opt("gelu", OneOf(*ACTIVATIONS), "activation of the FFN"),
+    }
 
     def transformer_encoder(self, make_score, make_refiner=None, **attention_options):
         """SASRec's stack of ``n_layers`` blocks: the shared attention with the score module

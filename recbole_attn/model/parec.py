@@ -25,6 +25,7 @@ from recbole_attn.model.layers import (
     TransformerLayer,
 )
 from recbole_attn.model.layers.positional import PATTERNS, PositionalScore
+from recbole_attn.options import Default, Opt
 
 FFN_PLACEMENTS = ("block", "after")
 
@@ -68,33 +69,53 @@ class PARec(ItemEmbeddingRecommender):
     """
 
     last_position_shortcut = True
+    yaml_header = """PARec ("Positional Attention for Sequential Recommendation"): pre-LN blocks whose
+attention is a learned matrix R_l over (query, key) positions, no query/key projection.
+Paper settings: 2 blocks, full cross-entropy over all items at every position, T in
+{50, 100, 200} for the Amazon data (official scripts: d 50, 1 head, dropout 0.5)."""
     options = {
-        "add_position_embedding": Flag(),
-        "ffn_placement": OneOf(*FFN_PLACEMENTS),
-        "positional_pattern": OneOf(*PATTERNS),
-        "pattern_decay": Number("positive"),
+        "positional_pattern": Opt(
+            "learned",
+            OneOf(*PATTERNS),
+            "learned R; average, linear, exponential: the fixed patterns of the "
+            "paper's ablation (Table 4)",
+        ),
+        "pattern_decay": Opt(
+            0.5,
+            Number("positive"),
+            "gamma of the exponential pattern, w = gamma^(t - s)",
+        ),
+        "add_position_embedding": Opt(
+            False,
+            Flag(),
+            "add a learned position embedding to the input (the paper has none)",
+            research="the official code always adds one",
+        ),
+        "ffn_placement": Opt(
+            "block",
+            OneOf(*FFN_PLACEMENTS),
+            "block: an FFN in every block (the paper); after: one FFN after all blocks",
+            research="after is the official code's",
+        ),
     }
-    #: FPARec sets the factorization rank key
-    factorized = False
+    defaults = {
+        "n_heads": 1,
+        "inner_size": Default(64, "official code: d"),
+        "hidden_act": Default("relu", "eq. 8: ReLU"),
+        "layer_norm_eps": 1e-8,
+        "loss_type": Default("CE", "eq. 11: cross-entropy over all items"),
+        "MAX_ITEM_LIST_LENGTH": 50,
+        "position_alignment": Default(
+            "last", "R relative to the most recent item (official: right-aligned)"
+        ),
+        "training_mode": "all_position",
+        "valid_metric": "NDCG@10",
+    }
+    #: the rank of a factorized R (FPARec's ``factor_k``); None: R is learned whole
+    factor_k = None
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
-
-        # load parameters info
-        self.n_layers = config["n_layers"]
-        self.n_heads = config["n_heads"]
-        self.hidden_size = config["hidden_size"]
-        self.inner_size = config["inner_size"]
-        self.hidden_dropout_prob = config["hidden_dropout_prob"]
-        self.attn_dropout_prob = config["attn_dropout_prob"]
-        self.hidden_act = config["hidden_act"]
-        self.layer_norm_eps = config["layer_norm_eps"]
-        self.initializer_range = config["initializer_range"]
-        self.add_position_embedding = bool(config["add_position_embedding"])
-        self.ffn_placement = config["ffn_placement"]
-        self.positional_pattern = config["positional_pattern"]
-        self.pattern_decay = float(config["pattern_decay"])
-        self.factor_k = int(config["factor_k"]) if self.factorized else None
 
         # define layers and loss
         self.item_embedding = nn.Embedding(
@@ -167,8 +188,9 @@ class FPARec(PARec):
         official code's initialization).
     """
 
-    factorized = True
-    options = {"factor_k": Integer(1)}
+    yaml_header = """FPARec: PARec with R_l = R1 R2^T, R1, R2 of size n x k per head (PARec.yaml is loaded
+first). Paper: k >= 20 is robust (Table 5)."""
+    options = {"factor_k": Opt(20, Integer(1), "k, the rank of R1 R2^T")}
     option_rules = (
         lambda c: (
             f"factor_k factorizes the learned R; positional_pattern "

@@ -14,7 +14,6 @@ dependency, eq. 12). The mechanism is the score module
 :class:`~recbole_attn.model.layers.dpp_score.DPPScore` of the shared attention.
 """
 
-import torch
 from torch import nn
 
 from recbole_attn.config_check import Flag, Integer, Number, OneOf
@@ -22,15 +21,14 @@ from recbole_attn.config_check import Flag, Integer, Number, OneOf
 from recbole_attn.data.categories import check_category_field, item_category_table
 from recbole_attn.data.histories import training_histories
 from recbole_attn.model.item_embedding import ItemEmbeddingRecommender
+from recbole_attn.options import Default, Opt
 from recbole_attn.model.category_kernel import learn_category_kernel
 from recbole_attn.model.layers import DPPScore
 from recbole_attn.model.layers.dpp_diversity import sequence_category_kernel
-from recbole_attn.model.layers.dpp_score import (
-    CATEGORY_KERNEL,
-    DIAGONALS,
-    GROUND_SETS,
-    SAMPLERS,
-)
+from recbole_attn.model.layers.dpp_score import CATEGORY_KERNEL, DIAGONALS, SAMPLERS
+
+#: why a single form is research-only: PAtt's product defaults are the official code's
+_FORM = "the paper's form of one piece alone: an ablation against the official code's"
 
 
 class PAtt(ItemEmbeddingRecommender):
@@ -51,8 +49,8 @@ class PAtt(ItemEmbeddingRecommender):
         * Ground set: for query t the k-DPP lives on the valid prefix :math:`\{x \le t\}`
           (padding and future items are in no normalizer). The paper builds one k-DPP per
           sequence and keeps only the lower triangle of D; the official normalizer also
-          sums over padding and future positions, a train-time leak
-          (``dpp_ground_set: sequence``, opt-in).
+          sums over padding and future positions, a train-time leak that only the
+          research wing reproduces (``experiments/research.py``).
         * Diagonal: :math:`D_{tt} = \exp(-\lambda L_{tt})`, the official self logit
           (``dpp_diagonal: kernel``; the paper's eq. 7 has :math:`D_{tt} = 1`:
           ``one``).
@@ -78,8 +76,8 @@ class PAtt(ItemEmbeddingRecommender):
           SASRec's block; its parameter count "2 d^2 fewer than SASRec" implies the
           output dense).
         * Loss: BCE with one uniform negative per position, as the official code
-          (``loss_type: BCE``, default); negatives may be the user's held-out items (the
-          official sampler excludes them, a leak: ``neg_exclude_heldout``, opt-in).
+          (``loss_type: BCE``, default); the official sampler also avoids the user's
+          held-out items, a leak only the research wing reproduces.
           ``CE`` (softmax over all items), ``BPR`` and ``SSM`` are options. All-position
           training (``training_mode: all_position``) by default.
         * Position ids count back from the most recent item, as the left-padded official
@@ -89,23 +87,69 @@ class PAtt(ItemEmbeddingRecommender):
           Beauty and ml-100k and level on Office (docs/patt.md, "The default").
     """
 
+    yaml_header = """PAtt (Liu et al., KDD 2024): probabilistic k-DPP attention, Sampler only, value = input.
+PAtt^2: dpp_k: 2 (default); PAtt^3: --dpp_k=3 (exact marginal over all third items;
+--dpp_triple_samples=4 for the paper's sampled variant). Paper settings: d 64, T 30,
+dropout {0.3, 0.5, 0.7}, lr 1e-3, early stopping on NDCG@20 (patience 10). The mechanism
+follows the official code but its two leaks (docs/patt.md)."""
     options = {
-        "dpp_k": OneOf(2, 3, hint="2: PAtt^2, pairs; 3: PAtt^3, triples"),
-        "dpp_lambda": Number("positive"),
-        "dpp_triple_samples": Integer(0),
-        "dpp_row_normalize": Flag(),
-        "dpp_cat_jitter": Number("probability"),
-        "dpp_diagonal": OneOf(
-            *DIAGONALS, hint="one: D_tt = 1 (eq. 7); kernel: exp(-lambda L_tt)"
+        "dpp_k": Opt(
+            2,
+            OneOf(2, 3, hint="2: PAtt^2, pairs; 3: PAtt^3, triples"),
+            "subset size: 2 (dual) or 3 (triple dependency)",
         ),
-        "dpp_sampler": OneOf(
-            *SAMPLERS, hint="linear: S = M W (eq. 8); squared: (M W + b)^2"
+        "dpp_lambda": Opt(
+            0.125,
+            Number("positive"),
+            "lambda of D = exp(-lambda P): 1/sqrt(d_h), the official softmax scale",
         ),
-        "dpp_ground_set": OneOf(
-            *GROUND_SETS,
-            hint="prefix: the valid causal prefix; sequence: every position, "
-            "padding and future items included (a leak)",
+        "dpp_triple_samples": Opt(
+            0,
+            Integer(0),
+            "k=3 only: 0 = exact sum over all third items; s > 0 = s sampled (training)",
         ),
+        "dpp_cat_jitter": Opt(
+            0.1,
+            Number("probability"),
+            "DPAtt only: beta of C = (1-beta) V V^T + beta I",
+        ),
+        "dpp_row_normalize": Opt(
+            True,
+            Flag(),
+            "divide every row of D by its sum (official; False: the paper's raw weights)",
+            research=_FORM,
+        ),
+        "dpp_diagonal": Opt(
+            "kernel",
+            OneOf(*DIAGONALS, hint="one: D_tt = 1 (eq. 7); kernel: exp(-lambda L_tt)"),
+            "kernel: D_tt = exp(-lambda L_tt) (official); one: D_tt = 1 (eq. 7)",
+            research=_FORM,
+        ),
+        "dpp_sampler": Opt(
+            "squared",
+            OneOf(*SAMPLERS, hint="linear: S = M W (eq. 8); squared: (M W + b)^2"),
+            "squared: S = (M W + b)^2 elementwise (official); linear: S = M W (eq. 8)",
+            research=_FORM,
+        ),
+    }
+    defaults = {
+        "n_layers": 1,
+        "n_heads": 1,
+        "inner_size": Default(256, "official code: 4d"),
+        "hidden_dropout_prob": Default(
+            0.4,
+            "the official README's: higher on validation than the paper's 0.5 on "
+            "Beauty and ml-100k, level on Office (docs/patt.md)",
+        ),
+        "attn_dropout_prob": 0.0,
+        "hidden_act": Default("gelu", "official code"),
+        "loss_type": Default("BCE", "one negative per position (paper, official)"),
+        "MAX_ITEM_LIST_LENGTH": Default(
+            30, "T, the paper's; long histories want more (ml-100k: 50, docs/patt.md)"
+        ),
+        "training_mode": "all_position",
+        "valid_metric": Default("NDCG@20", "the paper's early stopping"),
+        "position_alignment": Default("last", "official left padding"),
     }
     option_rules = (
         lambda c: (
@@ -121,40 +165,13 @@ class PAtt(ItemEmbeddingRecommender):
             if c["MAX_ITEM_LIST_LENGTH"] < c["dpp_k"]
             else None
         ),
-        lambda c: (
-            "dpp_ground_set: sequence computes the exact marginals only: set "
-            "dpp_triple_samples: 0 with it"
-            if c["dpp_ground_set"] == "sequence" and c["dpp_triple_samples"]
-            else None
-        ),
     )
+    #: the k-DPP's ground set of query t: its valid prefix (the research wing's leak
+    #: reproduces the official code's whole padded sequence)
+    dpp_ground_set = "prefix"
 
     def __init__(self, config, dataset):
         super(PAtt, self).__init__(config, dataset)
-
-        # load parameters info
-        self.n_layers = config["n_layers"]
-        self.n_heads = config["n_heads"]
-        self.hidden_size = config["hidden_size"]
-        self.inner_size = config["inner_size"]
-        self.hidden_dropout_prob = config["hidden_dropout_prob"]
-        self.attn_dropout_prob = config["attn_dropout_prob"]
-        self.hidden_act = config["hidden_act"]
-        self.layer_norm_eps = config["layer_norm_eps"]
-        self.initializer_range = config["initializer_range"]
-        self.dpp_k = config["dpp_k"]
-        self.dpp_lambda = float(config["dpp_lambda"])
-        self.dpp_triple_samples = int(config["dpp_triple_samples"])
-        self.dpp_row_normalize = bool(config["dpp_row_normalize"])
-        self.dpp_jitter = float(config["dpp_cat_jitter"])
-        self.dpp_diversity_form = self.diversity_form(config)
-        self.dpp_diagonal = config["dpp_diagonal"]
-        self.dpp_sampler = config["dpp_sampler"]
-        self.dpp_ground_set = config["dpp_ground_set"]
-        if self.dpp_ground_set == "sequence":
-            # the k-DPP of a sequence reads every position of its padded row: batches
-            # keep their full length MAX_ITEM_LIST_LENGTH (no trimming, no length groups)
-            self.trim_batch = False
 
         # define layers and loss
         self.item_embedding = nn.Embedding(
@@ -169,8 +186,8 @@ class PAtt(ItemEmbeddingRecommender):
                 lam=self.dpp_lambda,
                 triple_samples=self.dpp_triple_samples,
                 row_normalize=self.dpp_row_normalize,
-                jitter=self.dpp_jitter,
-                diversity_form=self.dpp_diversity_form,
+                jitter=self.dpp_cat_jitter,
+                diversity_form=self.diversity_form(),
                 diagonal=self.dpp_diagonal,
                 sampler=self.dpp_sampler,
                 ground_set=self.dpp_ground_set,
@@ -181,23 +198,12 @@ class PAtt(ItemEmbeddingRecommender):
         # parameters initialization
         self.apply(self._init_weights)
 
-    def diversity_form(self, config):
+    def diversity_form(self):
         """PAtt has no category kernel: the option does not apply."""
         return "ratio"
 
     def encode(self, context):
-        if self.dpp_ground_set == "sequence":
-            context.positions = padding_numbered_first(context)
         return self.trm_encoder(self.embed_sequence(context), context)
-
-
-def padding_numbered_first(context):
-    """Position ids with the padding of every row numbered ``0 .. T-n-1``, as the
-    left-padded official code numbers it (the items keep theirs). Only the leaky
-    ``dpp_ground_set: sequence`` reads the padding's inputs."""
-    steps = torch.arange(context.item_seq.size(1), device=context.item_seq.device)
-    padding = steps.unsqueeze(0) - context.item_seq_len.unsqueeze(1)
-    return torch.where(context.valid, context.positions, padding)
 
 
 class DPAtt(PAtt):
@@ -247,13 +253,31 @@ class DPAtt(PAtt):
     """
 
     needs_item_categories = True
+    yaml_header = """DPAtt (Liu et al., KDD 2024): PAtt with the diversity-aware kernel, subset weight
+det(L_Y) / det(C_Y) (or the paper's product kernel: dpp_diversity_form). C is learned
+in a pre-stage with eq. 10 from training histories and item categories (category_field),
+then frozen. DPAtt^3: --dpp_k=3. Every other key comes from PAtt.yaml (loaded first)."""
     options = {
-        "dpp_diversity_form": OneOf("ratio", "product"),
-        "dpp_cat_rank": Integer(1),
-        "dpp_cat_set_size": Integer(2),
-        "dpp_cat_draws": Integer(1),
-        "dpp_cat_steps": Integer(0),
-        "dpp_cat_lr": Number("positive"),
+        "dpp_cat_rank": Opt(32, Integer(1), "rank r of C"),
+        "dpp_cat_set_size": Opt(
+            4, Integer(2), "size of the (diverse, less diverse) training sets"
+        ),
+        "dpp_cat_draws": Opt(
+            8, Integer(1), "random subsets per training history and step"
+        ),
+        "dpp_cat_steps": Opt(200, Integer(0), "Adam steps of the pre-stage"),
+        "dpp_cat_lr": Opt(0.05, Number("positive"), "learning rate of the pre-stage"),
+        "dpp_diversity_form": Opt(
+            "ratio",
+            OneOf("ratio", "product"),
+            "ratio: subset weight det(L_Y)/det(C_Y); product: k-DPP of the paper's "
+            "T = L_{<=t} C_{<=t}^-1 per prefix, minors clamped at 0, O(B T^4) time",
+        ),
+    }
+    defaults = {
+        "category_field": Default(
+            "categories", "token_seq item feature with the categories (ml-100k: class)"
+        )
     }
     option_rules = (
         lambda c: (
@@ -262,23 +286,10 @@ class DPAtt(PAtt):
             if c["dpp_diversity_form"] == "product" and c["dpp_triple_samples"]
             else None
         ),
-        lambda c: (
-            "dpp_ground_set: sequence reproduces the official PAtt code, which has no "
-            "category kernel: use dpp_ground_set: prefix with DPAtt"
-            if c["dpp_ground_set"] == "sequence"
-            else None
-        ),
     )
 
     def __init__(self, config, dataset):
         super(DPAtt, self).__init__(config, dataset)
-
-        # load parameters info
-        self.dpp_cat_rank = int(config["dpp_cat_rank"])
-        self.dpp_cat_set_size = int(config["dpp_cat_set_size"])
-        self.dpp_cat_draws = int(config["dpp_cat_draws"])
-        self.dpp_cat_steps = int(config["dpp_cat_steps"])
-        self.dpp_cat_lr = float(config["dpp_cat_lr"])
 
         field = check_category_field(
             config, dataset, "DPAtt needs", "use PAtt, which needs no categories"
@@ -294,16 +305,16 @@ class DPAtt(PAtt):
             draws=self.dpp_cat_draws,
             steps=self.dpp_cat_steps,
             lr=self.dpp_cat_lr,
-            jitter=self.dpp_jitter,
+            jitter=self.dpp_cat_jitter,
             seed=config["seed"],
         )
         self.register_buffer("category_vectors", vectors)
 
-    def diversity_form(self, config):
-        return config["dpp_diversity_form"]
+    def diversity_form(self):
+        return self.dpp_diversity_form
 
     def encode(self, context):
         context.features[CATEGORY_KERNEL] = sequence_category_kernel(
-            self.category_vectors, context.item_seq, self.dpp_jitter
+            self.category_vectors, context.item_seq, self.dpp_cat_jitter
         )
         return super().encode(context)

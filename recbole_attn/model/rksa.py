@@ -18,6 +18,7 @@ from torch import nn
 from recbole_attn.config_check import Number, OneOf, Subset
 from recbole_attn.data.cooccurrence import CooccurrenceTable
 from recbole_attn.model.item_embedding import ItemEmbeddingRecommender
+from recbole_attn.options import Default, Opt
 from recbole_attn.model.layers.skew_normal import (
     COUNTS,
     ITEM_KERNELS,
@@ -61,32 +62,43 @@ class RKSA(ItemEmbeddingRecommender):
     """
 
     last_position_shortcut = True
+    yaml_header = """RKSA (Ji et al., AAAI 2020): SASRec with skew-normal latent attention logits whose
+correlation is a user-weighted mix of co-occurrence, item and user kernels. Paper
+settings: 2 blocks, 1 head, d 64, dropout 0.5, batch 128, lr 1e-3, T 50, lambda_r 1e-3,
+BCE with one negative per position; evaluation on 100 sampled negatives (uni100)."""
     options = {
-        "kernels": Subset(*KERNELS),
-        "item_kernel": OneOf(*ITEM_KERNELS),
-        "location_activation": OneOf(*LOCATION_ACTIVATIONS),
-        "rksa_jitter": Number("positive"),
-        "rksa_rank_weight": Number(),
+        "kernels": Opt(
+            ["count", "item", "user"],
+            Subset(*KERNELS),
+            "the kernels mixed into psi (Table 3 ablation: any non-empty subset)",
+        ),
+        "item_kernel": Opt(
+            "linear", OneOf(*ITEM_KERNELS), "on unit-norm representations"
+        ),
+        "location_activation": Opt("none", OneOf(*LOCATION_ACTIVATIONS), "f of eq. 7"),
+        "rksa_jitter": Opt(
+            0.001,
+            Number("positive"),
+            "epsilon of the Cholesky of (psi + eps I) / (1 + eps)",
+        ),
+        "rksa_rank_weight": Opt(
+            0.001, Number(), "lambda_r of the listwise co-occurrence loss"
+        ),
+    }
+    defaults = {
+        "n_heads": 1,
+        "inner_size": Default(64, "SASRec paper: d"),
+        "hidden_act": Default("relu", "point-wise FFN with ReLU (paper)"),
+        "layer_norm_eps": 1e-8,
+        "loss_type": Default("BCE", "eq. 12: one sampled negative per position"),
+        "train_batch_size": 128,
+        "MAX_ITEM_LIST_LENGTH": 50,
+        "training_mode": "all_position",
+        "valid_metric": "NDCG@10",
     }
 
     def __init__(self, config, dataset):
         super(RKSA, self).__init__(config, dataset)
-
-        # load parameters info
-        self.n_layers = config["n_layers"]
-        self.n_heads = config["n_heads"]
-        self.hidden_size = config["hidden_size"]
-        self.inner_size = config["inner_size"]
-        self.hidden_dropout_prob = config["hidden_dropout_prob"]
-        self.attn_dropout_prob = config["attn_dropout_prob"]
-        self.hidden_act = config["hidden_act"]
-        self.layer_norm_eps = config["layer_norm_eps"]
-        self.initializer_range = config["initializer_range"]
-        self.kernels = list(config["kernels"])
-        self.item_kernel = config["item_kernel"]
-        self.location_activation = config["location_activation"]
-        self.rksa_jitter = float(config["rksa_jitter"])
-        self.rksa_rank_weight = float(config["rksa_rank_weight"])
 
         # define layers and loss
         self.n_users = dataset.num(self.USER_ID)

@@ -35,22 +35,16 @@ class SASRecAP(ItemEmbeddingRecommender):
     """
 
     last_position_shortcut = True
+    yaml_header = (
+        "SASRec (RecBole's layers and defaults) trained in all-position mode: the "
+        "baseline\nour models are compared with at equal training mode."
+    )
+    defaults = {"training_mode": "all_position"}
 
     def __init__(self, config, dataset, make_refiner=None):
         """``make_refiner``: a factory of the refiner of every attention layer (AWRSR's);
         None: no refiner."""
         super(SASRecAP, self).__init__(config, dataset)
-
-        # load parameters info
-        self.n_layers = config["n_layers"]
-        self.n_heads = config["n_heads"]
-        self.hidden_size = config["hidden_size"]
-        self.inner_size = config["inner_size"]
-        self.hidden_dropout_prob = config["hidden_dropout_prob"]
-        self.attn_dropout_prob = config["attn_dropout_prob"]
-        self.hidden_act = config["hidden_act"]
-        self.layer_norm_eps = config["layer_norm_eps"]
-        self.initializer_range = config["initializer_range"]
 
         # define layers and loss
         self.item_embedding = nn.Embedding(

@@ -16,7 +16,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from recbole_attn.config_check import Number, OneOf
-from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
+from recbole_attn.model.abstract_recommender import (
+    SHARED_OPTIONS,
+    AttnSequentialRecommender,
+)
 from recbole_attn.model.layers import (
     GAUSSIAN_STREAMS,
     GaussianFeedForward,
@@ -30,6 +33,7 @@ from recbole_attn.model.layers import (
     wasserstein2_squared,
 )
 from recbole_attn.model.layers.context import select_rows
+from recbole_attn.options import Default, Opt
 
 
 class CovarianceOnlyLayer(nn.Module):
@@ -67,6 +71,12 @@ PRESETS = {
 }
 
 
+#: why a single form is research-only: the presets are the models users choose
+_FORM = (
+    "one form of a preset alone: an ablation between the paper and the official code"
+)
+
+
 class STOSA(AttnSequentialRecommender):
     r"""STOSA embeds items as diagonal Gaussians (mean and covariance tables with separate
     position embeddings), replaces dot-product attention by the negative scaled squared
@@ -77,10 +87,9 @@ class STOSA(AttnSequentialRecommender):
 
     ``stosa_preset: paper`` is that model. ``stosa_preset: official`` (the default) is the
     official code's model, the one behind the paper's numbers, without its leak of
-    held-out items: on Office it reaches the official code's test numbers and beats the
-    paper's model on validation by 19 % MRR@20 (one seed, 200 epochs; the choice) and on
-    test by 31 % R@5 over three seeds (docs/results.md, "STOSA on Office"). The preset
-    sets four options (:data:`PRESETS`), each of which can be given on its own.
+    held-out items; it scored higher on validation (docs/results.md, "STOSA on Office").
+    A preset sets four forms (:data:`PRESETS`); setting one form alone is a research
+    option (an ablation the research runner trains).
 
     NOTE:
         Deviations from the paper, each a documented choice (the first four are the
@@ -113,8 +122,8 @@ class STOSA(AttnSequentialRecommender):
         * The attention score is :math:`-W_2^2/\sqrt{d_h}` (squared distance, scaled per
           head), as in the official code; the paper writes :math:`-W_2`.
         * The official negatives also avoid the user's validation and test items, a leak
-          of held-out data that only the base-class option ``neg_exclude_heldout: True``
-          reproduces (default False).
+          of held-out data that only the research wing reproduces
+          (``experiments/research.py``).
         * The official evaluation masks a repeated target too; the converted Office has
           no repeated item in any sequence, so this is not an option here.
         * ``loss_type: BPR`` is the paper's loss (the default); ``CE`` (softmax over all
@@ -135,13 +144,61 @@ class STOSA(AttnSequentialRecommender):
 
     last_position_shortcut = True
     extra_loss_names = ("pvn",)  # the hinge of eq. 11, with negatives
+    yaml_header = """STOSA (Fan et al., WWW 2022). Defaults = the official README run on Amazon data
+(docs/models.md, "STOSA") and the official code's model without its leak of held-out
+items (stosa_preset: official); stosa_preset: paper is the model as the paper writes it."""
     options = {
-        "pvn_weight": Number(),
-        "stosa_preset": OneOf(*PRESETS),
-        "stosa_layer_means": OneOf("paper", "official"),
-        "stosa_input": OneOf("paper", "official"),
-        "stosa_ffn": OneOf("paper", "official"),
-        "stosa_init": OneOf("recbole", "official"),
+        **SHARED_OPTIONS,
+        "pvn_weight": Opt(0.005, Number(), "lambda of the positive-vs-negative hinge"),
+        "stosa_preset": Opt(
+            "official",
+            OneOf(*PRESETS),
+            "official: the official code's model (better on validation); paper: the "
+            "model as the paper writes it (eq. 5-12)",
+        ),
+        "stosa_layer_means": Opt(
+            None,
+            OneOf("paper", "official"),
+            "~: the preset's; official: layers update only the covariances; paper: "
+            "means go through attention and FFN too (eq. 7-9)",
+            research=_FORM,
+        ),
+        "stosa_input": Opt(
+            None,
+            OneOf("paper", "official"),
+            "~: the preset's; official: ELU(Dropout(LN(E+P))) means, +1 covariances, "
+            "one shared LN; paper: Dropout(LN(E+P)), one LN per stream",
+            research=_FORM,
+        ),
+        "stosa_ffn": Opt(
+            None,
+            OneOf("paper", "official"),
+            "~: the preset's; official: post-LN FFN; paper: pre-LN residual FFN (eq. 9)",
+            research=_FORM,
+        ),
+        "stosa_init": Opt(
+            None,
+            OneOf("recbole", "official"),
+            "~: the preset's; official: N(0.01, initializer_range), padding rows "
+            "non-zero; recbole: N(0, initializer_range), zero padding rows",
+            research=_FORM,
+        ),
+    }
+    defaults = {
+        "n_layers": 1,
+        "n_heads": 4,
+        "inner_size": Default(256, "paper: d; official code: 4d; the FFN uses ELU"),
+        "hidden_dropout_prob": 0.3,
+        "attn_dropout_prob": 0.0,
+        "loss_type": Default("BPR", "BPR on W2 distances + pvn hinge (eq. 12)"),
+        "position_alignment": "last",
+        "MAX_ITEM_LIST_LENGTH": 100,
+        "epochs": Default(200, "the official code's"),
+        "stopping_step": Default(
+            50, "the official code's 100 picks the same epochs (experiments/budget_*)"
+        ),
+        "training_mode": "all_position",
+        "valid_metric": Default("MRR@20", "the official code early-stops on MRR"),
     }
     #: ``stosa_preset`` fills the four options it names (an explicit value wins)
     presets = {"stosa_preset": PRESETS}
@@ -150,21 +207,6 @@ class STOSA(AttnSequentialRecommender):
         """``make_refiner``: a factory of the refiner of every attention layer (AWRSR's);
         None: no refiner."""
         super(STOSA, self).__init__(config, dataset)
-
-        # load parameters info
-        self.n_layers = config["n_layers"]
-        self.n_heads = config["n_heads"]
-        self.hidden_size = config["hidden_size"]
-        self.inner_size = config["inner_size"]
-        self.hidden_dropout_prob = config["hidden_dropout_prob"]
-        self.attn_dropout_prob = config["attn_dropout_prob"]
-        self.layer_norm_eps = config["layer_norm_eps"]
-        self.initializer_range = config["initializer_range"]
-        self.pvn_weight = config["pvn_weight"]
-        self.layer_means = config["stosa_layer_means"]  # the preset's, unless given
-        self.input_layer = config["stosa_input"]
-        self.ffn_form = config["stosa_ffn"]
-        self.init_form = config["stosa_init"]
 
         # define layers and loss
         self.mean_item_embedding = nn.Embedding(
@@ -179,7 +221,7 @@ class STOSA(AttnSequentialRecommender):
         self.cov_position_embedding = nn.Embedding(
             self.max_seq_length, self.hidden_size
         )
-        if self.input_layer == "official":
+        if self.stosa_input == "official":
             # one LayerNorm shared by both streams (official code)
             self.input_layer_norm = nn.LayerNorm(
                 self.hidden_size, eps=self.layer_norm_eps
@@ -192,7 +234,7 @@ class STOSA(AttnSequentialRecommender):
                 self.hidden_size, eps=self.layer_norm_eps
             )
         self.dropout = nn.Dropout(self.hidden_dropout_prob)
-        official = self.layer_means == "official"
+        official = self.stosa_layer_means == "official"
         streams = ("cov",) if official else ("mean", "cov")
         layer = CovarianceOnlyLayer if official else TransformerLayer
         self.trm_encoder = TransformerEncoder(
@@ -213,7 +255,7 @@ class STOSA(AttnSequentialRecommender):
                     self.inner_size,
                     self.hidden_dropout_prob,
                     self.layer_norm_eps,
-                    pre_ln=self.ffn_form == "paper",
+                    pre_ln=self.stosa_ffn == "paper",
                     streams=streams,
                 ),
             )
@@ -233,7 +275,7 @@ class STOSA(AttnSequentialRecommender):
         ``stosa_init: official``, N(0.01, initializer_range) for linear and embedding
         weights and the padding rows left as drawn."""
         super()._init_weights(module)
-        if self.init_form == "official":
+        if self.stosa_init == "official":
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 module.weight.data.normal_(
                     mean=self.OFFICIAL_INIT_MEAN, std=self.initializer_range
@@ -255,7 +297,7 @@ class STOSA(AttnSequentialRecommender):
         mean = mean + self.mean_position_embedding(context.positions)
         cov = self.cov_item_embedding(context.item_seq)
         cov = cov + self.cov_position_embedding(context.positions)
-        if self.input_layer == "official":
+        if self.stosa_input == "official":
             mean = F.elu(self.dropout(self.input_layer_norm(mean)))
             cov = elu_plus_one(self.dropout(self.input_layer_norm(cov)))
         else:

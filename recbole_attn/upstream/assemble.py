@@ -76,8 +76,11 @@ def unit_text(bundler, unit):
     cuts = {}
     for line, start, end, text in unit.cuts:
         cuts.setdefault(line, []).append((start, end, text))
+    added = dict(unit.added)
     out = []
     for number in range(unit.start, unit.end + 1):
+        if number in added:
+            out.append(added[number])
         if any(a <= number <= b for a, b in unit.dropped):
             continue
         text = module.lines[number - 1]

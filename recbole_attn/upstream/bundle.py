@@ -9,9 +9,12 @@ comments included); what changes:
 
 * imports of ``recbole_attn`` modules go: a definition that another file needs is imported
   from the file it is placed in, a module alias (``batching.trim``) becomes the bare name;
-* the class attributes that only our configuration check reads (``options``,
-  ``option_rules``, ``presets``) are dropped (RecBole reads a model's options from its
-  yaml and checks none);
+* the class attributes that only our configuration check and generated files read
+  (:data:`CONFIG_ONLY_ATTRIBUTES`) are dropped (RecBole reads a model's options from its
+  yaml and checks none), and a class's ``options`` declarations become the tuple of their
+  keys, ``config_keys``, which the exported ``load_options``
+  (:func:`recbole_attn.upstream.exported.load_options`, :data:`FUNCTION_SUBSTITUTES`)
+  sets as the model's attributes;
 * our error classes become the builtin they derive from (:data:`SUBSTITUTES`);
 * the external imports (torch, numpy, scipy, recbole) a definition uses are recorded.
 
@@ -23,8 +26,24 @@ import importlib.util
 from dataclasses import dataclass, field
 
 PACKAGE = "recbole_attn"
-#: class attributes that only our configuration check reads, never the model
-CONFIG_ONLY_ATTRIBUTES = ("options", "option_rules", "presets")
+#: class attributes that only our configuration check and generated files read, never
+#: the model (``options`` becomes ``config_keys``)
+CONFIG_ONLY_ATTRIBUTES = (
+    "options",
+    "option_rules",
+    "presets",
+    "defaults",
+    "yaml_header",
+    "options_in_overall",
+    "dataset_class",
+)
+#: our definitions replaced by a definition written for RecBole's tree
+FUNCTION_SUBSTITUTES = {
+    ("recbole_attn.options", "load_options"): (
+        "recbole_attn.upstream.exported",
+        "load_options",
+    ),
+}
 #: our error classes (the CLI's one-line errors) become the builtin they derive from
 SUBSTITUTES = {
     ("recbole_attn.errors", "ConfigError"): "ValueError",
@@ -48,6 +67,8 @@ class Unit:
     end: int
     #: [(start, end)] lines to drop (config-only class attributes, nested imports)
     dropped: list = field(default_factory=list)
+    #: [(line, text)] text written in place of the dropped line ``line`` (``config_keys``)
+    added: list = field(default_factory=list)
     #: [(line, byte start, byte end, text)] spans to replace (``alias.`` of module
     #: aliases by nothing, :data:`SUBSTITUTES`)
     cuts: list = field(default_factory=list)
@@ -214,13 +235,17 @@ class Bundler:
         if isinstance(unit.node, ast.ClassDef):
             previous_end = unit.node.body[0].lineno - 1
             for stmt in unit.node.body:
-                if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and set(
-                    _bound_names(stmt)
-                ) & set(CONFIG_ONLY_ATTRIBUTES):
-                    unit.dropped.append(
-                        (module._start(stmt, previous_end), stmt.end_lineno)
-                    )
+                bound = (
+                    set(_bound_names(stmt))
+                    if isinstance(stmt, (ast.Assign, ast.AnnAssign))
+                    else set()
+                )
+                if bound & set(CONFIG_ONLY_ATTRIBUTES):
+                    start = module._start(stmt, previous_end)
+                    unit.dropped.append((start, stmt.end_lineno))
                     skip.add(stmt)
+                    if "options" in bound:
+                        unit.added.append((start, _config_keys(unit, stmt.col_offset)))
                 previous_end = stmt.end_lineno
         for node in ast.walk(unit.node):
             if isinstance(node, ast.ImportFrom) and internal(node.module or ""):
@@ -253,6 +278,8 @@ class Bundler:
                     found = self.resolve(*local_bindings[node.id])
                 else:
                     found = self.resolve(unit.module, node.id)
+                if found is not None and found[0] == "unit":
+                    found = ("unit", FUNCTION_SUBSTITUTES.get(found[1], found[1]))
                 if found is not None and found[0] == "unit" and found[1] in SUBSTITUTES:
                     unit.cuts.append(
                         (
@@ -296,6 +323,22 @@ class Bundler:
             found[key] = unit
             todo.extend(unit.needs)
         return found
+
+
+def _config_keys(unit, indent):
+    """The ``config_keys`` line of a class (its own ``options``' keys), from the class."""
+    import importlib
+
+    cls = getattr(importlib.import_module(unit.module), unit.names[0])
+    # a preset key only fills other options before the model is built (the exported
+    # yaml writes the chosen preset's options out)
+    presets = set(vars(cls).get("presets", {}))
+    keys = tuple(k for k in vars(cls)["options"] if k not in presets)
+    pad = " " * indent
+    return (
+        f"{pad}#: the config keys this class reads (set as attributes named as them)\n"
+        f"{pad}config_keys = {keys!r}\n"
+    )
 
 
 def _walk(node, skip):

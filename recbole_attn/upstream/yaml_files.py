@@ -15,6 +15,7 @@ import yaml
 
 from recbole_attn import __version__
 from recbole_attn.host import EVALUATION_KEYS
+from recbole_attn.options import model_yaml as declared_yaml
 from recbole_attn.upstream.models import (
     MARK,
     MODELS,
@@ -24,13 +25,15 @@ from recbole_attn.upstream.models import (
 from recbole_attn.upstream.sources import model_file, model_sources
 
 
-def _yaml_entries(path):
-    """``(header, {key: text})`` of one of our yaml files: the comment lines before the
-    first key, and every top-level key with its line(s) and the comments right above."""
+def _yaml_entries(path=None, text=None):
+    """``(header, {key: text})`` of one of our yaml files (or of its ``text``): the comment
+    lines before the first key, and every top-level key with its line(s) and the comments
+    right above."""
     header, entries, pending, key = [], {}, [], None
-    with open(path, encoding="utf-8") as f:
-        lines = f.readlines()
-    for line in lines:
+    if text is None:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    for line in text.splitlines(keepends=True):
         match = re.match(r"([A-Za-z_][\w]*):", line)
         if match:
             key = match.group(1)
@@ -54,7 +57,13 @@ def _set_value(text, key, value, comment):
 
 
 def _read_keys(sources):
-    return sorted(set(re.findall(r"config\[\"(\w+)\"\]", "\n".join(sources))))
+    """The config keys the sources read: ``config[...]`` subscripts and the classes'
+    ``config_keys`` (:mod:`recbole_attn.upstream.bundle`)."""
+    text = "\n".join(sources)
+    keys = set(re.findall(r"config\[\"(\w+)\"\]", text))
+    for group in re.findall(r"config_keys = \(([^)]*)\)", text):
+        keys |= set(re.findall(r"[\"'](\w+)[\"']", group))
+    return sorted(keys)
 
 
 def recbole_config_keys():
@@ -86,21 +95,21 @@ def model_yaml(name, files):
     model_class = get_model_class(name)
     sources = model_sources(files, name)
     read = _read_keys(sources)
-    with open(path("model", f"{name}.yaml"), encoding="utf-8") as f:
-        own = yaml.safe_load(f) or {}
+    own = yaml.safe_load(declared_yaml(model_class)) or {}
     # the yaml files our Config reads for the model (its base classes' first: DPAtt.yaml
     # adds to PAtt.yaml; AWRSR's backbone's)
     entries, header, classes = {}, "", []
     for yaml_path in model_yaml_files(model_class, options=own):
-        cls_header, cls_entries = _yaml_entries(yaml_path)
         cls = get_model_class(os.path.splitext(os.path.basename(yaml_path))[0])
+        # from the declarations (the shipped file is the same text; a test checks it)
+        cls_header, cls_entries = _yaml_entries(text=declared_yaml(cls))
         classes.append(cls)
         header = cls_header if cls is model_class else header
         entries.update(cls_entries)
     for other in MODELS[name].also_reads:
         other_class = get_model_class(other)
         classes.append(other_class)
-        _, other_entries = _yaml_entries(path("model", f"{other}.yaml"))
+        _, other_entries = _yaml_entries(text=declared_yaml(other_class))
         presets = vars(other_class).get("presets", {})
         # its options (what its own file reads), not its training settings
         own_keys = _read_keys([files[model_file(other)]])
