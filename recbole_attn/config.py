@@ -22,6 +22,7 @@ from recbole_attn.data.bucketing import check_grouping
 from recbole_attn.data.categories import dataset_has_categories
 from recbole_attn.data.dataset import check_training_mode
 from recbole_attn.data.preparation import check_no_pickles
+from recbole_attn.files import read_once
 from recbole_attn.errors import (
     ConfigError,
     MetricConfigError,
@@ -97,8 +98,7 @@ def user_options(config_file_list=None, config_dict=None):
     options = {}
     for path in config_file_list or []:
         if os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                options.update(yaml.safe_load(f) or {})
+            options.update(yaml.safe_load(read_once(path, "config file")) or {})
     options.update(
         {
             k: convert_value(v) if isinstance(v, str) else v
@@ -166,8 +166,8 @@ class AttnConfig(Config):
     def _load_config_files(self, file_list):
         merged = dict()
         for path in file_list or []:
-            with open(path, "r", encoding="utf-8") as f:
-                self._merge_into(merged, yaml.load(f.read(), Loader=self.yaml_loader))
+            text = read_once(path, "config file")  # checked and read before: once
+            self._merge_into(merged, yaml.load(text, Loader=self.yaml_loader))
         return merged
 
     def _merge_external_config_dict(self):

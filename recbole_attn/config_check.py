@@ -31,10 +31,10 @@ from recbole_attn.errors import ConfigError
 def check_yaml_files(paths):
     """Raise a :class:`ConfigError` naming the file and line of the first malformed yaml
     file of ``paths``, or the file whose top level is not ``key: value`` lines."""
-    from recbole_attn.files import read_text
+    from recbole_attn.files import read_once
 
     for path in paths:
-        text = read_text(path, "config file")
+        text = read_once(path, "config file")
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as err:
@@ -387,10 +387,12 @@ PLUGIN_OPTIONAL_KEYS = ("ild_distance", "f1_accuracy_metrics", "f1_diversity_met
 
 def yaml_keys(path):
     """The top-level keys of a yaml file (empty when unreadable)."""
+    from recbole_attn.errors import RecboleAttnError
+    from recbole_attn.files import read_once
+
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except (OSError, yaml.YAMLError):
+        data = yaml.safe_load(read_once(path, "config file"))
+    except (RecboleAttnError, yaml.YAMLError):
         return set()
     return frozenset(data) if isinstance(data, dict) else frozenset()
 

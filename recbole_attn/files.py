@@ -99,6 +99,25 @@ def read_text(path, what="file", encoding="utf-8"):
         ) from None
 
 
+#: (real path, modification time, size) -> text of the files :func:`read_once` read
+_READ = {}
+
+
+def read_once(path, what="file"):
+    """:func:`read_text` of ``path``, read from disk once per process and version of the
+    file (its modification time and size): a run's yaml files are parsed by several
+    steps of its preparation (checks, the user's options, RecBole's ``Config``, the
+    unknown-key warning), and each reads this one text."""
+    try:
+        stat = os.stat(path)
+        key = (os.path.realpath(path), stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        return read_text(path, what)  # says what is wrong with it
+    if key not in _READ:
+        _READ[key] = read_text(path, what)
+    return _READ[key]
+
+
 def not_text_message(path, byte, position, what="file", encoding="utf-8"):
     """What to say about a file that ``encoding`` cannot decode: ``byte`` (bytes) at
     ``position`` is the first it cannot."""

@@ -133,17 +133,46 @@ def check_recbole_negatives(config, model_class):
 
 def create_dataset(config, model_class=None):
     """Our sequential dataset (training modes) for sequential models; RecBole's dataset
-    class otherwise (:func:`~recbole_attn.data.dataset.recbole_dataset_class`). With
-    ``model_class``, checks that the model can train in ``training_mode``."""
+    class otherwise (:func:`~recbole_attn.data.dataset.recbole_dataset_class`), after
+    checking that its files exist and (with ``model_class``) that the model can train in
+    ``training_mode``. A run (:func:`prepare`) checks both once, before."""
     from recbole.utils import ModelType
 
     check_dataset_exists(config)
     if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:
         check_model_training_mode(config, model_class)
+    return _load_dataset(config, model_class)
+
+
+def _load_dataset(config, model_class):
+    from recbole.utils import ModelType
+
+    if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:
         # a model may train on a dataset class of its own (the research wing's records
         # the held-out items); RecBole's models train on ours
         return getattr(model_class, "dataset_class", AttnSequentialDataset)(config)
     return recbole_dataset_class(config)(config)
+
+
+def prepare(model, dataset, config_file_list=None, config_dict=None, writes=True):
+    """Everything a run settles before its data loads, in this order, each step once and
+    every yaml file read once (:func:`~recbole_attn.files.read_once`):
+
+    1. the configuration (:func:`~recbole_attn.config.make_config`): the yaml files
+       well-formed, the user's overrides, the common keys' values, the research-wing
+       keys, the model's declared options and their rules, its presets, the batch
+       grouping and the dataset's saved files;
+    2. the run against its inputs (:func:`check_before_loading`): the validation
+       metric, the model's negatives, the dataset's files, the training mode, the
+       category field, the checkpoint folder (``writes``);
+    3. the user's keys that nothing reads (warnings, logged by the caller).
+
+    Returns ``(config, model_class, warnings)``."""
+    config = make_config(model, dataset, config_file_list, config_dict)
+    model_class = get_model_class(model)
+    check_before_loading(config, model_class, writes=writes)
+    warnings = config_warnings(config, model_class, config_file_list, config_dict)
+    return config, model_class, warnings
 
 
 def build(model, dataset, config_file_list=None, config_dict=None, verbose=False):
@@ -163,9 +192,9 @@ def _build(
     ``loaded``: for a checkpoint that is loaded, not trained: nothing is written (no
     log file, no TensorBoard folder, no model file claimed), so that evaluate and
     recommend work in a read-only folder."""
-    config = make_config(model, dataset, config_file_list, config_dict)
-    model_class = get_model_class(model)
-    check_before_loading(config, model_class, writes=not loaded)
+    config, model_class, warnings = prepare(
+        model, dataset, config_file_list, config_dict, writes=not loaded
+    )
     init_seed(config["seed"], config["reproducibility"])
     log_file = init_logging(config, verbose, log_file=not loaded)
     logger = getLogger()
@@ -174,12 +203,12 @@ def _build(
             f"log: {os.path.relpath(log_file)} (configuration, dataset and model "
             "summaries; --verbose prints them here too)"
         )
-    for message in config_warnings(config, model_class, config_file_list, config_dict):
+    for message in warnings:
         logger.warning(message)
     logger.info(config, extra=DETAIL)
 
     with log_file_only():
-        data = create_dataset(config, model_class)
+        data = _load_dataset(config, model_class)  # checked by prepare()
         logger.info(data)
         validate_dataset(config, data)
         train_data, valid_data, test_data = data_preparation(config, data)

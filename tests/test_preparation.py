@@ -1,0 +1,56 @@
+"""One preparation step (``recbole_attn.quick_start.prepare``): every check of a run once,
+in one ordered place, and every yaml file read from disk once."""
+
+import builtins
+import logging
+
+from recbole_attn import files, quick_start
+
+
+def test_a_run_reads_each_yaml_file_once_and_checks_once(
+    tiny_config, tmp_path, monkeypatch
+):
+    user = tmp_path / "mine.yaml"
+    user.write_text("hidden_size: 16\nn_heads: 2\n")
+    reads, checks = {}, {"dataset": 0, "training mode": 0}
+    real_open = builtins.open
+
+    def counting_open(path, *args, **kwargs):
+        if str(path).endswith(".yaml"):
+            reads[str(path)] = reads.get(str(path), 0) + 1
+        return real_open(path, *args, **kwargs)
+
+    exists, mode = (
+        quick_start.check_dataset_exists,
+        quick_start.check_model_training_mode,
+    )
+
+    def counting_exists(config):
+        checks["dataset"] += 1
+        return exists(config)
+
+    def counting_mode(*args):
+        checks["training mode"] += 1
+        return mode(*args)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    monkeypatch.setattr(quick_start, "check_dataset_exists", counting_exists)
+    monkeypatch.setattr(quick_start, "check_model_training_mode", counting_mode)
+    monkeypatch.chdir(tmp_path)
+    config, net, _, _ = quick_start.build(
+        "PAtt", "tiny", config_file_list=[str(user)], config_dict=tiny_config
+    )
+    logging.getLogger().handlers.clear()
+    assert config["hidden_size"] == 16 and net.hidden_size == 16
+    # the checks, the user's options, RecBole's Config and the warnings: one read
+    assert reads[str(user)] == 1
+    assert all(count == 1 for count in reads.values()), reads  # shipped files too
+    assert checks == {"dataset": 1, "training mode": 1}
+
+
+def test_an_edited_file_is_read_again(tmp_path):
+    path = tmp_path / "a.yaml"
+    path.write_text("epochs: 1\n")
+    assert files.read_once(str(path)) == "epochs: 1\n"
+    path.write_text("epochs: 20\n")  # another size: another version of the file
+    assert files.read_once(str(path)) == "epochs: 20\n"
