@@ -28,6 +28,17 @@ def test_pyproject_lists_every_subpackage_and_the_properties():
     assert tool["package-dir"] == {"recbole_attn.properties": "properties"}
     data = tool["package-data"]["recbole_attn.properties"]
     assert {"*.yaml", "model/*.yaml", "dataset/*.yaml", "hyper/*.hyper"} <= set(data)
+    # the export reads RecBole's metric test from a file of the package
+    assert tool["package-data"]["recbole_attn.upstream"] == ["recbole_tests/*.py"]
+    assert os.path.isfile(
+        os.path.join(
+            REPO,
+            "recbole_attn",
+            "upstream",
+            "recbole_tests",
+            "test_category_metrics.py",
+        )
+    )
 
 
 def test_every_source_file_compiles_without_warnings():

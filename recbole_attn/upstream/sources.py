@@ -57,10 +57,10 @@ def _module_of(where):
 def format_source(source):
     try:
         import black
-    except ImportError:  # pragma: no cover - black is in the test extra
+    except ImportError:  # pragma: no cover - black is in the export and test extras
         raise ExportError(
             "export-upstream formats the files with black (as RecBole does): "
-            "pip install black"
+            "pip install 'recbole-attn[export]' (or pip install black==26.10.1)"
         ) from None
     return black.format_str(source, mode=black.Mode())
 
