@@ -26,6 +26,9 @@ installs into RecBole, when, and why.
   :func:`load_feat`, :func:`fill_nan`, :func:`remap` and :func:`benchmark_presets` are
   the methods of RecBole's ``Dataset`` and ``SequentialDataset`` that do either, with the same results by assignment and ``Series.map(len)``;
   :func:`refusing_float_seq` refuses what cannot be fixed that way.
+* Couplings. :data:`PRIVATE_OVERRIDES` lists every private RecBole method that the
+  pipeline's own subclasses override (a test keeps the list complete);
+  :func:`check_recbole_version` stops a run on any RecBole but :data:`RECBOLE_VERSION`.
 """
 
 import functools
@@ -40,6 +43,51 @@ import pandas as pd
 import torch
 
 from recbole_attn.errors import CheckpointError, RecboleAttnError
+
+#: the RecBole release the fixes were written for (and checked against)
+RECBOLE_VERSION = "1.2.1"
+
+#: the private methods of RecBole's classes that recbole_attn's own subclasses override
+#: (its pipeline's: ``AttnConfig``, ``AttnTrainer``, the checked datasets; never installed
+#: into RecBole; the bucketed loader overrides torch's ``DataLoader._index_sampler``): written for :data:`RECBOLE_VERSION`, so the
+#: pipeline refuses another release (:func:`check_recbole_version`); a test checks that
+#: this list is every such override and that RecBole still has each method
+PRIVATE_OVERRIDES = {
+    "recbole.config.configurator.Config": (
+        "_convert_config_dict",
+        "_init_device",
+        "_load_cmd_line",
+        "_load_config_files",
+        "_merge_external_config_dict",
+    ),
+    "recbole.trainer.trainer.Trainer": (
+        "_check_nan",
+        "_full_sort_batch_eval",
+        "_map_reduce",
+        "_save_checkpoint",
+        "_train_epoch",
+        "_valid_epoch",
+    ),
+    "recbole.data.dataset.dataset.Dataset": ("_remove_duplication",),
+}
+
+
+def check_recbole_version():
+    """A :class:`~recbole_attn.errors.RecboleAttnError` when the installed RecBole is not
+    the release recbole_attn's pipeline was written for (its subclasses override
+    :data:`PRIVATE_OVERRIDES`, which another release may rename or change)."""
+    import recbole
+
+    from recbole_attn.errors import RecboleAttnError
+
+    if recbole.__version__ != RECBOLE_VERSION:
+        count = sum(len(m) for m in PRIVATE_OVERRIDES.values())
+        raise RecboleAttnError(
+            f"recbole_attn's pipeline overrides {count} private methods of RecBole "
+            f"{RECBOLE_VERSION} (its Config, Trainer and Dataset), and RecBole "
+            f"{recbole.__version__} is installed: pip install recbole=={RECBOLE_VERSION}"
+        )
+
 
 __all__ = [
     "PANDAS_3",

@@ -42,6 +42,12 @@ package that broke it, and is applied only there:
   RecBole raises on every run are silenced where RecBole raises them
   (:data:`~recbole_attn.compat.HARMLESS_RECBOLE_WARNINGS`).
 
+**Not installed into RecBole**: recbole_attn's own pipeline subclasses RecBole's ``Config``,
+``Trainer``, datasets and training dataloader, and overrides private methods of the first
+three (:data:`~recbole_attn.compat.PRIVATE_OVERRIDES`); it runs only on RecBole
+:data:`RECBOLE_VERSION` (:func:`~recbole_attn.compat.check_recbole_version`, a clear error
+otherwise).
+
 **The plugin, so that RecBole's API answers to our names** (RecBole looks models up only
 inside ``recbole.model``, yaml files only inside its own tree):
 
@@ -77,8 +83,13 @@ import torch
 
 from recbole_attn import compat
 
-#: the RecBole release the fixes were written for (and checked against)
-RECBOLE_VERSION = "1.2.1"
+# the RecBole release the fixes were written for (and checked against), and the private
+# methods the pipeline's own subclasses override: compat.py holds both
+from recbole_attn.compat import (  # noqa: F401  (re-exported)
+    PRIVATE_OVERRIDES,
+    RECBOLE_VERSION,
+    check_recbole_version,
+)
 
 #: the keys of a model's yaml that stay RecBole's and the user's in RecBole's API
 #: (a model's ``valid_metric: MRR@20`` breaks RecBole's default ``topk: [10]``)

@@ -19,6 +19,7 @@ from recbole.utils import init_seed, set_color
 
 from recbole_attn import distributed
 from recbole_attn.evaluator import validate_dataset
+from recbole_attn.compat import check_recbole_version
 from recbole_attn.compat import CheckpointError, load_checkpoint
 from recbole_attn.config import (  # noqa: F401  (re-exported: RecBole's quick_start names)
     AttnConfig,
@@ -167,7 +168,10 @@ def prepare(model, dataset, config_file_list=None, config_dict=None, writes=True
        category field, the checkpoint folder (``writes``);
     3. the user's keys that nothing reads (warnings, logged by the caller).
 
-    Returns ``(config, model_class, warnings)``."""
+    Returns ``(config, model_class, warnings)``. First of all, the installed RecBole must
+    be the release the pipeline was written for (:func:`~recbole_attn.compat.
+    check_recbole_version`)."""
+    check_recbole_version()
     config = make_config(model, dataset, config_file_list, config_dict)
     model_class = get_model_class(model)
     check_before_loading(config, model_class, writes=writes)

@@ -317,3 +317,60 @@ def test_recboles_lightgcn_trains_through_run_recbole(tiny_config):
         },
     )
     assert 0 <= result["test_result"]["ndcg@10"] <= 1
+
+
+def _private_overrides():
+    """``{recbole class path: {method}}`` of every private RecBole method that a class of
+    recbole_attn overrides (found by walking the package's classes)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import recbole_attn
+
+    found = {}
+    for info in pkgutil.walk_packages(recbole_attn.__path__, "recbole_attn."):
+        module = importlib.import_module(info.name)
+        for obj in vars(module).values():
+            if not inspect.isclass(obj):
+                continue
+            theirs = [b for b in obj.__mro__ if b.__module__.startswith("recbole.")]
+            ours = [b for b in obj.__mro__ if b.__module__.startswith("recbole_attn")]
+            for cls in ours:  # a mixin of ours counts where it meets RecBole's class
+                for attr in vars(cls):
+                    if not attr.startswith("_") or attr.startswith("__"):
+                        continue
+                    owners = [b for b in theirs if attr in vars(b)]
+                    if owners:  # the nearest RecBole class that defines it
+                        path = f"{owners[0].__module__}.{owners[0].__name__}"
+                        found.setdefault(path, set()).add(attr)
+    return found
+
+
+def test_the_private_overrides_are_declared_and_exist_in_recbole():
+    """Every private RecBole method a recbole_attn class overrides is in
+    compat.PRIVATE_OVERRIDES, and RecBole has each of them."""
+    import importlib
+
+    from recbole_attn.compat import PRIVATE_OVERRIDES
+
+    declared = {k: set(v) for k, v in PRIVATE_OVERRIDES.items()}
+    assert _private_overrides() == declared
+    for path, methods in declared.items():
+        module, name = path.rsplit(".", 1)
+        cls = getattr(importlib.import_module(module), name)
+        for method in methods:
+            assert callable(vars(cls).get(method)), (path, method)
+
+
+def test_the_pipeline_refuses_another_recbole_release(monkeypatch, tiny_config):
+    import recbole
+
+    from recbole_attn.errors import RecboleAttnError
+    from recbole_attn.quick_start import build
+
+    monkeypatch.setattr(recbole, "__version__", "1.3.0")
+    with pytest.raises(
+        RecboleAttnError, match=r"RecBole 1\.2\.1 .* 1\.3\.0 is installed"
+    ):
+        build("SASRecAP", "tiny", config_dict=tiny_config)
