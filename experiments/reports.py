@@ -186,16 +186,37 @@ def pairs_table(study, results, metrics=("ndcg@10", "recall@10")):
     header = ["model", f"s / epoch: {first}", second, "ratio", "best / run epochs"]
     for m in metrics:
         header += [f"{m}: {first}", second, "change"]
+    by_seed = {
+        label: {r["seed"]: r for r in results.get(label, [])}
+        for pair in study["pairs"].values()
+        for label in pair
+    }
+    # the change columns: a paired t-test over users where both sides have per-user
+    # ranks, Holm-corrected over every test of the table
+    pvalues = {
+        (model, m): paired_p(by_seed[b], by_seed[a], m)
+        for model, (a, b) in study["pairs"].items()
+        for m in metrics
+    }
+    marks = holm_marks(pvalues)
+    tested = sum(p is not None for p in pvalues.values())
     lines = [
         f"Per model, {second} against {first} (medians of seconds per epoch, which "
-        "include one validation; test metrics of the seeds both have):",
+        "include one validation; test metrics of the seeds both have"
+        + (
+            "; p: paired t-test over users (each user's value averaged over the seeds), "
+            f"Holm-corrected over the {tested} comparisons that have per-user results "
+            "(* below .05)"
+            if tested
+            else ""
+        )
+        + "):",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
     for model, (a, b) in study["pairs"].items():
-        runs_a = {r["seed"]: r for r in results.get(a, [])}
-        runs_b = {r["seed"]: r for r in results.get(b, [])}
+        runs_a, runs_b = by_seed[a], by_seed[b]
         seeds = sorted(set(runs_a) & set(runs_b))
         if not seeds:
             continue
@@ -211,7 +232,7 @@ def pairs_table(study, results, metrics=("ndcg@10", "recall@10")):
         for m in metrics:
             va = statistics.mean(r["test"][m] for r in ra)
             vb = statistics.mean(r["test"][m] for r in rb)
-            cells += [f"{va:.4f}", f"{vb:.4f}", _change(vb, va)]
+            cells += [f"{va:.4f}", f"{vb:.4f}", _change(vb, va) + marks[model, m]]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -529,6 +550,21 @@ def dataset_table(study, folder):
             f"p: paired t-test over the {dataset} test users of NDCG@10 (each user's "
             f"value averaged over the seeds), Holm-corrected over the {tested} tests of "
             "this table that have per-user results; * below .05.",
+        ]
+    with_ranks = [
+        label
+        for label in studies.REPRODUCE_MODELS
+        if label in runs and all("test_ranks" in r for r in runs[label].values())
+    ]
+    without = [label for label in studies.REPRODUCE_MODELS if label in runs]
+    without = [label for label in without if label not in with_ranks]
+    if without:
+        lines += [
+            "",
+            "Per-user results (every test user's rank of the target, which the paired "
+            f"tests need): {len(with_ranks)} of {len(with_ranks) + len(without)} rows"
+            + (f" ({', '.join(with_ranks)})" if with_ranks else "")
+            + f"; without them (run before the runner kept them): {', '.join(without)}.",
         ]
     skipped = study.get("skipped", [])
     if skipped:

@@ -286,6 +286,31 @@ def test_pairs_table_and_pr_notes_from_runs():
             _run("SASRec (BPR)", 2020, 0.04, 0.1, 1.0),
         ]
     }
+    # with per-user ranks on both sides, the change gets its Holm-corrected paired test
+    stored = {"cap": 21, "data": {"fingerprint": "x"}}
+    runs[0]["test_ranks"] = {**stored, "ranks": [1, 2, 1, 3, 1, 2, 1, 1]}
+    runs[1]["test_ranks"] = {**stored, "ranks": [4, 9, 12, 7, 15, 8, 11, 20]}
+    marked = [
+        line
+        for line in reports.pairs_table(study, results)
+        if line.startswith("| STOSA |")
+    ][0]
+    from scipy import stats
+
+    ours_ndcg = reports.user_values(runs[0], "ndcg@10")
+    theirs_ndcg = reports.user_values(runs[1], "ndcg@10")
+    p_ndcg = stats.ttest_rel(theirs_ndcg, ours_ndcg).pvalue
+    p_recall = stats.ttest_rel(
+        reports.user_values(runs[1], "recall@10"),
+        reports.user_values(runs[0], "recall@10"),
+    ).pvalue
+    holm = max(min(1.0, 2 * min(p_ndcg, p_recall)), p_ndcg)  # Holm's, for NDCG
+    assert f"-20.0 % (p {f'{holm:.3f}'.lstrip('0')}" in marked
+    assert "Holm-corrected over the 2 comparisons" in "\n".join(
+        reports.pairs_table(study, results)
+    )
+    for r in runs[:2]:
+        del r["test_ranks"]
     notes = reports.pr_notes("recbole_training_office", study, runs, reproduce)
     assert set(notes) == {"STOSA"}  # no other model has a run here
     text = notes["STOSA"]
