@@ -30,20 +30,6 @@ import sys
 from recbole_attn.errors import RecboleAttnError
 from recbole_attn.files import refuse_existing
 
-#: architecture keys copied from a RecBole SASRec configuration into SASRecAP's
-_SASREC_KEYS = (
-    "n_layers",
-    "n_heads",
-    "hidden_size",
-    "inner_size",
-    "hidden_dropout_prob",
-    "attn_dropout_prob",
-    "hidden_act",
-    "layer_norm_eps",
-    "initializer_range",
-    "MAX_ITEM_LIST_LENGTH",
-)
-
 
 def _matplotlib():
     try:
@@ -69,9 +55,19 @@ def _attention_model(config, model, dataset):
             "models and RecBole's SASRec have"
         )
     from recbole_attn.model import SASRecAP
+    from recbole_attn.model.abstract_recommender import SHARED_OPTIONS
+    from recbole_attn.options import declared_options
     from recbole_attn.quick_start import make_config
 
-    overrides = {k: config[k] for k in _SASREC_KEYS}
+    # the architecture of the RecBole SASRec: SASRecAP's layer options (its own
+    # declarations, the loss aside) and the sequence length
+    keys = [
+        k
+        for k in declared_options(SASRecAP)
+        if k in SHARED_OPTIONS or k == "hidden_act"
+    ]
+    overrides = {k: config[k] for k in keys if k != "loss_type"}
+    overrides["MAX_ITEM_LIST_LENGTH"] = config["MAX_ITEM_LIST_LENGTH"]
     overrides.update(data_path=config["data_path"], training_mode="all_position")
     twin = SASRecAP(
         make_config("SASRecAP", config["dataset"], None, overrides), dataset
