@@ -274,12 +274,18 @@ RESEARCH_RUNNER = (
     "the variants)"
 )
 #: options that left the product models for the research wing (experiments/research.py):
-#: key -> what it reproduces
+#: key -> (the product's behaviour, what another value reproduces)
 RESEARCH_WING_KEYS = {
-    "neg_exclude_heldout": "a leak of the users' validation and test items into the "
-    "negatives, as the official STOSA and PAtt codes",
-    "dpp_ground_set": "PAtt's k-DPP over the whole padded sequence, a leak of future "
-    "items, as the official PAtt normalizer",
+    "neg_exclude_heldout": (
+        False,
+        "a leak of the users' validation and test items into the negatives, as the "
+        "official STOSA and PAtt codes",
+    ),
+    "dpp_ground_set": (
+        "prefix",
+        "PAtt's k-DPP over the whole padded sequence, a leak of future items, as the "
+        "official PAtt normalizer",
+    ),
 }
 
 
@@ -291,10 +297,13 @@ def research_wing_error(key, what):
 
 
 def check_research_wing_keys(config, declared):
-    """A :class:`ConfigError` for a key of :data:`RESEARCH_WING_KEYS` that is set in
-    ``config`` while the model does not declare it (``declared``: its options)."""
-    for key, what in RESEARCH_WING_KEYS.items():
-        if key in config and config[key] is not None and key not in declared:
+    """A :class:`ConfigError` for a key of :data:`RESEARCH_WING_KEYS` that ``config``
+    sets to another value than the product's behaviour while the model does not declare
+    it (``declared``: its options); the product's own value (a checkpoint of an earlier
+    release that recorded ``neg_exclude_heldout: False``) is accepted."""
+    for key, (product, what) in RESEARCH_WING_KEYS.items():
+        value = config[key] if key in config else None
+        if value is not None and value != product and key not in declared:
             raise research_wing_error(key, what)
 
 

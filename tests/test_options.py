@@ -171,3 +171,19 @@ def test_only_the_research_wing_turns_a_leak_on():
             text = f.read()
         for key in RESEARCH_WING_KEYS:  # no product code reads them
             assert f'config["{key}"]' not in text, path
+
+
+def test_the_product_value_of_a_research_wing_key_is_accepted(tiny_config, tmp_path):
+    """A configuration of an earlier release that wrote the product's behaviour out
+    (``neg_exclude_heldout: False``, ``dpp_ground_set: prefix``, e.g. in a checkpoint)
+    still builds; another value is refused."""
+    import pytest
+
+    from recbole_attn.errors import ConfigError
+    from recbole_attn.quick_start import build
+
+    old = {"neg_exclude_heldout": False, "dpp_ground_set": "prefix"}
+    _, net, _, _ = build("PAtt", "tiny", config_dict={**tiny_config, **old})
+    assert net.excluded_heldout() is None and net.dpp_ground_set == "prefix"
+    with pytest.raises(ConfigError, match="dpp_ground_set is a research-only option"):
+        build("PAtt", "tiny", config_dict={**tiny_config, "dpp_ground_set": "sequence"})
