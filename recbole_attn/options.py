@@ -73,9 +73,10 @@ def research_options(model_class):
 
 def load_options(model, config):
     """Set every option the model's class declares as an attribute of ``model``, named as
-    its key, converted (:meth:`Opt.convert`)."""
+    its key, converted (:meth:`Opt.convert`); a key the configuration lacks (an option of
+    a class that ships no yaml: the research wing's) takes its declared default."""
     for key, opt in declared_options(type(model)).items():
-        value = config[key] if key in config else None
+        value = config[key] if key in config else opt.default
         setattr(model, key, opt.convert(value))
 
 

@@ -187,3 +187,14 @@ def test_the_product_value_of_a_research_wing_key_is_accepted(tiny_config, tmp_p
     assert net.excluded_heldout() is None and net.dpp_ground_set == "prefix"
     with pytest.raises(ConfigError, match="dpp_ground_set is a research-only option"):
         build("PAtt", "tiny", config_dict={**tiny_config, "dpp_ground_set": "sequence"})
+
+
+def test_a_research_class_takes_the_default_of_an_option_not_given(tiny_config):
+    """PAtt's research class with only the held-out leak keeps the prefix ground set."""
+    from experiments.research import RESEARCH_MODELS
+    from recbole_attn.quick_start import build
+
+    config = {**tiny_config, "neg_exclude_heldout": True}
+    _, net, _, _ = build(RESEARCH_MODELS["PAtt"], "tiny", config_dict=config)
+    assert net.dpp_ground_set == "prefix" and net.trim_batch is True
+    assert net.excluded_heldout() is not None
