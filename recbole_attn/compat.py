@@ -33,7 +33,6 @@ installs into RecBole, when, and why.
 
 import functools
 import os
-import uuid
 import warnings
 import zipfile
 from collections.abc import Mapping
@@ -376,27 +375,18 @@ def save_checkpoint(state, path):
     leaves a truncated checkpoint behind. Its permissions follow the user's umask, like any
     file the user writes.
     """
+    from recbole_attn.files import write_replacing
+
     state = to_plain(state)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}.pth")
     try:
-        # mode 0o666 before the umask (tempfile.mkstemp would force 0o600)
-        try:
-            with os.fdopen(
-                os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb"
-            ) as f:
-                torch.save(state, f)
-            os.replace(tmp, path)
-        except (OSError, RuntimeError) as err:  # torch's zip writer: RuntimeError
-            reason = getattr(err, "strerror", None) or str(err).splitlines()[0]
-            raise CheckpointError(
-                f"cannot write the checkpoint {path} ({reason}); free space under "
-                f"{directory}, or choose another --checkpoint_dir"
-            ) from None
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        write_replacing(path, lambda f: torch.save(state, f), binary=True)
+    except (OSError, RuntimeError) as err:  # torch's zip writer: RuntimeError
+        reason = getattr(err, "strerror", None) or str(err).splitlines()[0]
+        directory = os.path.dirname(os.path.abspath(path))
+        raise CheckpointError(
+            f"cannot write the checkpoint {path} ({reason}); free space under "
+            f"{directory}, or choose another --checkpoint_dir"
+        ) from None
 
 
 _UNREADABLE = (

@@ -144,6 +144,32 @@ def check_writable_folder(path, key):
         ) from None
 
 
+def write_replacing(path, write, binary=False):
+    """Write ``path`` through ``write(f)`` into a new file beside it, renamed over ``path``
+    when complete: an interrupted write never leaves a truncated file (a checkpoint
+    rewritten every epoch). Permissions follow the user's umask (mode 0o666 before it;
+    ``tempfile.mkstemp`` would force 0o600). ``OSError`` and what ``write`` raises
+    propagate: the caller says what to do. Several files at once, all or nothing, and
+    never over another run's: :func:`write_files`."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(
+        directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp"
+    )
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb" if binary else "w", **_text_mode(binary)) as f:
+            write(f)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _text_mode(binary):
+    return {} if binary else {"encoding": "utf-8"}
+
+
 def write_files(files, what="the output", overwrite=False, remove=(), error=None):
     """Write several files all-or-nothing, never over what another process made.
 
