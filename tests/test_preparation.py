@@ -54,3 +54,26 @@ def test_an_edited_file_is_read_again(tmp_path):
     assert files.read_once(str(path)) == "epochs: 1\n"
     path.write_text("epochs: 20\n")  # another size: another version of the file
     assert files.read_once(str(path)) == "epochs: 20\n"
+
+
+def test_a_failed_replacing_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    import os
+
+    import pytest
+
+    path = tmp_path / "c.pth"
+    files.write_replacing(str(path), lambda f: f.write(b"old"), binary=True)
+
+    def broken(f):
+        f.write(b"half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        files.write_replacing(str(path), broken, binary=True)
+    assert path.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["c.pth"]
+    files.write_replacing(str(path), lambda f: f.write("new"))
+    assert path.read_text() == "new"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
