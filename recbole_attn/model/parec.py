@@ -167,13 +167,13 @@ Paper settings: 2 blocks, full cross-entropy over all items at every position, T
         )
 
     def encode(self, context):
-        hidden = self.item_embedding(context.item_seq)
+        hidden = self.item_embedding(context.item_seq)  # [B, L, d]: F_0 = M[s]
         if self.position_embedding is not None:
             hidden = hidden + self.position_embedding(context.positions)
-        hidden = self.trm_encoder(self.dropout(hidden), context)
+        hidden = self.trm_encoder(self.dropout(hidden), context)  # [B, L, d]: F_L
         if self.feed_forward is not None:
             hidden = self.feed_forward(hidden)
-        return self.LayerNorm(hidden)
+        return self.LayerNorm(hidden)  # eq. 9
 
 
 class FPARec(PARec):

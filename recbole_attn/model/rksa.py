@@ -126,8 +126,11 @@ BCE with one negative per position; evaluation on 100 sampled negatives (uni100)
         self.apply(self._init_weights)
 
     def encode(self, context):
-        item_seq = context.item_seq
+        item_seq = context.item_seq  # [B, L]
+        # [B, L, L]: training co-occurrence counts of every pair (the counting kernel)
         context.features[COUNTS] = self.cooccurrence.block(item_seq)
+        # [B, L]: each item's number of training users (the counting kernel's normalizer)
         context.features[OCCURRENCES] = self.cooccurrence.occurrences(item_seq)
+        # [B, d]: the user embedding, which weighs the kernels mixed into psi
         context.features[USER_EMBEDDING] = self.user_embedding(context.user)
         return self.trm_encoder(self.embed_sequence(context), context)

@@ -293,10 +293,10 @@ items (stosa_preset: official); stosa_preset: paper is the model as the paper wr
     def encode(self, context):
         """Sequence Gaussians ``(mean, cov)``, each ``[B, L, d]`` (``[B, 1, d]`` at
         ``context.query_index``)."""
-        mean = self.mean_item_embedding(context.item_seq)
-        mean = mean + self.mean_position_embedding(context.positions)
-        cov = self.cov_item_embedding(context.item_seq)
-        cov = cov + self.cov_position_embedding(context.positions)
+        mean = self.mean_item_embedding(context.item_seq)  # [B, L, d]: M^mu E
+        mean = mean + self.mean_position_embedding(context.positions)  # + P^mu
+        cov = self.cov_item_embedding(context.item_seq)  # [B, L, d]: M^Sigma E
+        cov = cov + self.cov_position_embedding(context.positions)  # + P^Sigma
         if self.stosa_input == "official":
             mean = F.elu(self.dropout(self.input_layer_norm(mean)))
             cov = elu_plus_one(self.dropout(self.input_layer_norm(cov)))
