@@ -190,9 +190,29 @@ def run_one(study_name, label, seed, args, study=None):
         "parameters": sum(p.numel() for p in net.parameters() if p.requires_grad),
         **({"test_ranks": ranks} if ranks else {}),
         "device": device,
+        # the releases that computed it: another torch build moves the last digits of
+        # some models' metrics (experiments/reproduce: RKSA, PARec and FPARec)
+        "stack": stack_versions(),
         # the best model (the runner's scratch folder; for heatmaps, not kept by the repo)
         "model_file": os.path.abspath(model_file),
     }
+
+
+def stack_versions():
+    """``{package: version}`` of Python and the releases a run's numbers depend on."""
+    import platform
+    from importlib import metadata
+
+    import torch
+
+    # torch's own string names its build (+cpu, +cu132), which the metadata omits
+    out = {"python": platform.python_version(), "torch": torch.__version__}
+    for name in ("numpy", "scipy", "pandas", "recbole"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:  # pragma: no cover
+            out[name] = None
+    return out
 
 
 def test_ranks(config, trainer, test):

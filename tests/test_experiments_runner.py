@@ -61,6 +61,7 @@ def test_rescore_scores_the_best_model_under_other_rankings(tiny_study, tmp_path
             "rescored",
             "valid_curve",
             "test_ranks",
+            "stack",
         }
     assert result["epochs_run"] == 2 and 1 <= result["best_epoch"] <= 2
     full, uni100 = result["rescored"]["full"], result["rescored"]["uni100"]
@@ -174,6 +175,9 @@ def test_a_run_keeps_its_users_ranks_and_they_give_its_metrics(tiny_study):
     result = runner.run_one(name, "SASRec", 2020, args)
     stored = result["test_ranks"]
     assert stored["cap"] == 11 and len(stored["ranks"]) == 60  # users of tiny
+    import torch
+
+    assert result["stack"]["torch"] == torch.__version__  # the build that computed it
     for metric in ("hit@5", "hit@10", "ndcg@5", "ndcg@10"):
         values = reports.user_values(result, metric)
         assert round(sum(values) / len(values), 4) == result["test"][metric], metric
