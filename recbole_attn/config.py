@@ -9,9 +9,7 @@ the fixes below) and the checks of the whole configuration that run before any d
 loaded (:func:`make_config`).
 """
 
-import ast
 import os
-import warnings
 
 import yaml
 from recbole.config import Config

@@ -20,7 +20,6 @@ those declarations come
 Users still pass ``--key=value`` and yaml files exactly as in RecBole.
 """
 
-import os
 import re
 
 import yaml

@@ -35,7 +35,7 @@ from torch.nn.parallel import DistributedDataParallel
 from recbole_attn import distributed
 from recbole_attn.compat import CheckpointError, load_checkpoint, save_checkpoint
 from recbole_attn.evaluator.collector import CategoryCollector
-from recbole_attn.errors import ConfigError, RecboleAttnError, TrainingError
+from recbole_attn.errors import ConfigError, TrainingError
 from recbole_attn.files import claim_file, release_if_empty, run_stem
 from recbole_attn.logs import epoch_lines_on_console
 

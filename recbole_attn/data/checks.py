@@ -25,7 +25,7 @@ from logging import getLogger
 import numpy as np
 import pandas as pd
 
-from recbole_attn.errors import DataError, RecboleAttnError
+from recbole_attn.errors import DataError
 from recbole_attn.files import not_text_message
 
 #: RecBole's feature types (``name:type`` in an atomic file's header)
