@@ -23,7 +23,7 @@ from recbole_attn.data.dataset import AttnSequentialDataset
 from recbole_attn.errors import ConfigError
 from recbole_attn.model import MODELS
 from recbole_attn.model.layers.dpp_score import GROUND_SETS
-from recbole_attn.options import Opt
+from recbole_attn.options import Opt, declared_options
 
 #: attribute of a training split that holds its :func:`heldout_table`
 HELDOUT_ATTR = "_heldout_items"
@@ -164,8 +164,6 @@ RESEARCH_MODELS = {
 
 def research_keys(name):
     """The options the research class of model ``name`` adds to the product's."""
-    from recbole_attn.options import declared_options
-
     product = declared_options(MODELS[name])
     return set(declared_options(RESEARCH_MODELS[name])) - set(product)
 

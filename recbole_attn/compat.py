@@ -47,10 +47,11 @@ from recbole_attn.errors import CheckpointError, RecboleAttnError
 RECBOLE_VERSION = "1.2.1"
 
 #: the private methods of RecBole's classes that recbole_attn's own subclasses override
-#: (its pipeline's: ``AttnConfig``, ``AttnTrainer``, the checked datasets; never installed
-#: into RecBole; the bucketed loader overrides torch's ``DataLoader._index_sampler``): written for :data:`RECBOLE_VERSION`, so the
-#: pipeline refuses another release (:func:`check_recbole_version`); a test checks that
-#: this list is every such override and that RecBole still has each method
+#: (its pipeline's: ``AttnConfig``, ``AttnTrainer``, the checked datasets; never
+#: installed into RecBole; the bucketed loader overrides torch's
+#: ``DataLoader._index_sampler``): written for :data:`RECBOLE_VERSION`, so the pipeline
+#: refuses another release (:func:`check_recbole_version`); a test checks that this list
+#: is every such override and that RecBole still has each method
 PRIVATE_OVERRIDES = {
     "recbole.config.configurator.Config": (
         "_convert_config_dict",
@@ -76,8 +77,6 @@ def check_recbole_version():
     the release recbole_attn's pipeline was written for (its subclasses override
     :data:`PRIVATE_OVERRIDES`, which another release may rename or change)."""
     import recbole
-
-    from recbole_attn.errors import RecboleAttnError
 
     if recbole.__version__ != RECBOLE_VERSION:
         count = sum(len(m) for m in PRIVATE_OVERRIDES.values())

@@ -244,26 +244,31 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     return config
 
 
-def declared_keys(model_class, options=None):
-    """The options the classes of a run of ``model_class`` declare."""
+def declared_of(model_class, options=None):
+    """key -> :class:`~recbole_attn.options.Opt` of every option the classes of a run of
+    ``model_class`` declare (AWRSR: its backbone's too)."""
     from recbole_attn.options import declared_options
 
-    classes = model_classes(model_class, options) + [model_class]
-    return {key for cls in classes for key in declared_options(cls)}
+    merged = {}
+    for cls in model_classes(model_class, options) + [model_class]:
+        merged.update(declared_options(cls))
+    return merged
+
+
+def declared_keys(model_class, options=None):
+    """The options the classes of a run of ``model_class`` declare."""
+    return set(declared_of(model_class, options))
 
 
 def check_no_research_options(model, config_file_list=None, config_dict=None):
     """The product commands' check: a :class:`ConfigError` for a research-only option
     among the user's (files and overrides), naming the research runner."""
-    from recbole_attn.options import research_options
-
     model_class = get_model_class(model)
     config_check.check_yaml_files(config_file_list or [])
     given = user_options(config_file_list, config_dict)
-    for cls in model_classes(model_class, given) + [model_class]:
-        for key, opt in research_options(cls).items():
-            if key in given:
-                raise config_check.research_wing_error(key, opt.research)
+    for key, opt in declared_of(model_class, given).items():
+        if opt.research and key in given:
+            raise config_check.research_wing_error(key, opt.research)
     config_check.check_research_wing_keys(given, set())
 
 

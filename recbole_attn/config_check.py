@@ -65,8 +65,8 @@ def _is_number(value):
 
 class Option:
     """What a configuration key must hold: :meth:`problem` says what it must be, or None.
-    Models declare theirs in ``options`` (name -> Option), checked by
-    :func:`check_model_options` before any data is loaded."""
+    A model's declared options (:class:`~recbole_attn.options.Opt`) carry theirs as
+    ``check``, applied by :func:`check_model_options` before any data is loaded."""
 
     #: the type a yaml comment and the docs name (``(int)``, ``(float)``, ...)
     kind = "str"
@@ -314,7 +314,6 @@ def check_options(config, options):
         value = config[key] if key in config else None
         if value is None:
             continue
-        option = getattr(option, "check", option)  # an options.Opt: its check
         expected = option.problem(value)
         if expected:
             raise ConfigError(
@@ -340,7 +339,8 @@ def check_model_options(model_class, config):
     functions of the config returning a message or None), before any data is loaded."""
     from recbole_attn.options import declared_options
 
-    check_options(config, declared_options(model_class))
+    checks = {key: opt.check for key, opt in declared_options(model_class).items()}
+    check_options(config, checks)
     for cls in reversed(model_class.__mro__):
         for rule in vars(cls).get("option_rules", ()):
             message = rule(config)

@@ -158,16 +158,14 @@ def write_replacing(path, write, binary=False):
     )
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "wb" if binary else "w", **_text_mode(binary)) as f:
+        with (
+            os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")
+        ) as f:
             write(f)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-
-
-def _text_mode(binary):
-    return {} if binary else {"encoding": "utf-8"}
 
 
 def write_files(files, what="the output", overwrite=False, remove=(), error=None):

@@ -103,12 +103,8 @@ def _scalar(value):
         return str(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_scalar(v) for v in value) + "]"
-    if isinstance(value, float):
-        text = yaml.safe_dump(value).splitlines()[0]
-        return text
-    if isinstance(value, str):
-        text = yaml.safe_dump(value, default_style=None).splitlines()[0]
-        return text
+    if isinstance(value, (float, str)):  # as yaml writes them (1.0e-12, quoted strings)
+        return yaml.safe_dump(value).splitlines()[0]
     return str(value)
 
 
@@ -169,13 +165,19 @@ OVERALL_BEGIN = (
 OVERALL_END = "# <<< the options of recbole_attn's base model class\n"
 
 
+def base_entries(base_class):
+    """``[(key, default, comment)]`` of the base class's own options (overall.yaml's
+    block and the docs' shared table)."""
+    return [
+        (key, opt.default, _comment(opt))
+        for key, opt in _own(base_class, "options").items()
+    ]
+
+
 def overall_block(base_class):
     """The lines of ``properties/overall.yaml`` between :data:`OVERALL_BEGIN` and
     :data:`OVERALL_END`: the base class's options."""
-    return "".join(
-        _line(key, opt.default, _comment(opt))
-        for key, opt in _own(base_class, "options").items()
-    )
+    return "".join(_line(*entry) for entry in base_entries(base_class))
 
 
 def _cell(value):

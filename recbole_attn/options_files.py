@@ -18,8 +18,7 @@ import os
 from recbole_attn.options import (
     OVERALL_BEGIN,
     OVERALL_END,
-    _comment,
-    _own,
+    base_entries,
     docs_markers,
     docs_table,
     model_yaml,
@@ -47,11 +46,7 @@ def generated_files(root):
     path = os.path.join(root, "docs", "models.md")
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    base = [
-        (key, opt.default, _comment(opt))
-        for key, opt in _own(AttnSequentialRecommender, "options").items()
-    ]
-    tables = {"base": docs_table(None, base)}
+    tables = {"base": docs_table(None, base_entries(AttnSequentialRecommender))}
     tables.update({name: docs_table(cls) for name, cls in MODELS.items()})
     for name, table in tables.items():
         begin, end = docs_markers(name)
@@ -62,11 +57,9 @@ def generated_files(root):
 
 def main(argv=None):
     """Rewrite the generated files of the checkout this module lies in."""
-    import argparse
+    from recbole_attn.commands import command_parser
 
-    parser = argparse.ArgumentParser(
-        description="rewrite the files generated from the option declarations"
-    )
+    parser = command_parser("python -m recbole_attn.options_files", __doc__)
     parser.add_argument("--check", action="store_true", help="only say which differ")
     args = parser.parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -19,8 +19,7 @@ from recbole.utils import init_seed, set_color
 
 from recbole_attn import distributed
 from recbole_attn.evaluator import validate_dataset
-from recbole_attn.compat import check_recbole_version
-from recbole_attn.compat import CheckpointError, load_checkpoint
+from recbole_attn.compat import CheckpointError, check_recbole_version, load_checkpoint
 from recbole_attn.config import (  # noqa: F401  (re-exported: RecBole's quick_start names)
     AttnConfig,
     available_models,
