@@ -134,34 +134,51 @@ def study_table(study_name, study, runs):
 # ---------------------------------------------------------------------- docs blocks
 
 
-def docs_markers(study_name):
-    """The two lines around a study's table in a page of docs/ (``docs`` option)."""
+def docs_markers(name, what="the table", option="--study"):
+    """The two lines around a generated block in a page of docs/: ``what`` of the report
+    of study (or group, ``option="--group"``) ``name``."""
     return (
-        f"<!-- the table of experiments/{study_name}/report.md, written by "
-        f"{RUNNER} --study={study_name} --report -->",
+        f"<!-- {what} of experiments/{name}/report.md, written by "
+        f"{RUNNER} {option}={name} --report -->",
         "<!-- end of the generated table -->",
     )
 
 
-def with_docs_table(page, study_name, report_text):
-    """``page`` (a docs/ page's text) with the block between the study's markers replaced
-    by the first table of its report; a ValueError if the page lacks the markers."""
-    start, end = docs_markers(study_name)
+def with_docs_block(page, markers, block, name):
+    """``page`` (a docs/ page's text) with the text between ``markers`` replaced by
+    ``block``; a ValueError naming ``name`` if the page lacks the markers."""
+    start, end = markers
     if start not in page or end not in page:
         raise ValueError(
-            f"the page has no block for {study_name}: put the lines {start!r} and "
-            f"{end!r} where its table goes"
+            f"the page has no block for {name}: put the lines {start!r} and {end!r} "
+            "where it goes"
         )
+    head, rest = page.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{block}\n{end}{tail}"
+
+
+def first_table(report_text):
+    """The first markdown table of a report."""
     lines = report_text.splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("|"))
     last = next(
         (i for i in range(first, len(lines)) if not lines[i].startswith("|")),
         len(lines),
     )
-    head, rest = page.split(start, 1)
-    _, tail = rest.split(end, 1)
-    table = "\n".join(lines[first:last])
-    return f"{head}{start}\n{table}\n{end}{tail}"
+    return "\n".join(lines[first:last])
+
+
+def with_docs_table(page, study_name, report_text):
+    """``page`` with the block between the study's markers replaced by the first table
+    of its report; a ValueError if the page lacks the markers."""
+    return with_docs_block(
+        page, docs_markers(study_name), first_table(report_text), study_name
+    )
+
+
+#: the reproduce page's last section as docs/results.md shows it
+GAINS_MARKERS = docs_markers("reproduce", "the section 'Which gains hold'", "--group")
 
 
 def row_labels(study):
@@ -309,6 +326,8 @@ def pr_notes(study_name, study, runs, reproduce):
             per_seed = by_label[label]
             loss = studies.REPRODUCE_LOSS[label]
             same = studies.SAME_LOSS_BASELINE[loss]
+            # the p-values of the reproduce page's table (corrected over its tests)
+            marks = holm_marks(gain_tests(by_label))
             rs = list(per_seed.values())
             rows.append(
                 [
@@ -322,11 +341,13 @@ def pr_notes(study_name, study, runs, reproduce):
                         per_seed,
                         by_label.get(studies.REPRODUCE_BASELINE, {}),
                         "ndcg@10",
-                    ),
+                    )
+                    + marks.get((label, studies.REPRODUCE_BASELINE), ""),
                     (
                         "-"
                         if same == studies.REPRODUCE_BASELINE
                         else f"{_gain(per_seed, by_label.get(same, {}), 'ndcg@10')} ({same})"
+                        + marks.get((label, same), "")
                     ),
                     ", ".join(sorted({r["device"] for r in rs})),
                 ]
@@ -365,7 +386,9 @@ def pr_notes(study_name, study, runs, reproduce):
                 f"{protocol['valid_metric']} (early stop after "
                 f"{protocol['stopping_step']} validations, at most "
                 f"{protocol['epochs']} epochs), mean ± std over seeds, gains paired "
-                "by seed:",
+                "by seed; p: a paired t-test over the test users where the runs kept "
+                "per-user ranks, Holm-corrected over the tests of that dataset's "
+                "table in experiments/reproduce/report.md (* below .05):",
                 "",
                 "| " + " | ".join(header) + " |",
                 "|" + "---|" * len(header),
@@ -471,6 +494,132 @@ def _gain(runs, base, metric):
     return f"{mean:+.1f} ± {statistics.stdev(gains):.1f} %"
 
 
+#: the folder, beside a study's ``runs/``, of the runs a rerun replaced: the reproduce
+#: page compares them with the rerun (which labels give the same numbers, which differ
+#: and why)
+SUPERSEDED = "superseded"
+
+
+def gain_tests(runs):
+    """``{(label, against): p or None}``: the paired t-test over users behind each gain
+    column of a reproduce table (``runs``: {label: {seed: run}}), NDCG@10 against
+    SASRec and against the SASRec of the label's loss (one test where the two are the
+    same); None where a side has no per-user ranks."""
+    baseline = studies.REPRODUCE_BASELINE
+    pvalues = {}
+    for label in studies.REPRODUCE_MODELS:
+        same = studies.SAME_LOSS_BASELINE[studies.REPRODUCE_LOSS[label]]
+        for against in dict.fromkeys((baseline, same)):
+            if label in runs and label != against:
+                pvalues[label, against] = paired_p(
+                    runs[label], runs.get(against, {}), "ndcg@10"
+                )
+    return pvalues
+
+
+def _why_differs(old, new):
+    """What differs between a stored run and its rerun besides the numbers."""
+    reasons = []
+    if old.get("device") != new.get("device"):
+        reasons.append(f"computed on {new.get('device')} (before: {old.get('device')})")
+    if old.get("parameters") != new.get("parameters"):
+        reasons.append(
+            f"{old.get('parameters'):,} -> {new.get('parameters'):,} trainable "
+            "parameters: the model's code changed"
+        )
+    if old.get("stack") != new.get("stack"):
+        torch = (new.get("stack") or {}).get("torch", "not recorded")
+        before = (old.get("stack") or {}).get("torch", "not recorded")
+        reasons.append(f"torch {torch} (before: {before})")
+    return reasons
+
+
+def rerun_lines(runs, superseded):
+    """The lines under a reproduce table that compare its runs with the runs they
+    replaced (``superseded``: a folder of run files; none, no lines): which labels give
+    the replaced numbers to the last digit and, for the others, the NDCG@10 means before
+    and now and what differs between the two computations."""
+    old = _by_label_and_seed(load_runs(superseded))
+    labels = [m for m in studies.REPRODUCE_MODELS if m in old and m in runs]
+    if not labels:
+        return []
+    same, rows = [], []
+    accuracy = set(studies.ACCURACY)
+    for label in labels:
+        seeds = sorted(s for s in old[label] if s in runs[label])
+        pairs = [(old[label][s], runs[label][s]) for s in seeds]
+        differ = [(o, n) for o, n in pairs if o["test"] != n["test"]]
+        if not differ:
+            same.append(label)
+            continue
+        why = []
+        for o, n in differ:
+            why += [w for w in _why_differs(o, n) if w not in why]
+        if not why:
+            why.append("same device and parameters; neither run recorded its releases")
+        metrics = {
+            k for o, n in differ for k in o["test"] if o["test"][k] != n["test"].get(k)
+        }
+        if not metrics & accuracy:
+            why.append(f"only {', '.join(sorted(metrics))} differ (ties among scores)")
+        stopped = sum(o.get("best_epoch") != n.get("best_epoch") for o, n in differ)
+        if stopped:
+            why.append(f"best epoch moved on {stopped} of {len(pairs)} seeds")
+        before = statistics.mean(o["test"]["ndcg@10"] for o, _ in pairs)
+        now = statistics.mean(n["test"]["ndcg@10"] for _, n in pairs)
+        rows.append(
+            f"| {label} | {len(pairs) - len(differ)} of {len(pairs)} | "
+            f"{before:.4f} -> {now:.4f} | {'; '.join(why) or 'not found'} |"
+        )
+    lines = [
+        "",
+        f"Rerun: these runs replaced earlier ones (in `{SUPERSEDED}/` beside `runs/`); "
+        + (
+            f"{', '.join(same)} give the earlier numbers to the last digit."
+            if same
+            else "no label gives the earlier numbers to the last digit."
+        ),
+    ]
+    if rows:
+        lines += [
+            "",
+            "| model | seeds equal | NDCG@10 mean before -> now | what differs |",
+            "|---|---|---|---|",
+            *rows,
+        ]
+    return lines
+
+
+def gains_that_hold(sections):
+    """The list of the reproduce page's last section (docs/results.md shows it too): by
+    dataset, the NDCG@10 gains whose paired test over users holds after Holm's
+    correction over its table, the losses that hold, and the rest (``sections``:
+    (study, runs folder) pairs)."""
+    lines = []
+    for study, folder in sections:
+        runs = _by_label_and_seed(load_runs(folder))
+        adjusted = holm_adjusted(gain_tests(runs))
+        tested = {k: p for k, p in adjusted.items() if p is not None}
+        dataset = study["dataset"]
+        if not tested:
+            lines.append(f"- **{dataset}**: no per-user results, no test.")
+            continue
+        kinds = {"gains that hold": [], "losses that hold": [], "not significant": []}
+        for (label, against), p in tested.items():
+            gain = _gain(runs[label], runs[against], "ndcg@10")
+            text = f"{label} vs {against} {gain} (p {_p_text(p)})"
+            if p >= 0.05:
+                kinds["not significant"].append(text)
+            elif gain.startswith("+"):
+                kinds["gains that hold"].append(text)
+            else:
+                kinds["losses that hold"].append(text)
+        lines.append(f"- **{dataset}** ({len(tested)} tests):")
+        for kind, items in kinds.items():
+            lines.append(f"  - {kind}: {'; '.join(items) or 'none'}.")
+    return lines
+
+
 def dataset_table(study, folder):
     """The markdown section of one reproduce study (its runs in ``folder``), and the
     per-model means for the charts."""
@@ -496,16 +645,7 @@ def dataset_table(study, folder):
     lines.append("|" + "---|" * len(header))
     # both gain columns: a paired t-test over users where the runs have per-user ranks,
     # Holm-corrected over every test in this table
-    pvalues = {}
-    for label in studies.REPRODUCE_MODELS:
-        same = studies.SAME_LOSS_BASELINE[loss[label]] if label in loss else None
-        for key, against in (("base", baseline), ("same", same)):
-            if key == "same" and against == baseline:
-                continue  # the same test as the first column's
-            if label in runs and against and label != against:
-                pvalues[label, key] = paired_p(
-                    runs[label], runs.get(against, {}), "ndcg@10"
-                )
+    pvalues = gain_tests(runs)
     marks = holm_marks(pvalues)
     tested = sum(p is not None for p in pvalues.values())
     means = {}
@@ -519,14 +659,14 @@ def dataset_table(study, folder):
         cells.append(
             "baseline"
             if label == baseline
-            else _gain(per_seed, base, "ndcg@10") + marks.get((label, "base"), "")
+            else _gain(per_seed, base, "ndcg@10") + marks.get((label, baseline), "")
         )
         same = studies.SAME_LOSS_BASELINE[loss[label]]
         cells.append(
             "baseline"
             if label == same or (label == baseline)
             else f"{_gain(per_seed, runs.get(same, {}), 'ndcg@10')} (vs {same})"
-            + marks.get((label, "same" if same != baseline else "base"), "")
+            + marks.get((label, same), "")
         )
         epoch = statistics.median(r["seconds_per_epoch"] for r in rs)
         cells.append(f"{epoch / base_epoch:.2f}" if base_epoch else "-")
@@ -558,14 +698,19 @@ def dataset_table(study, folder):
     ]
     without = [label for label in studies.REPRODUCE_MODELS if label in runs]
     without = [label for label in without if label not in with_ranks]
-    if without:
-        lines += [
-            "",
-            "Per-user results (every test user's rank of the target, which the paired "
-            f"tests need): {len(with_ranks)} of {len(with_ranks) + len(without)} rows"
+    lines += [
+        "",
+        "Per-user results (every test user's rank of the target, which the paired "
+        "tests need): "
+        + (
+            f"all {len(with_ranks)} rows."
+            if not without
+            else f"{len(with_ranks)} of {len(with_ranks) + len(without)} rows"
             + (f" ({', '.join(with_ranks)})" if with_ranks else "")
-            + f"; without them (run before the runner kept them): {', '.join(without)}.",
-        ]
+            + f"; without them (run before the runner kept them): {', '.join(without)}."
+        ),
+    ]
+    lines += rerun_lines(runs, os.path.join(os.path.dirname(folder), SUPERSEDED))
     skipped = study.get("skipped", [])
     if skipped:
         lines += [
@@ -694,6 +839,15 @@ def reproduce_page(sections, output, quick=False):
         for path in plots(all_means, output):
             text.append(f"![{os.path.basename(path)}]({os.path.basename(path)})")
             text.append("")
+    text += [
+        "## Which gains hold",
+        "",
+        "From the gain columns above: a difference holds when its paired t-test over "
+        "the test users, Holm-corrected over its table's tests, is below .05.",
+        "",
+        *gains_that_hold(sections),
+        "",
+    ]
     return "\n".join(text)
 
 
@@ -889,19 +1043,23 @@ def paired_p(runs, base, metric):
     return float(stats.ttest_rel(sides[0], sides[1]).pvalue)
 
 
-def holm_marks(pvalues, alpha=0.05):
-    """``{key: text}`` for ``{key: p or None}``: Holm-corrected across the keys that
-    have a p-value, ``p .003*`` (``*``: below ``alpha``); ``""`` without one."""
+def holm_adjusted(pvalues):
+    """``{key: p or None}`` with every p Holm-adjusted across the keys that have one."""
     from recbole_attn.compare import holm
 
     keys = [k for k, p in pvalues.items() if p is not None]
     adjusted = dict(zip(keys, holm([pvalues[k] for k in keys])))
-    out = {}
-    for key in pvalues:
-        if key not in adjusted:
-            out[key] = ""
-            continue
-        p = adjusted[key]
-        text = f"{p:.3f}".lstrip("0") if p >= 0.001 else "<.001"
-        out[key] = f" (p {text}{'*' if p < alpha else ''})"
-    return out
+    return {key: adjusted.get(key) for key in pvalues}
+
+
+def _p_text(p):
+    return f"{p:.3f}".lstrip("0") if p >= 0.001 else "<.001"
+
+
+def holm_marks(pvalues, alpha=0.05):
+    """``{key: text}`` for ``{key: p or None}``: Holm-corrected across the keys that
+    have a p-value, ``p .003*`` (``*``: below ``alpha``); ``""`` without one."""
+    return {
+        key: "" if p is None else f" (p {_p_text(p)}{'*' if p < alpha else ''})"
+        for key, p in holm_adjusted(pvalues).items()
+    }

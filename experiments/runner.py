@@ -317,7 +317,12 @@ def report(study_name, root=HERE, study=None):
     if study.get("pr_notes"):
         write_pr_notes(study_name, study, runs, root)
     if study.get("docs") and os.path.abspath(root) == HERE:
-        write_docs_table(study_name, study["docs"], text)
+        write_docs_block(
+            study["docs"],
+            reports.docs_markers(study_name),
+            reports.first_table(text),
+            study_name,
+        )
     return text
 
 
@@ -330,12 +335,17 @@ def budget_studies(root=HERE):
     }
 
 
-def write_docs_table(study_name, page, text):
-    """Put the study's table into its block of the docs page ``page`` (relative to the
-    repository root): docs show the generated table, never a typed copy."""
+#: the page of conclusions, which shows the reproduce group's "Which gains hold"
+RESULTS_PAGE = "docs/results.md"
+
+
+def write_docs_block(page, markers, block, name):
+    """Put ``block`` between ``markers`` in the docs page ``page`` (relative to the
+    repository root; ``name``: what the block shows, for the error of a page without
+    the markers): docs show generated text, never a typed copy."""
     path = os.path.join(os.path.dirname(HERE), page)
     with open(path) as f:
-        updated = reports.with_docs_table(f.read(), study_name, text)
+        updated = reports.with_docs_block(f.read(), markers, block, name)
     with open(path, "w") as f:
         f.write(updated)
 
@@ -371,6 +381,13 @@ def group_report(group_name, root=HERE, names=None, quick=False):
     path = os.path.join(output, "report.md")
     with open(path, "w") as f:
         f.write(text)
+    if not quick and os.path.abspath(root) == HERE:
+        write_docs_block(
+            RESULTS_PAGE,
+            reports.GAINS_MARKERS,
+            "\n".join(reports.gains_that_hold(sections)),
+            group_name,
+        )
     return path
 
 

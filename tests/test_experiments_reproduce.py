@@ -4,6 +4,7 @@ charts (the real runs are too slow for CI); the table's gains and notes; the pag
 every dataset."""
 
 import json
+import math
 import struct
 
 import pytest
@@ -178,3 +179,92 @@ def test_gain_columns_carry_a_paired_test_over_users_where_runs_have_ranks(tmp_p
         path.write_text(json.dumps(run))
     text, _ = reports.dataset_table(study, str(folder))
     assert "(p " not in text and "Holm" not in text
+
+
+def _write_run(folder, label, seed, ranks=None, **fields):
+    run = {
+        "label": label,
+        "seed": seed,
+        "seconds_per_epoch": 1.0,
+        "device": "CPU (1 threads)",
+        "parameters": 100,
+        "best_epoch": 5,
+        "test": {"ndcg@10": 0.1, "recall@10": 0.2, "cc@10": 0.5},
+        **fields,
+    }
+    if ranks is not None:
+        run["test_ranks"] = {"cap": 11, "data": {"fingerprint": "f"}, "ranks": ranks}
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{label.replace(' ', '_')}__seed{seed}.json"
+    path.write_text(json.dumps(run))
+
+
+def test_rerun_lines_say_which_labels_kept_their_numbers_and_why_others_moved(tmp_path):
+    """A rerun beside its superseded runs: equal labels are named, each other label has
+    a row with its NDCG@10 means before and now and what differs (device, parameters,
+    torch, only a diversity metric, the best epoch)."""
+    new, old = tmp_path / "runs", tmp_path / reports.SUPERSEDED
+    for seed in (2020, 2021):
+        for folder in (new, old):
+            _write_run(folder, "SASRec", seed)  # equal
+        _write_run(old, "PARec", seed)
+        _write_run(
+            new,
+            "PARec",
+            seed,
+            device="GPU (H100)",
+            test={"ndcg@10": 0.1 + seed % 2 / 10, "recall@10": 0.2, "cc@10": 0.5},
+            best_epoch=5 + seed % 2,
+            stack={"torch": "2.11.0"},
+        )
+        _write_run(old, "STOSA", seed, parameters=120)
+        _write_run(new, "STOSA", seed, test={"ndcg@10": 0.3})
+        _write_run(old, "RKSA", seed)
+        _write_run(
+            new, "RKSA", seed, test={"ndcg@10": 0.1, "recall@10": 0.2, "cc@10": 0.51}
+        )
+    runs = reports._by_label_and_seed(reports.load_runs(str(new)))
+    lines = reports.rerun_lines(runs, str(old))
+    assert "SASRec give the earlier numbers to the last digit." in lines[1]
+    rows = {line.split("|")[1].strip(): line for line in lines if line.startswith("| ")}
+    assert set(rows) == {"model", "PARec", "STOSA", "RKSA"}
+    assert "| 1 of 2 | 0.1000 -> 0.1500 |" in rows["PARec"]
+    assert "computed on GPU (H100) (before: CPU (1 threads))" in rows["PARec"]
+    assert "torch 2.11.0 (before: not recorded)" in rows["PARec"]
+    assert "best epoch moved on 1 of 2 seeds" in rows["PARec"]
+    assert "| 0 of 2 | 0.1000 -> 0.3000 |" in rows["STOSA"]
+    assert "120 -> 100 trainable parameters" in rows["STOSA"]
+    assert "only cc@10 differ" in rows["RKSA"]
+    assert reports.rerun_lines(runs, str(tmp_path / "none")) == []
+
+
+def test_gains_that_hold_sorts_each_test_by_its_holm_corrected_p(tmp_path):
+    """The page's last section, from per-user ranks: a clear gain holds, a clear loss
+    holds, a coin flip does not; a dataset without ranks says it has no test."""
+    import random
+
+    rng = random.Random(1)
+    study = studies.reproduce_study("quick", categories=False, quick=True)
+    folder = tmp_path / "runs"
+    base = [rng.randint(1, 11) for _ in range(300)]
+    shifted = {
+        "SASRec": base,
+        "PARec": [max(1, r - 3) for r in base],  # better for most users
+        "FPARec": [min(11, r + 3) for r in base],  # worse
+        "RKSA (CE)": [r if rng.random() < 0.5 else rng.randint(1, 11) for r in base],
+    }
+    for label, ranks in shifted.items():
+        for seed in (2020, 2021):
+            ndcg = sum(1 / math.log2(r + 1) for r in ranks if r <= 10)
+            _write_run(folder, label, seed, ranks, test={"ndcg@10": ndcg / len(ranks)})
+    other = dict(study, dataset="other")
+    lines = reports.gains_that_hold([(study, str(folder)), (other, str(tmp_path))])
+    text = "\n".join(lines)
+    assert "- **quick** (3 tests):" in text
+    holds = next(l for l in lines if l.startswith("  - gains that hold"))
+    loses = next(l for l in lines if l.startswith("  - losses that hold"))
+    rest = next(l for l in lines if l.startswith("  - not significant"))
+    assert "PARec vs SASRec +" in holds and "FPARec" not in holds
+    assert "FPARec vs SASRec -" in loses
+    assert "RKSA (CE) vs SASRec" in rest
+    assert "- **other**: no per-user results, no test." in text

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from experiments import reports, runner, studies
-from recbole_attn.config import model_yaml_files, properties_dir
+from recbole_attn.config import model_classes, model_yaml_files, properties_dir
 from recbole_attn.config_check import yaml_keys
 from recbole_attn.model import MODELS
 from recbole_attn.quick_start import build
@@ -156,8 +156,10 @@ def test_stored_runs_were_made_with_todays_defaults():
                 **study["protocol"],
                 **overrides,
             }
-            # options left to a preset (~) have the preset's value
-            for cls in reversed(MODELS[model].__mro__) if model in MODELS else ():
+            # options left to a preset (~) have the preset's value (AWRSR: its
+            # backbone's presets too)
+            classes = model_classes(MODELS[model], want) if model in MODELS else []
+            for cls in (c for m in classes for c in reversed(m.__mro__)):
                 for key, table in vars(cls).get("presets", {}).items():
                     for option, value in table.get(want.get(key), {}).items():
                         if want.get(option) is None:
@@ -211,6 +213,21 @@ def test_docs_show_the_generated_table(name):
     with open(os.path.join(os.path.dirname(runner.HERE), study["docs"])) as f:
         page = f.read()
     assert reports.with_docs_table(page, name, text) == page
+
+
+def test_results_page_shows_the_generated_gains_that_hold():
+    """docs/results.md's "Which gains hold" list is the reproduce page's, as the runner
+    writes it from the stored runs."""
+    sections = [
+        (studies.STUDIES[name], runner.runs_folder(runner.HERE, name))
+        for name in studies.GROUPS["reproduce"]["studies"]
+    ]
+    block = "\n".join(reports.gains_that_hold(sections))
+    path = os.path.join(os.path.dirname(runner.HERE), runner.RESULTS_PAGE)
+    with open(path) as f:
+        page = f.read()
+    assert reports.GAINS_MARKERS[0] in page
+    assert reports.with_docs_block(page, reports.GAINS_MARKERS, block, "g") == page
 
 
 def test_docs_table_block():
