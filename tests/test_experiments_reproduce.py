@@ -234,7 +234,7 @@ def test_rerun_lines_say_which_labels_kept_their_numbers_and_why_others_moved(tm
     assert "best epoch moved on 1 of 2 seeds" in rows["PARec"]
     assert "| 0 of 2 | 0.1000 -> 0.3000 |" in rows["STOSA"]
     assert "120 -> 100 trainable parameters" in rows["STOSA"]
-    assert "only cc@10 differ" in rows["RKSA"]
+    assert "only cc@10 differs: accuracy is equal" in rows["RKSA"]
     assert reports.rerun_lines(runs, str(tmp_path / "none")) == []
 
 
