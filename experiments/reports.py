@@ -317,17 +317,20 @@ def pr_notes(study_name, study, runs, reproduce):
         results.setdefault(r["label"], []).append(r)
     protocol = studies.REPRODUCE_PROTOCOL
     notes = {}
+    # each dataset's runs by label, and the p-values of its reproduce table (corrected
+    # over that table's tests), once for every exported label
+    tables = {}
+    for dataset, dataset_runs in reproduce.items():
+        by_label = _by_label_and_seed(dataset_runs)
+        tables[dataset] = by_label, holm_marks(gain_tests(by_label))
     for label, model in studies.EXPORTED.items():
         rows = []
-        for dataset, dataset_runs in reproduce.items():
-            by_label = _by_label_and_seed(dataset_runs)
+        for dataset, (by_label, marks) in tables.items():
             if label not in by_label:
                 continue
             per_seed = by_label[label]
             loss = studies.REPRODUCE_LOSS[label]
             same = studies.SAME_LOSS_BASELINE[loss]
-            # the p-values of the reproduce page's table (corrected over its tests)
-            marks = holm_marks(gain_tests(by_label))
             rs = list(per_seed.values())
             rows.append(
                 [
@@ -817,9 +820,11 @@ def plots(all_means, output):
     return paths
 
 
-def reproduce_page(sections, output, quick=False):
+def reproduce_page(sections, output, quick=False, gains=None):
     """The reproduce group's page: ``sections`` is a list of (study, runs folder), one
-    per dataset; the two charts are written into ``output`` beside the page."""
+    per dataset; the two charts are written into ``output`` beside the page. ``gains``:
+    the lines of :func:`gains_that_hold` of these sections, where the caller has them.
+    """
     text = [
         "# All mechanisms under one protocol",
         "",
@@ -855,7 +860,7 @@ def reproduce_page(sections, output, quick=False):
         "From the gain columns above: a difference holds when its paired t-test over "
         "the test users, Holm-corrected over its table's tests, is below .05.",
         "",
-        *gains_that_hold(sections),
+        *(gains if gains is not None else gains_that_hold(sections)),
         "",
     ]
     return "\n".join(text)

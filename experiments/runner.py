@@ -377,16 +377,14 @@ def group_report(group_name, root=HERE, names=None, quick=False):
     sections = [(_study(name, quick), runs_folder(root, name)) for name in names]
     output = os.path.join(root, group_name)
     os.makedirs(output, exist_ok=True)
-    text = reports.reproduce_page(sections, output, quick=quick)
+    gains = reports.gains_that_hold(sections)
+    text = reports.reproduce_page(sections, output, quick=quick, gains=gains)
     path = os.path.join(output, "report.md")
     with open(path, "w") as f:
         f.write(text)
     if not quick and os.path.abspath(root) == HERE:
         write_docs_block(
-            RESULTS_PAGE,
-            reports.GAINS_MARKERS,
-            "\n".join(reports.gains_that_hold(sections)),
-            group_name,
+            RESULTS_PAGE, reports.GAINS_MARKERS, "\n".join(gains), group_name
         )
     return path
 
