@@ -18,8 +18,8 @@ import time
 
 import torch
 
-from recbole_attn.data.cooccurrence import CooccurrenceTable, cooccurrence_matrix
 from recbole_attn.data.histories import TrainingHistories
+from recbole_attn.model.rksa import CooccurrenceTable
 
 #: experiments/ (the table goes to its rksa_cooccurrence/ folder)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,17 +51,18 @@ def histories(rows, copies, n_items):
 def measure(rows, copies, n_items):
     h = histories(rows, copies, n_items)
     start = time.perf_counter()
-    matrix = cooccurrence_matrix(h, copies * n_items + 1)
-    table = CooccurrenceTable(matrix)
+    users = torch.repeat_interleave(h.users, h.lengths).numpy()
+    table = CooccurrenceTable(users, h.items.numpy(), copies * n_items + 1)
     seconds = time.perf_counter() - start
     v = copies * n_items + 1
+    table_bytes = sum(b.numel() * b.element_size() for b in table.buffers())
     return {
         "users": len(h.users),
         "items": v - 1,
         "interactions": int(h.items.numel()),
-        "nnz": int(matrix.nnz),
+        "nnz": int(table.keys.numel()),
         "seconds": seconds,
-        "table MB": table.memory_bytes() / 2**20,
+        "table MB": table_bytes / 2**20,
         "dense MB": 4 * v * v / 2**20,
     }
 

@@ -411,7 +411,7 @@ def groups_of(study_name):
 def plan(names, args, root, quick=False):
     """The jobs of the runs not done yet: (study, definition, label, seed, args,
     folder)."""
-    from recbole_attn.model import MODELS as MODEL_CLASSES
+    from recbole_attn.models import MODELS as MODEL_CLASSES
     from recbole_attn.quick_start import has_categories
 
     jobs = []

@@ -558,7 +558,7 @@ def reproduce_name(dataset):
 def reproduce_study(dataset, categories, quick=False):
     """The reproduce group's study of one dataset. Without item ``categories`` the
     diversity metrics and the models that read categories are left out (``skipped``)."""
-    from recbole_attn.model import MODELS as MODEL_CLASSES
+    from recbole_attn.models import MODELS as MODEL_CLASSES
 
     protocol = dict(REPRODUCE_PROTOCOL if categories else REPRODUCE_ACCURACY_PROTOCOL)
     columns = ACCURACY + DIVERSITY if categories else list(ACCURACY)

@@ -27,7 +27,8 @@ from recbole_attn.errors import (
     RecboleAttnError,
     UnknownModelError,
 )
-from recbole_attn.model import MODELS, AttnSequentialRecommender
+from recbole_attn.models import MODELS
+from recbole_attn.sequential.recommender import AttnSequentialRecommender
 from recbole_attn.values import convert_value  # noqa: F401  (re-exported)
 
 PROPERTIES_DIR = os.path.join(
@@ -238,7 +239,6 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     config_check.check_research_wing_keys(config, declared_keys(model_class, config))
     for cls in model_classes(model_class, config):
         config_check.check_model_options(cls, config)
-        config_check.apply_presets(cls, config)
     check_grouping(config)
     check_no_pickles(config)
     return config

@@ -273,8 +273,19 @@ RESEARCH_RUNNER = (
     "python -m experiments.runner (a source checkout; experiments/studies.py declares "
     "the variants)"
 )
+
+
+def stosa_preset_form(config, form):
+    """The value ``stosa_preset`` gives STOSA's ``form`` (``recbole_attn.model.stosa.
+    PRESETS``, spelled here so that the check imports no torch): every form the preset's
+    name, but the paper's initialization, RecBole's."""
+    preset = config["stosa_preset"] if "stosa_preset" in config else "official"
+    return "recbole" if (form, preset) == ("init", "paper") else preset
+
+
 #: options that left the product models for the research wing (experiments/research.py):
-#: key -> (the product's behaviour, what another value reproduces)
+#: key -> (the product's behaviour, or a function of the configuration giving it; what
+#: another value reproduces or measures)
 RESEARCH_WING_KEYS = {
     "neg_exclude_heldout": (
         False,
@@ -286,6 +297,20 @@ RESEARCH_WING_KEYS = {
         "PAtt's k-DPP over the whole padded sequence, a leak of future items, as the "
         "official PAtt normalizer",
     ),
+    "trim_batch": (True, "full-length batches, which measure what trimming saves"),
+    "dpp_row_normalize": (True, "PAtt's raw weights D = exp(-lambda P) of the paper"),
+    "dpp_diagonal": ("kernel", "PAtt's self weight D_tt = 1 of the paper"),
+    "dpp_sampler": ("squared", "PAtt's linear Sampler S = M W of the paper"),
+    "add_position_embedding": (False, "PARec's input position embedding, official"),
+    "ffn_placement": ("block", "PARec's one FFN after all blocks, official"),
+    **{
+        f"stosa_{form}": (
+            lambda config, form=form: stosa_preset_form(config, form),
+            "one form of a STOSA preset alone, an ablation between the paper and the "
+            "official code (stosa_preset: paper or official sets all four)",
+        )
+        for form in ("layer_means", "input", "ffn", "init")
+    },
 }
 
 
@@ -303,6 +328,8 @@ def check_research_wing_keys(config, declared):
     release that recorded ``neg_exclude_heldout: False``) is accepted."""
     for key, (product, what) in RESEARCH_WING_KEYS.items():
         value = config[key] if key in config else None
+        if callable(product):
+            product = product(config)
         if value is not None and value != product and key not in declared:
             raise research_wing_error(key, what)
 
@@ -320,17 +347,6 @@ def check_options(config, options):
                 f"{key} must be {expected}, got {value!r} (set --{key}=... or {key}: "
                 "in a config file)"
             )
-
-
-def apply_presets(model_class, config):
-    """A model's presets (``presets``: preset key -> {preset name -> {option: value}}):
-    every option of the chosen preset that the configuration leaves unset (``~``) gets the
-    preset's value; an option given explicitly wins."""
-    for cls in reversed(model_class.__mro__):
-        for key, table in vars(cls).get("presets", {}).items():
-            for option, value in table.get(config[key], {}).items():
-                if config[option] is None:
-                    config[option] = value
 
 
 def check_model_options(model_class, config):

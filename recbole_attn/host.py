@@ -60,7 +60,7 @@ inside ``recbole.model``, yaml files only inside its own tree):
 * ``Config`` loads, for our models, the model keys of our ``overall.yaml`` that RecBole's
   files lack and the model's yaml files (after RecBole's own, so that a model's
   ``MAX_ITEM_LIST_LENGTH`` is not replaced by a dataset's default; evaluation settings
-  stay RecBole's and the user's), checks the model's options and applies its presets.
+  stay RecBole's and the user's), checks the model's options.
 * ``load_data_and_model`` on a recbole_attn checkpoint rebuilds it as ``recbole-attn``
   does.
 * CC, ILD and F1 are registered in RecBole's metric registry, and RecBole's
@@ -399,7 +399,7 @@ def _checkpoints():
 
 # ---------------------------------------------------------------------- our models
 def _ours(name):
-    from recbole_attn.model import MODELS
+    from recbole_attn.models import MODELS
 
     return MODELS.get(name) if isinstance(name, str) else None
 
@@ -517,8 +517,8 @@ def _plugin_models():
 
 
 def _configure_plugin_model(config):
-    """After RecBole's ``Config`` of one of our models: its options checked, its presets
-    applied, and its dataset class where RecBole's ``create_dataset`` looks for
+    """After RecBole's ``Config`` of one of our models: its options checked and its dataset
+    class where RecBole's ``create_dataset`` looks for
     ``recbole.data.dataset.<Model>Dataset``."""
     import recbole.data.dataset as recbole_datasets
 
@@ -528,7 +528,6 @@ def _configure_plugin_model(config):
 
     for cls in model_classes(config.model_class, config):
         config_check.check_model_options(cls, config)
-        config_check.apply_presets(cls, config)
     name = f"{config.model}Dataset"
     if getattr(recbole_datasets, name, AttnSequentialDataset) is AttnSequentialDataset:
         setattr(recbole_datasets, name, AttnSequentialDataset)

@@ -63,10 +63,10 @@ def estimate(config, n_items, n_interactions, own_model, n_users=None, longest=N
     """``(bytes, parts)``: the lower bound of a training step's and an evaluation
     batch's memory, and ``{part: bytes}`` of what it counts (module docstring).
     ``longest``: the longest user history (our models cut a batch to its longest
-    sequence, ``trim_batch``; RecBole's pad every sequence to MAX_ITEM_LIST_LENGTH)."""
+    sequence; RecBole's pad every sequence to MAX_ITEM_LIST_LENGTH)."""
     parts = {}
     T = _value(config, "MAX_ITEM_LIST_LENGTH")
-    if T and longest and own_model and _value(config, "trim_batch"):
+    if T and longest and own_model:
         T = min(int(T), int(longest))
     layers, heads = _value(config, "n_layers"), _value(config, "n_heads")
     # a training batch holds sequences: one per user (all_position), else one per
@@ -98,7 +98,7 @@ def check_memory(config, dataset, model_class, available=None, training=True):
     """A :class:`ConfigError` with the numbers when the run cannot fit the memory
     available on its device (``available``: bytes, default :func:`available_bytes`);
     without ``training`` (a loaded checkpoint) only the evaluation counts."""
-    from recbole_attn.model import MODELS
+    from recbole_attn.models import MODELS
 
     available = available_bytes(config["device"]) if available is None else available
     if not available:

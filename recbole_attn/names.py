@@ -4,7 +4,7 @@ recbole_attn.names
 
 Model names, known without importing torch or RecBole, so that the command line answers
 ``--help``, a misspelled model and other argument errors at once: ours
-(:data:`MODEL_NAMES`, the keys of :data:`recbole_attn.model.MODELS`, which a test keeps
+(:data:`MODEL_NAMES`, the keys of :data:`recbole_attn.models.MODELS`, which a test keeps
 equal) and RecBole's, read from the ``__init__.py`` files of ``recbole.model``'s
 subpackages (the classes RecBole's ``get_model`` finds).
 """
@@ -14,7 +14,7 @@ import importlib.util
 import os
 import re
 
-#: our models, in the order of :data:`recbole_attn.model.MODELS`
+#: our models, in the order of :data:`recbole_attn.models.MODELS`
 MODEL_NAMES = (
     "STOSA",
     "SASRecAP",

@@ -70,11 +70,13 @@ def research_options(model_class):
     return {k: o for k, o in declared_options(model_class).items() if o.research}
 
 
-def load_options(model, config):
-    """Set every option the model's class declares as an attribute of ``model``, named as
-    its key, converted (:meth:`Opt.convert`); a key the configuration lacks (an option of
-    a class that ships no yaml: the research wing's) takes its declared default."""
-    for key, opt in declared_options(type(model)).items():
+def load_options(model, config, cls=None):
+    """Set every option the model's class declares (with ``cls``: the options ``cls``
+    itself declares) as an attribute of ``model``, named as its key, converted
+    (:meth:`Opt.convert`); a key the configuration lacks (an option of a class that
+    ships no yaml: the research wing's) takes its declared default."""
+    declared = _own(cls, "options") if cls else declared_options(type(model))
+    for key, opt in declared.items():
         value = config[key] if key in config else opt.default
         setattr(model, key, opt.convert(value))
 

@@ -30,8 +30,8 @@ from recbole_attn.options import (
 def generated_files(root):
     """path -> text of every file generated from the declarations, under the checkout
     ``root``: the models' yaml, overall.yaml and docs/models.md."""
-    from recbole_attn.model import MODELS
-    from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
+    from recbole_attn.models import MODELS
+    from recbole_attn.sequential.recommender import AttnSequentialRecommender
 
     out = {}
     props = os.path.join(root, "properties")

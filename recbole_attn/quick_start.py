@@ -60,7 +60,7 @@ from recbole_attn.logs import (  # noqa: F401  (re-exported)
     quiet_logging,
     show_progress,
 )
-from recbole_attn.model import AttnSequentialRecommender
+from recbole_attn.sequential.recommender import AttnSequentialRecommender
 from recbole_attn.trainer import CHECKPOINT_FORMAT, AttnTrainer, data_signature
 
 
@@ -113,19 +113,35 @@ def check_recbole_negatives(config, model_class):
     """RecBole's own models that train on sampled negatives (pairwise models such as
     BPR, and its sequential models with ``loss_type: BPR``) need RecBole's sampler, which
     our defaults switch off (our models sample inside the model): say how to switch it on
-    instead of RecBole's ``KeyError: 'neg_item_id'`` after loading the data."""
+    instead of RecBole's ``KeyError: 'neg_item_id'`` after loading the data. Our models
+    train on RecBole's negatives only the way RecBole trains their model files: on its
+    prefix samples, with the loss of the model file."""
     from recbole.utils import InputType, ModelType
 
+    sampling = (config["train_neg_sample_args"] or {}).get("distribution", "none")
+    name = model_class.__name__
     if issubclass(model_class, AttnSequentialRecommender):
+        losses = getattr(model_class, "recbole_loss_types", ())
+        sampled = [loss for loss in losses if loss != "CE"]
+        if sampling == "none":
+            return
+        if config["training_mode"] != "last_position" or config["loss_type"] not in (
+            sampled
+        ):
+            raise ConfigError(
+                f"train_neg_sample_args: RecBole's sampler draws the negatives {name} "
+                "trains on RecBole's way only (training_mode: last_position, loss_type: "
+                f"{' or '.join(sampled) or 'none'}); otherwise {name} draws its own "
+                "(neg_sample_num): remove train_neg_sample_args"
+            )
         return
     pairwise = getattr(model_class, "input_type", None) == InputType.PAIRWISE
     sequential_bpr = (
         config["MODEL_TYPE"] == ModelType.SEQUENTIAL and config["loss_type"] == "BPR"
     )
-    sampling = (config["train_neg_sample_args"] or {}).get("distribution", "none")
     if (pairwise or sequential_bpr) and sampling == "none":
         raise ConfigError(
-            f"{model_class.__name__} trains on negatives from RecBole's sampler, which "
+            f"{name} trains on negatives from RecBole's sampler, which "
             "recbole_attn's defaults switch off; set --train_neg_sample_args=\"{"
             "'distribution': 'uniform', 'sample_num': 1}\""
         )

@@ -8,9 +8,18 @@ import torch
 
 from conftest import raw_sequences
 from recbole_attn.data.histories import training_histories
-from recbole_attn.model import DPAtt, PAtt
-from recbole_attn.model.layers import DotProductScore, position_ids
+from types import SimpleNamespace
+
+from recbole_attn.model.stosa import STOSA
+from recbole_attn.models import DPAtt, PAtt
 from recbole_attn.quick_start import build, config_files
+from recbole_attn.sequential.recommender import AuxLoss
+
+
+def position_ids(lengths, length, max_length, alignment):
+    """A model file's position ids (every model file computes them alike)."""
+    model = SimpleNamespace(position_alignment=alignment, max_seq_length=max_length)
+    return STOSA.position_ids(model, lengths, length)
 
 
 def _build(model, config):
@@ -83,21 +92,13 @@ def test_training_histories_hold_every_training_item_and_nothing_held_out(
     assert row.tolist() == want.tolist()
 
 
-def test_layers_add_sequence_level_loss_terms(tiny_config):
-    """A score module can add an auxiliary loss term (a mean and the number of terms it
-    averages); calculate_loss returns it. Appending a bare value is an error."""
-
-    class ScoreWithLoss(DotProductScore):
-        def forward(self, query, key, context, rows=None, inputs=None):
-            context.add_aux_loss(query.new_tensor(1.5), query.size(0))
-            with pytest.raises(TypeError, match="add_aux_loss"):
-                context.aux_losses.append(query.new_tensor(1.5))
-            return super().forward(query, key, context, rows)
-
+def test_models_add_sequence_level_loss_terms(tiny_config, monkeypatch):
+    """A model's auxiliary loss term (a mean and the number of terms it averages, RKSA's
+    listwise loss) comes after the position losses in calculate_loss."""
     _, net, _, (train, _, _) = _build("SASRecAP", tiny_config)
     batch = next(iter(train))
     plain = net.calculate_loss(batch)
-    net.trm_encoder.layer[0].multi_head_attention.score = ScoreWithLoss()
+    monkeypatch.setattr(net, "aux_terms", lambda: [AuxLoss(torch.tensor(1.5), 3)])
     losses = net.calculate_loss(batch)
     assert isinstance(losses, tuple) and len(losses) == 2
     assert losses[1].item() == 1.5 and torch.isfinite(plain)

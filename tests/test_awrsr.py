@@ -8,23 +8,30 @@ import math
 import pytest
 import torch
 
-from recbole_attn.model.awrsr import combinations
-from recbole_attn.model.layers import SequenceContext, position_ids
-from recbole_attn.model.layers.refiners import make_refiner
+from types import SimpleNamespace
+
+from recbole_attn.model.awrsr import BACKBONES, REFINERS, RefinedSASRec
 from recbole_attn.quick_start import build, run
 
-COMBINATIONS = combinations()
+#: every valid (backbone, refinement): stoc needs STOSA
+COMBINATIONS = [
+    (backbone, refinement)
+    for backbone in BACKBONES
+    for refinement in REFINERS
+    if refinement != "stoc" or backbone == "STOSA"
+]
 
 
 def _context(lengths, length, max_length, alignment):
+    """The mask ``[B, 1, L, L]``, position ids and valid positions of a batch."""
     lengths = torch.tensor(lengths)
-    seq = (torch.arange(length).unsqueeze(0) < lengths.unsqueeze(1)).long()
-    return SequenceContext(
-        item_seq=seq * 3,
-        item_seq_len=lengths,
-        positions=position_ids(lengths, length, max_length, alignment),
-        max_length=max_length,
-        alignment=alignment,
+    valid = torch.arange(length).unsqueeze(0) < lengths.unsqueeze(1)
+    model = SimpleNamespace(position_alignment=alignment, max_seq_length=max_length)
+    causal = torch.ones(length, length, dtype=torch.bool).tril()
+    return SimpleNamespace(
+        attention_mask=valid[:, None, None, :] & causal,
+        positions=RefinedSASRec.position_ids(model, lengths, length),
+        valid=valid,
     )
 
 
@@ -88,9 +95,9 @@ def test_refiners_match_the_papers_equations(name, alignment):
     gen = torch.Generator().manual_seed(0)
     n, heads, head_size = 7, 2, 4
     context = _context([5, 3], 5, n, alignment)
-    refiner = make_refiner(name, n, head_size, init_std=0.3).double()
+    refiner = REFINERS[name](n, head_size, 0.3, alignment).double()
     a = _attention(context, heads, gen)
-    got = refiner(a, context.attention_mask, context)
+    got = refiner(a, context.attention_mask, context.positions)
     weights = dict(refiner.named_parameters())
     for b in range(2):
         allowed = context.attention_mask[b, 0]
@@ -127,11 +134,11 @@ def test_attention_weights_are_the_refined_matrices(tiny_config):
     refined = net.attention_weights(inter)
     unrefined = net.attention_weights(inter, refined=False)
     assert len(refined) == len(unrefined) == 2
-    context = net.sequence_context(inter)
-    for layer, a, b in zip(net.trm_encoder.layer, unrefined, refined):
+    context = _context([5, 3], 5, net.max_seq_length, "first")
+    for layer, a, b in zip(net.backbone.trm_encoder.layer, unrefined, refined):
         attention = layer.multi_head_attention
         torch.testing.assert_close(
-            b, attention.refiner(a, context.attention_mask, context)
+            b, attention.refiner(a, context.attention_mask, context.positions)
         )
         assert not torch.allclose(a, b)
     with pytest.raises(ValueError, match="no attention refiner"):
@@ -143,21 +150,18 @@ def test_stosa_covariances_aggregate_with_the_squared_refined_weights(tiny_confi
     # the paper's layer means: both streams are aggregated (the official preset's layers
     # aggregate the covariances only)
     _, net, _, _ = _build(
-        tiny_config, "STOSA", "simp", n_layers=1, stosa_layer_means="paper"
+        tiny_config, "STOSA", "simp", n_layers=1, stosa_preset="paper"
     )
     net = net.double().eval()
     seq = torch.tensor([[3, 5, 7, 2, 9], [4, 6, 8, 0, 0]])
     inter = {net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: torch.tensor([5, 3])}
-    context = net.sequence_context(inter, record=True)
-    attention = net.trm_encoder.layer[0].multi_head_attention
+    attention = net.backbone.trm_encoder.layer[0].multi_head_attention
     seen = {}
     attention.register_forward_hook(
         lambda m, args, out: seen.update(out=out, args=args)
     )
-    with torch.no_grad():
-        net.encode(context)
-    (mean, cov), _ = seen["args"][0], None
-    probs = context.attention[0]
+    probs = net.attention_weights(inter)[0]
+    mean, cov = seen["args"][:2]
     h = attention.n_heads
 
     def heads(x):
@@ -193,9 +197,8 @@ def test_cli_value_refinement_is_not_mangled(tiny_config):
     """RecBole's eval-based conversion turned --refinement=value into another value."""
     config, net, _, _ = _build(tiny_config, "SASRec", "value")
     assert config["refinement"] == "value"
-    assert type(net.trm_encoder.layer[0].multi_head_attention.refiner).__name__ == (
-        "ValueRefiner"
-    )
+    layer = net.backbone.trm_encoder.layer[0]
+    assert type(layer.multi_head_attention.refiner).__name__ == ("ValueRefiner")
 
 
 #: one combination in the quick suite, every other one with -m slow

@@ -134,7 +134,7 @@ def test_misspelled_key_warns_with_the_closest_key(tiny_data_path):
 def test_every_key_the_package_reads_is_known():
     """A key read as config["..."] anywhere in recbole_attn is a key of some yaml we ship
     (or RecBole's, or a documented optional one): else it would warn as unknown."""
-    from recbole_attn.model import MODELS
+    from recbole_attn.models import MODELS
     from recbole_attn.quick_start import properties_dir
 
     pattern = re.compile(r"config\[\"([A-Za-z_0-9]+)\"\]")
@@ -449,7 +449,7 @@ def _changed_stosa_defaults(monkeypatch, tmp_path, changes):
     monkeypatch.setattr(quick_start, "config_files", config_files)
 
 
-PAPER_STOSA = {"stosa_input": "paper", "stosa_layer_means": "paper"}
+PAPER_STOSA = {"stosa_preset": "paper"}
 
 
 def test_checkpoint_rebuilds_the_model_it_was_trained_with(
@@ -463,7 +463,7 @@ def test_checkpoint_rebuilds_the_model_it_was_trained_with(
     config, net, trainer, (_, _, test_data) = load_data_and_model(
         result["saved_model_file"]
     )
-    assert config["stosa_input"] == "official" and hasattr(net, "input_layer_norm")
+    assert config["stosa_preset"] == "official" and hasattr(net, "input_layer_norm")
     assert dict(trainer.evaluate(test_data)) == dict(result["test_result"])
 
 

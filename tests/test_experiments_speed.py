@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from recbole_attn.model import MODELS
+from recbole_attn.models import MODELS
 
 from conftest import REPO
 

@@ -7,10 +7,11 @@ import random
 import pytest
 import yaml
 
-from experiments import reports, runner, studies
-from recbole_attn.config import model_classes, model_yaml_files, properties_dir
-from recbole_attn.config_check import yaml_keys
-from recbole_attn.model import MODELS
+from experiments import reports, research, runner, studies
+from recbole_attn.config import model_yaml_files, properties_dir
+from recbole_attn.config_check import RESEARCH_WING_KEYS, yaml_keys
+from recbole_attn.options import declared_options
+from recbole_attn.models import MODELS
 from recbole_attn.quick_start import build
 from test_stosa_official import OFFICIAL  # the official code's model, option by option
 
@@ -18,15 +19,15 @@ from test_stosa_official import OFFICIAL  # the official code's model, option by
 def test_defaults_are_the_official_model_without_the_leak(tiny_config):
     """STOSA.yaml = every official behaviour but the held-out leak (the Office ablation's
     "no held-out leak" row, experiments/studies.py STOSA_OFFICIAL)."""
-    config, _, _, _ = build("STOSA", "tiny", config_dict=tiny_config)
-    for key, value in OFFICIAL.items():
-        assert config[key] == value, key
+    config, net, _, _ = build("STOSA", "tiny", config_dict=tiny_config)
+    forms = {f"stosa_{form}": value for form, value in net.forms.items()}
+    assert {**forms, "position_alignment": config["position_alignment"]} == OFFICIAL
     # the leak is no product option (experiments/research.py)
     assert config["neg_exclude_heldout"] is None
     want = {
         k: v for k, v in studies.STOSA_OFFICIAL.items() if k != "neg_exclude_heldout"
     }
-    assert {k: config[k] for k in want} == want
+    assert want == OFFICIAL
 
 
 def test_patt_defaults_are_the_official_mechanism_without_its_leaks(tiny_config):
@@ -36,11 +37,18 @@ def test_patt_defaults_are_the_official_mechanism_without_its_leaks(tiny_config)
     paper's 0.5 on Beauty and ml-100k, level on Office: docs/patt.md; the Beauty study's
     "PAtt defaults" row is these values pinned)."""
     config, _, _, _ = build("PAtt", "tiny", config_dict=tiny_config)
-    assert {k: config[k] for k in studies.PATT_NO_LEAK} == studies.PATT_NO_LEAK
+    # the official forms are the product's only ones; the paper's are the research
+    # wing's options, whose defaults are the product's behaviour
+    options = declared_options(research.RESEARCH_MODELS["PAtt"])
+    got = {
+        k: config[k] if k in config and config[k] is not None else options[k].default
+        for k in studies.PATT_NO_LEAK
+    }
+    assert got == studies.PATT_NO_LEAK
     # neither leak is a product option (experiments/research.py); the product's ground
     # set is the prefix
     assert config["dpp_ground_set"] is None and config["neg_exclude_heldout"] is None
-    assert MODELS["PAtt"].dpp_ground_set == "prefix"
+    assert options["dpp_ground_set"].default == "prefix"
     yaml_values = _yaml_defaults("PAtt")
     want = {"MAX_ITEM_LIST_LENGTH": 30, "hidden_dropout_prob": 0.4}
     assert studies.PATT_DEFAULTS == want
@@ -156,14 +164,11 @@ def test_stored_runs_were_made_with_todays_defaults():
                 **study["protocol"],
                 **overrides,
             }
-            # options left to a preset (~) have the preset's value (AWRSR: its
-            # backbone's presets too)
-            classes = model_classes(MODELS[model], want) if model in MODELS else []
-            for cls in (c for m in classes for c in reversed(m.__mro__)):
-                for key, table in vars(cls).get("presets", {}).items():
-                    for option, value in table.get(want.get(key), {}).items():
-                        if want.get(option) is None:
-                            want[option] = value
+            # the research wing's keys that runs of the previous releases recorded
+            # (left to a preset, ~, or a product form): the product's behaviour
+            for key, (product, _) in RESEARCH_WING_KEYS.items():
+                if want.get(key) is None:
+                    want[key] = product(want) if callable(product) else product
             for key, value in run["model_options"].items():
                 if key not in by_dataset and key not in ("epochs", "stopping_step"):
                     assert value == want[key], (name, run["label"], run["seed"], key)

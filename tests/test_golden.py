@@ -15,6 +15,7 @@ import zlib
 import pytest
 import torch
 
+from experiments import research
 from recbole_attn.quick_start import build
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "data", "golden_v0.pt")
@@ -143,7 +144,8 @@ def test_outputs_unchanged(variant, tiny_data_path, tiny_config):
     config.update(
         data_path=tiny_data_path, checkpoint_dir=tiny_config["checkpoint_dir"]
     )
-    _, net, _, _ = build(record["model"], "tiny", config_dict=config)
+    model = research.model_for(record["model"], config)
+    _, net, _, _ = build(model, "tiny", config_dict=config)
     logging.getLogger().handlers.clear()
     net = net.double().eval()
     state = net.state_dict()
@@ -154,9 +156,7 @@ def test_outputs_unchanged(variant, tiny_data_path, tiny_config):
         for key, tensor in state.items():
             tensor.copy_(golden_value(old_name(record["model"], key), tensor.shape))
         seq, lengths = record["item_seq"], record["item_seq_len"]
-        encoded = net.encode(
-            net.sequence_context({net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths})
-        )
+        encoded = net.encode(seq, lengths)
         encoded = encoded if isinstance(encoded, tuple) else (encoded,)
         valid = torch.arange(seq.size(1)).unsqueeze(0) < lengths.unsqueeze(1)
         for got, want in zip(encoded, record["encoded"], strict=True):

@@ -144,7 +144,7 @@ def test_recboles_config_reads_our_model_yaml(tiny_config):
     )
     logging.getLogger().handlers.clear()
     assert config["MAX_ITEM_LIST_LENGTH"] == 100  # STOSA.yaml, not RecBole's 50
-    assert config["stosa_layer_means"] == "official"  # the preset, applied
+    assert config["stosa_preset"] == "official"  # STOSA.yaml
     assert config["train_neg_sample_args"]["distribution"] == "none"
     assert config["valid_metric"] == "MRR@10"  # RecBole's, not STOSA.yaml's MRR@20
     with pytest.raises(ConfigError, match="stosa_preset"):

@@ -662,9 +662,11 @@ def test_the_memory_estimate_is_a_lower_bound_of_what_a_training_step_holds(
     from recbole_attn.memory import estimate
     from recbole_attn.quick_start import build
 
-    T = 40
+    from experiments.research import RESEARCH_MODELS
+
+    T = 40  # batches at full length (the research wing's trim_batch: False)
     config, net, _, (train, _, _) = build(
-        "SASRecAP",
+        RESEARCH_MODELS["SASRecAP"],
         "tiny",
         config_dict={**tiny_config, "MAX_ITEM_LIST_LENGTH": T, "trim_batch": False},
     )

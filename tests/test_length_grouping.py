@@ -1,5 +1,5 @@
 """Exact length grouping (``length_groups``) and the memory-bounded cross-entropy
-(``ce_logits_budget_mb``), for every model of ``recbole_attn.model.MODELS`` and the
+(``ce_logits_budget_mb``), for every model of ``recbole_attn.models.MODELS`` and the
 variants of the model-contract tests: in float64 without dropout (RKSA's noise and PAtt's
 sampled third items replaced by fixed values that depend on the sequence only), the
 grouped loss, every parameter gradient, the negatives and the evaluation scores equal the
@@ -16,10 +16,15 @@ import torch
 import torch.nn.functional as F
 
 from recbole_attn.errors import ConfigError
-from recbole_attn.model import losses as ce_losses
-from recbole_attn.model.layers import dpp, skew_normal
-from recbole_attn.model.layers.context import SequenceContext
-from recbole_attn.model.length_groups import grouping_cost, plan_length_groups
+from recbole_attn.model import patt, rksa
+from recbole_attn.sequential import losses as ce_losses
+from recbole_attn.sequential.batching import training_targets
+from recbole_attn.sequential.length_groups import (
+    combine_group_losses,
+    grouping_cost,
+    plan_length_groups,
+)
+from recbole_attn.sequential.recommender import AuxLoss
 from test_model_contract import CASES, model_builder
 
 RTOL, ATOL = 1e-10, 1e-12
@@ -47,13 +52,13 @@ def fixed_noise(monkeypatch):
     kernel is block-diagonal, so ``chol @ 1`` at a real item depends on its prefix
     only; the third items depend on the positions only)."""
 
-    def msn_sample(xi, omega, delta, chol, generator=None):
+    def msn_sample(xi, omega, delta, chol):
         batch, heads, _, length = xi.shape
         ones = torch.ones(batch, heads, length, 1, dtype=xi.dtype)
         y = (chol.unsqueeze(1) @ ones).transpose(-1, -2)
         return xi + omega * (delta + torch.sqrt(1.0 - delta.square()) * y)
 
-    def sample_third_items(shape, samples, device, generator=None):
+    def sample_third_items(shape, samples, device):
         n = shape[-1]
         u = (torch.arange(samples, device=device) + 0.5) / samples
         u = u.expand(*shape[:-2], n, n, samples)
@@ -63,8 +68,8 @@ def fixed_noise(monkeypatch):
         j = (u * avail).long().clamp_max(avail - 1)
         return j + (j >= r).long()
 
-    monkeypatch.setattr(skew_normal, "msn_sample", msn_sample)
-    monkeypatch.setattr(dpp, "sample_third_items", sample_third_items)
+    monkeypatch.setattr(rksa, "msn_sample", msn_sample)
+    monkeypatch.setattr(patt, "sample_third_items", sample_third_items)
 
 
 def make_batch(net, lengths=LENGTHS, seed=0):
@@ -180,27 +185,27 @@ def test_position_losses_are_means(built, name, extra):
     every position is repeated)."""
     _, net, _ = built(name, extra)
     data = make_batch(net, seed=2)
-    context = net.sequence_context(data)
-    targets, mask = net.training_targets(
-        context.item_seq, context.item_seq_len, data[net.POS_ITEM_ID]
+    item_seq = net.trim(data[net.ITEM_SEQ], data[net.ITEM_SEQ_LEN])
+    targets, mask = training_targets(
+        item_seq, data[net.ITEM_SEQ_LEN], data[net.POS_ITEM_ID], net.training_mode
     )
     with torch.no_grad():
-        out = net.encode(context)
+        out = net._encode(item_seq, data[net.ITEM_SEQ_LEN], data[net.USER_ID])
         out = out if isinstance(out, tuple) else (out,)
         out = tuple(o[mask] for o in out)
         pos = targets[mask]
         neg = None
         if net.needs_negatives:  # two negatives per position
             neg = torch.randint(1, net.n_items, pos.shape + (2,))
+        log_q = None if neg is None else torch.full(neg.shape, -3.0)
 
         def loss(rep):
             o = tuple(x.repeat(rep, *([1] * (x.dim() - 1))) for x in out)
-            return as_tuple(
-                net.position_loss(
-                    o if len(o) > 1 else o[0],
-                    pos.repeat(rep),
-                    None if neg is None else neg.repeat(rep, 1),
-                )
+            return net.position_losses(
+                o if len(o) > 1 else o[0],
+                pos.repeat(rep),
+                None if neg is None else neg.repeat(rep, 1),
+                None if log_q is None else log_q.repeat(rep, 1),
             )
 
         for a, b in zip(loss(3), loss(1), strict=True):
@@ -231,7 +236,7 @@ def test_planner_minimizes_the_cost_against_brute_force():
     assert plan_length_groups([], 4) == []
 
 
-def test_grouping_needs_trimming_and_respects_the_opt_out(built, tiny_config):
+def test_grouping_respects_the_opt_out(built, tiny_config):
     from recbole_attn.quick_start import make_config
 
     _, net, _ = built("SASRecAP", {})
@@ -244,15 +249,12 @@ def test_grouping_needs_trimming_and_respects_the_opt_out(built, tiny_config):
         net.length_groups = 1
         assert net.split_by_length(lengths) is None
         net.length_groups = 4
-        net.trim_batch = False
-        assert net.split_by_length(lengths) is None
-        net.trim_batch = True
         net.length_grouping = False  # a model that mixes the sequences of a batch
         assert net.split_by_length(lengths) is None
         del net.length_grouping
         assert net.split_by_length(torch.tensor([5, 5, 5])) is None
     finally:
-        net.length_groups, net.trim_batch = 4, True
+        net.length_groups = 4
     # the option is checked with the configuration, before anything is built
     with pytest.raises(ConfigError, match="length_groups must be an integer >= 1"):
         make_config("SASRecAP", "tiny", config_dict={**tiny_config, "length_groups": 0})
@@ -269,7 +271,7 @@ def test_adam_steps_reach_the_same_parameters(built, name):
     finals = []
     for groups in (1, 4):
         model = copy.deepcopy(net)
-        model.max_length_groups = groups
+        model.length_groups = groups
         model.train()
         opt = torch.optim.Adam(model.parameters(), lr=1e-2)
         torch.manual_seed(11)
@@ -283,21 +285,25 @@ def test_adam_steps_reach_the_same_parameters(built, name):
         torch.testing.assert_close(finals[1][key], value, rtol=1e-8, atol=1e-10)
 
 
-def test_aux_losses_take_a_count():
-    context = SequenceContext(
-        item_seq=torch.ones(2, 3, dtype=torch.long),
-        item_seq_len=torch.tensor([3, 3]),
-        positions=torch.zeros(2, 3, dtype=torch.long),
-        max_length=3,
-    )
-    context.add_aux_loss(torch.tensor(2.0), 5)
-    assert context.aux_losses == (torch.tensor(2.0),)
-    assert context.aux_loss_terms[0].count == 5
-    with pytest.raises(TypeError, match="add_aux_loss"):
-        context.aux_losses.append(torch.tensor(1.0))
+def test_groups_combine_means_weighted_by_their_counts():
+    """Position losses weigh by the groups' positions, auxiliary terms by their own
+    counts: the means over the whole batch."""
+    parts = [
+        ((torch.tensor(1.0), torch.tensor(10.0)), 2, [AuxLoss(torch.tensor(4.0), 1)]),
+        ((torch.tensor(3.0), torch.tensor(20.0)), 6, [AuxLoss(torch.tensor(8.0), 3)]),
+        ((torch.tensor(5.0), torch.tensor(0.0)), 0, [AuxLoss(torch.tensor(0.0), 0)]),
+    ]
+    loss, extra, aux = combine_group_losses(parts)
+    assert loss.item() == pytest.approx((1 * 2 + 3 * 6) / 8)
+    assert extra.item() == pytest.approx((10 * 2 + 20 * 6) / 8)
+    assert aux.item() == pytest.approx((4 * 1 + 8 * 3) / 4)
 
 
 # ---------------------------------------------------------------- chunked cross-entropy
+def _scores(weight):
+    return lambda hidden: hidden @ weight.T
+
+
 def test_chunked_cross_entropy_matches_full_logits():
     gen = torch.Generator().manual_seed(0)
     hidden = torch.randn(53, 8, dtype=torch.float64, generator=gen, requires_grad=True)
@@ -305,23 +311,30 @@ def test_chunked_cross_entropy_matches_full_logits():
     targets = torch.randint(0, 29, (53,), generator=gen)
     want = F.cross_entropy(hidden @ weight.T, targets)
     want_grads = torch.autograd.grad(want, (hidden, weight))
-    # 29 items x 8 bytes: budgets of 1, 7 and 53 positions per chunk, and no chunking
-    for budget in [1e-6, 7 * 29 * 8 / 2**20, 53 * 29 * 8 / 2**20, 1.0]:
-        got = ce_losses.chunked_cross_entropy(hidden, weight, targets, budget)
+    # 29 items x 8 bytes x 2 (logits and log-softmax): 1, 7 and 53 positions per chunk,
+    # and no chunking
+    for budget in [1e-6, 2 * 7 * 29 * 8 / 2**20, 2 * 53 * 29 * 8 / 2**20, 1.0]:
+        got = ce_losses.cross_entropy(_scores(weight), hidden, targets, 29, budget)
         grads = torch.autograd.grad(got, (hidden, weight))
         torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
         for g, w in zip(grads, want_grads):
             torch.testing.assert_close(g, w, rtol=RTOL, atol=ATOL)
+    # a tuple output (STOSA's Gaussians): every part cut alike
+    pair = (hidden[:, :4], hidden[:, 4:])
+    scores = lambda o: torch.cat(o, -1) @ weight.T  # noqa: E731
+    got = ce_losses.cross_entropy(scores, pair, targets, 29, 1e-6)
+    torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
 
 
-def test_chunked_cross_entropy_keeps_one_chunk_of_logits_alive(monkeypatch):
-    """Count the logits elements alive at any time through the one function that makes
-    them (weak references: freed tensors leave the count at once)."""
+def test_chunked_cross_entropy_keeps_one_chunk_of_logits_alive():
+    """Count the logits elements alive at any time through the scores function (weak
+    references: freed tensors leave the count at once)."""
     alive, peak, made = [0], [0], []
-    original = ce_losses.chunk_logits
+    n, n_items, rows = 1000, 50, 64
+    weight = torch.randn(n_items, 16, requires_grad=True)
 
-    def counted(hidden, weight):
-        logits = original(hidden, weight)
+    def counted(hidden):
+        logits = hidden @ weight.T
         size = logits.numel()
         alive[0] += size
         peak[0] = max(peak[0], alive[0])
@@ -329,14 +342,12 @@ def test_chunked_cross_entropy_keeps_one_chunk_of_logits_alive(monkeypatch):
         weakref.finalize(logits, lambda: alive.__setitem__(0, alive[0] - size))
         return logits
 
-    monkeypatch.setattr(ce_losses, "chunk_logits", counted)
-    n, n_items, rows = 1000, 50, 64
-    budget = rows * n_items * 4 / 2**20  # float32: 64 positions per chunk
+    budget = 2 * rows * n_items * 4 / 2**20  # float32: 64 positions per chunk
     hidden = torch.randn(n, 16, requires_grad=True)
-    weight = torch.randn(n_items, 16, requires_grad=True)
     targets = torch.randint(0, n_items, (n,))
-    loss = ce_losses.chunked_cross_entropy(hidden, weight, targets, budget)
+    loss = ce_losses.cross_entropy(counted, hidden, targets, n_items, budget)
     assert len(made) == -(-n // rows) and max(made) == rows * n_items
+    assert alive[0] == 0  # the forward keeps no logits for the backward
     loss.backward()
     assert len(made) == 2 * -(-n // rows)  # recomputed once in the backward
     assert peak[0] <= rows * n_items < n * n_items

@@ -8,7 +8,7 @@
   drawn from exactly :math:`Q_b` by both ways of drawing (frequencies against the brute
   force distribution), with the log probabilities the correction uses;
 * every model trains with every loss: the loss it computes equals the formula applied to
-  its own full-ranking scores (``score_all_items``) and the drawn negatives, so a
+  its own full-ranking scores (``all_item_scores``) and the drawn negatives, so a
   factorized CE (STOSA's :math:`-W_2^2` as a dot product) ranks as its evaluation does.
 """
 
@@ -19,8 +19,10 @@ import torch
 import torch.nn.functional as F
 
 from recbole_attn.data.histories import item_counts
-from recbole_attn.model import MODELS, negatives
-from recbole_attn.model.losses import LOSS_TYPES, sampled_loss
+from recbole_attn.models import MODELS
+from recbole_attn.sequential import negatives
+from recbole_attn.sequential.batching import training_targets
+from recbole_attn.sequential.losses import LOSS_TYPES, sampled_loss
 from test_model_contract import assert_trains, model_builder
 
 
@@ -82,10 +84,7 @@ def test_sampled_softmax_approaches_the_full_softmax():
     full = F.cross_entropy(logits, targets)
     counts = torch.arange(n_items).double() ** 2  # a skewed "popularity"
     for q in (None, negatives.popularity_distribution(counts)):
-        seq = torch.zeros(3, 1, dtype=torch.long)
-        neg = negatives.sample_negatives(
-            seq, targets[:, None], n_items, num=m, exclude_seen=False, q=q
-        )[:, 0]
+        neg = negatives.sample_negatives(targets[:, None], n_items, num=m, q=q)[:, 0]
         log_q = negatives.log_sampling_probability(neg[:, None], None, q, n_items)
         scores = logits.gather(1, neg)
         pos = logits.gather(1, targets[:, None])[:, 0]
@@ -122,7 +121,12 @@ def test_negatives_follow_q_restricted_to_the_unseen_items(popularity, budget):
     item_seq = torch.tensor([[1, 2, 3, 0], [5, 5, 9, 12], [7, 0, 0, 0]])
     targets = torch.tensor([[2, 3, 4, 0], [5, 9, 12, 13], [8, 0, 0, 0]])
     neg = negatives.sample_negatives(
-        item_seq, targets, n_items, num=5000, q=q, dense_budget=budget
+        targets,
+        n_items,
+        num=5000,
+        excluded=negatives.excluded_items(item_seq, targets),
+        q=q,
+        dense_budget=budget,
     )
     assert neg.shape == (3, 4, 5000)
     for b in range(3):
@@ -156,7 +160,10 @@ def test_rejection_sampling_falls_back_for_users_who_saw_most_of_the_mass():
     counts[1:4] = 1e6
     q = negatives.popularity_distribution(counts)
     seq = torch.tensor([[1, 2, 3], [4, 0, 0]])
-    neg = negatives.sample_negatives(seq, seq, n_items, num=200, q=q, dense_budget=0)
+    excluded = negatives.excluded_items(seq, seq)
+    neg = negatives.sample_negatives(
+        seq, n_items, num=200, excluded=excluded, q=q, dense_budget=0
+    )
     assert not torch.isin(neg[0], torch.tensor([0, 1, 2, 3])).any()
     assert not torch.isin(neg[1], torch.tensor([0, 4])).any()
 
@@ -165,7 +172,7 @@ def test_a_user_who_saw_everything_falls_back_to_q():
     everything = torch.arange(1, 10).repeat(2, 1)
     for budget in (negatives.DENSE_BUDGET, 0):
         neg = negatives.sample_negatives(
-            everything, everything, 10, num=3, dense_budget=budget
+            everything, 10, num=3, excluded=everything, dense_budget=budget
         )
         assert neg.min() >= 1 and neg.max() < 10
     log_q = negatives.log_sampling_probability(neg, everything, None, 10)
@@ -238,12 +245,14 @@ def _position_scores(net, batch):
     full-ranking scores at every training position."""
     seq_len = batch[net.ITEM_SEQ_LEN]
     seq = net.trim(batch[net.ITEM_SEQ], seq_len)
-    targets, mask = net.training_targets(seq, seq_len, batch[net.POS_ITEM_ID])
+    targets, mask = training_targets(
+        seq, seq_len, batch[net.POS_ITEM_ID], net.training_mode
+    )
     users = batch[net.USER_ID]
     neg = net.sample_negatives(seq, targets, users) if net.needs_negatives else None
-    out = net.encode(net.sequence_context(batch))
+    out = net._encode(seq, seq_len, users)
     out = tuple(o[mask] for o in out) if isinstance(out, tuple) else out[mask]
-    scores = net.score_all_items(out)
+    scores = net.all_item_scores(out)
     excluded = None
     if net.neg_exclude_seen:
         excluded = negatives.excluded_items(seq, targets)
@@ -297,17 +306,19 @@ def test_every_model_trains_with_every_loss(built_train, name, extra, loss):
     assert_trains(net, batch)
 
 
-def test_stosa_factors_are_its_distance(built_train):
-    """STOSA's CE logits are a dot product of factors that equals -W2^2 (float64)."""
+def test_stosa_item_scores_are_its_full_ranking(built_train):
+    """STOSA's scores of given items are its full-ranking scores there (float64)."""
     _, net, _ = built_train("STOSA", {"loss_type": "CE"})
     net = net.double()
     g = torch.Generator().manual_seed(0)
     mean = torch.randn(5, 16, generator=g, dtype=torch.float64)
     cov = torch.rand(5, 16, generator=g, dtype=torch.float64) + 0.1
-    dot = net.score_factors((mean, cov)) @ net.item_factors().T
-    torch.testing.assert_close(dot, net.score_all_items((mean, cov)))
+    full = net.all_item_scores((mean, cov))
     items = torch.randint(1, net.n_items, (5, 3), generator=g)
     torch.testing.assert_close(
-        net.score_items((mean, cov), items), dot.gather(1, items)
+        net.item_scores((mean, cov), items), full.gather(1, items)
+    )
+    torch.testing.assert_close(
+        net.item_scores((mean, cov), items[:, 0]), full.gather(1, items[:, :1])[:, 0]
     )
     net.float()

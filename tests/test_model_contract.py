@@ -1,8 +1,9 @@
-"""The contract every model of ``recbole_attn.model.MODELS`` keeps (a new model gets these
-checks by being in MODELS): causality, padding invariance, exact batch trimming under both
-position alignments, the exact last-position shortcut, ``predict`` == ``full_sort_predict``,
-``attention_weights``, a weights-only checkpoint round trip, deterministic evaluation and
-finite training gradients."""
+"""The contract every model of ``recbole_attn.models.MODELS`` keeps (a new model gets
+these checks by being in MODELS): causality, padding invariance, exact batch trimming
+under both position alignments, the plugin's predictions equal to the model file's own,
+the plugin's loss at the last positions equal to the model file's own loss on the same
+negatives, ``predict`` == ``full_sort_predict``, ``attention_weights``, a weights-only
+checkpoint round trip, deterministic evaluation and finite training gradients."""
 
 import logging
 import os
@@ -13,8 +14,9 @@ from torch import nn
 
 from experiments import research
 from recbole_attn.compat import load_checkpoint, save_checkpoint
-from recbole_attn.model import MODELS, awrsr
+from recbole_attn.models import MODELS, awrsr_combinations
 from recbole_attn.quick_start import build
+from recbole_attn.sequential.recommender import AttnSequentialRecommender
 
 CAT_COLS = {
     "inter": ["user_id", "item_id", "timestamp"],
@@ -62,7 +64,7 @@ VARIANTS = {
     ],
     "AWRSR": [
         {"backbone": backbone, "refinement": refinement}
-        for backbone, refinement in awrsr.combinations()
+        for backbone, refinement in awrsr_combinations()
     ],
     "RKSA": [
         {},
@@ -146,9 +148,17 @@ def inter(net, seq, lengths, **extra):
     }
 
 
-def encode(net, seq, lengths):
-    out = net.encode(net.sequence_context(inter(net, seq, lengths)))
+def encode(net, seq, lengths, trim=True):
+    """The model's outputs at every position of the batch, trimmed as the plugin trims
+    it, or at its full length."""
+    users = torch.arange(1, len(lengths) + 1)
+    out = net._encode(net.trim(seq, lengths) if trim else seq, lengths, users)
     return out if isinstance(out, tuple) else (out,)
+
+
+def model_file(net):
+    """``net`` as its model file alone: RecBole's methods, without the plugin's."""
+    return super(AttnSequentialRecommender, net)
 
 
 def assert_outputs_close(a, b, **kw):
@@ -208,29 +218,62 @@ def test_padding_invariant(built, name, extra, alignment):
 
 
 @pytest.mark.parametrize("name,extra", CASES)
-def test_trimming_and_last_position_shortcut_are_exact(built, name, extra, alignment):
+def test_trimming_is_exact_and_predictions_are_the_model_files(
+    built, name, extra, alignment
+):
+    """The plugin's predictions (trimmed batches, length groups) are the model file's
+    own RecBole predictions on the full-length batch."""
     _, net, _ = built(name, extra)
     net.position_alignment = alignment
     seq, lengths = batch(net, [5, 3, 1, 4], seed=2)
     data = inter(net, seq, lengths)
     with torch.no_grad():
-        net.trim_batch = False
-        full = encode(net, seq, lengths)
-        full_scores = net.full_sort_predict(data)
-        net.trim_batch = True
+        full = encode(net, seq, lengths, trim=False)
         trimmed = encode(net, seq, lengths)
         scores = net.full_sort_predict(data)
-        shortcut = net.last_position_shortcut
-        net.last_position_shortcut = False
-        try:
-            no_shortcut = net.full_sort_predict(data)
-        finally:
-            net.last_position_shortcut = shortcut
+        own = model_file(net).full_sort_predict(data)
+        data[net.ITEM_ID] = torch.tensor([1, 5, 2, net.n_items - 1])
+        torch.testing.assert_close(
+            net.predict(data), model_file(net).predict(data), rtol=1e-5, atol=1e-5
+        )
     for a, b in zip(full, trimmed):
         assert b.size(1) == int(lengths.max())
         torch.testing.assert_close(a[:, : b.size(1)], b)
-    torch.testing.assert_close(scores, full_scores)
-    torch.testing.assert_close(scores, no_shortcut)
+    torch.testing.assert_close(scores, own, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name,extra", CASES)
+def test_plugin_loss_at_last_positions_is_the_model_files(built, name, extra):
+    """Trained on RecBole's prefix samples with RecBole's negatives, the plugin's loss
+    (trimming, length groups, its losses, the model's terms) equals the model file's own
+    ``calculate_loss``, the loss RecBole's trainer gives the exported model (no
+    dropout, evaluation-time noise)."""
+    _, net, _ = built(name, extra)
+    if net.loss_type not in getattr(net, "recbole_loss_types", ("BPR", "CE")):
+        pytest.skip(f"the model file trains {name} with {net.loss_type} only here")
+    seq, lengths = batch(net, [7, 3, 1, 5], seed=6)
+    gen = torch.Generator().manual_seed(6)
+    pos = torch.randint(1, net.n_items, (4,), generator=gen)
+    neg = torch.randint(1, net.n_items, (4,), generator=gen)
+    data = inter(net, seq, lengths, **{net.POS_ITEM_ID: pos})
+    mode = net.training_mode
+    net.training_mode = "last_position"
+    drawn = lambda item_seq, targets, users=None: torch.where(  # noqa: E731
+        targets > 0, neg.unsqueeze(1), 0
+    ).unsqueeze(-1)
+    net.sample_negatives = drawn
+    try:
+        with torch.no_grad():
+            plugin = net.calculate_loss(data)
+            own = model_file(net).calculate_loss({**data, net.NEG_ITEM_ID: neg})
+    finally:
+        net.training_mode = mode
+        del net.sample_negatives
+    plugin = plugin if isinstance(plugin, tuple) else (plugin,)
+    own = own if isinstance(own, tuple) else (own,)
+    assert len(plugin) == len(own)
+    for a, b in zip(plugin, own):  # BPR: RecBole's -log(1e-10 + sigmoid(.))
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name,extra", CASES)
@@ -270,22 +313,22 @@ def test_attention_weights(built, name, extra):
     _, net, _ = built(name, extra)
     seq, lengths = batch(net, [6, 2, 4], seed=4)
     weights = net.attention_weights(inter(net, seq, lengths))
-    layers = list(net.trm_encoder.layer)
+    layers = [m for n, m in net.named_modules() if n.endswith(".multi_head_attention")]
     assert len(weights) == len(layers) == 2
     length = int(lengths.max())
     valid = seq[:, :length] > 0
     above = torch.ones(length, length, dtype=torch.bool).triu(1)
-    for w, layer in zip(weights, layers):
-        attention = layer.multi_head_attention
-        assert w.shape == (3, attention.n_heads, length, length)
+    for w, attention in zip(weights, layers):
+        heads = getattr(attention, "n_heads", None)
+        assert w.shape == (3, heads or attention.num_attention_heads, length, length)
         assert torch.isfinite(w).all()
         assert w[..., above].abs().max() == 0
         assert w.masked_select(~valid[:, None, None, :]).abs().max() == 0
         assert w.min() >= 0
         rows = w.sum(-1)[valid.unsqueeze(1).expand_as(w[..., 0])]
-        if attention.score.normalize:
+        if getattr(attention, "row_normalize", True):
             torch.testing.assert_close(rows, torch.ones_like(rows))
-        elif attention.score.diagonal == "one":
+        elif attention.diagonal == "one":
             assert (rows >= 1.0 - 1e-6).all()  # D_tt = 1 plus positive weights
         else:  # D_tt = exp(-lambda L_tt), D_tr = exp(-lambda P): every weight in (0, 1]
             assert w.max() <= 1.0 and (rows > 0).all()

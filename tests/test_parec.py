@@ -8,10 +8,12 @@ import re
 import pytest
 import torch
 
+from experiments import research
 from recbole_attn.quick_start import build, run
 
 
 def _build(model, config):
+    model = research.model_for(model, config)  # the official forms: research wing
     out = build(model, "tiny", config_dict=config)
     logging.getLogger().handlers.clear()
     return out
@@ -25,12 +27,13 @@ def test_attention_sublayer_matches_direct_computation(tiny_config, model, align
     _, net, _, _ = _build(model, config)
     net = net.double().eval()
     attention = net.trm_encoder.layer[0].multi_head_attention
-    seq = torch.tensor([[3, 5, 7, 2, 0, 0], [4, 6, 0, 0, 0, 0]])
+    seq = torch.tensor([[3, 5, 7, 2], [4, 6, 0, 0]])
     lengths = torch.tensor([4, 2])
-    context = net.sequence_context({net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths})
-    hidden = torch.randn(2, context.item_seq.size(1), net.hidden_size).double()
+    positions = net.position_ids(lengths, seq.size(1))
+    mask = (seq > 0)[:, None, None, :] & torch.ones(4, 4, dtype=torch.bool).tril()
+    hidden = torch.randn(2, seq.size(1), net.hidden_size).double()
     with torch.no_grad():
-        got = attention(hidden, context)
+        got = attention(hidden, mask, positions, alignment)
         r = attention.score.matrix()  # [h, n, n]
         values = attention.value(attention.LayerNorm(hidden))
     h, d_h, n = net.n_heads, net.hidden_size // net.n_heads, net.max_seq_length
@@ -46,7 +49,7 @@ def test_attention_sublayer_matches_direct_computation(tiny_config, model, align
                 want[b, t, cols] += sum(
                     w * values[b, s, cols] for s, w in enumerate(weights)
                 )
-    valid = context.valid
+    valid = seq > 0
     torch.testing.assert_close(got[valid], want[valid], rtol=1e-10, atol=1e-10)
 
 
@@ -63,7 +66,7 @@ def test_parameter_counts_match_table_1(tiny_config, model, k):
     count = sum(p.numel() for p in attention.parameters())
     core = d * d + (h * n * n if k is None else 2 * h * k * n)
     assert count == core + d + 2 * d  # value bias, LayerNorm
-    assert attention.query is None and attention.key is None and attention.dense is None
+    assert not any(hasattr(attention, n) for n in ("query", "key", "dense"))
     shown = re.sub(r"\x1b\[[0-9;]*m", "", str(net))  # RecBole colours it
     assert f"Trainable parameters: {sum(p.numel() for p in net.parameters())}" in shown
 
@@ -108,7 +111,9 @@ def test_fixed_patterns(tiny_config, pattern):
 
 def test_bad_options_are_clear_errors(tiny_config):
     with pytest.raises(ValueError, match="ffn_placement must be one of"):
-        _build("PARec", {**tiny_config, "ffn_placement": "end"})
+        _build("PARec", {**tiny_config, "ffn_placement": "end"})  # research wing
+    with pytest.raises(ValueError, match="ffn_placement is a research-only option"):
+        build("PARec", "tiny", config_dict={**tiny_config, "ffn_placement": "after"})
     with pytest.raises(ValueError, match="positional_pattern must be one of"):
         _build("PARec", {**tiny_config, "positional_pattern": "cosine"})
     with pytest.raises(ValueError, match="factor_k must be an integer >= 1"):
@@ -127,6 +132,7 @@ def test_bad_options_are_clear_errors(tiny_config):
     ],
 )
 def test_end_to_end(tiny_config, model, extra):
+    model = research.model_for(model, extra)  # the official forms: research wing
     result = run(model, "tiny", config_dict={**tiny_config, **extra})
     logging.getLogger().handlers.clear()
     values = list(result["test_result"].values())

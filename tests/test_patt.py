@@ -1,6 +1,7 @@
 """PAtt / DPAtt: closed-form k-DPP quantities vs brute force, causality, padding,
 gradients, numerics, the learned category kernel and end-to-end runs (issue 5)."""
 
+import copy
 import itertools
 import logging
 import math
@@ -9,29 +10,46 @@ import numpy as np
 import pytest
 import torch
 
-from recbole_attn.model.category_kernel import (
+from experiments.research import (
+    ResearchDPPAttention,
+    dpp_pair_probabilities,
+    elementary_symmetric,
+)
+from recbole_attn.model import dpatt, patt
+from recbole_attn.model.dpatt import (
+    category_kernel,
+    causal_product_numerators,
     distinct_category_counts,
     learn_category_kernel,
 )
-from recbole_attn.model.layers import (
-    DPPScore,
-    MultiHeadSelfAttention,
-    SequenceContext,
-    dpp_pair_probabilities,
-    position_ids,
-)
-from recbole_attn.model.layers.dpp import (
-    check_diversity_form,
-    causal_pair_numerators,
-    check_k,
-    elementary_symmetric,
-)
-from recbole_attn.model.layers.dpp_diversity import (
-    causal_dpp_pair_probabilities,
-    category_kernel,
-    causal_product_numerators,
-)
-from recbole_attn.model.layers.dpp_score import CATEGORY_KERNEL
+
+
+def _masked(kernel, mask):
+    """``kernel`` with the rows and columns of invalid positions 0 (a head axis too)."""
+    m = mask.to(kernel.dtype)
+    if kernel.dim() == 4:
+        m = m.unsqueeze(1)
+    return kernel * m.unsqueeze(-1) * m.unsqueeze(-2)
+
+
+def causal_pair_numerators(kernel, mask, k, **kwargs):
+    """The model file's numerators of a kernel with padding (masked here)."""
+    mask = mask.bool()
+    masks = patt.causal_masks(mask, k, kernel.dim() == 4, kernel.dtype)
+    return patt.causal_pair_numerators(_masked(kernel, mask), k, masks, **kwargs)
+
+
+def causal_dpp_pair_probabilities(kernel, mask, k, diversity_form="ratio", **kwargs):
+    """P = W / Z of the model files' per-prefix k-DPPs (the kernel masked here): PAtt's
+    (and DPAtt's ratio form), or DPAtt's product form."""
+    mask = mask.bool()
+    if diversity_form == "product" and kwargs.get("category") is not None:
+        num, norm = dpatt.causal_product_numerators(
+            _masked(kernel, mask), kwargs["category"], mask, k
+        )
+    else:
+        num, norm = patt.causal_pair_weights(_masked(kernel, mask), mask, k, **kwargs)
+    return num / norm.unsqueeze(-1)
 
 
 def dependency_attention(probs, mask, lam, row_normalize=True):
@@ -50,26 +68,52 @@ def dependency_attention(probs, mask, lam, row_normalize=True):
     return weights
 
 
-def dpp_attention(n_heads, dim, mask, category=None, **score_args):
-    """The shared attention with the DPP score on ``mask`` [B, T] (value = input), and a
-    function of the input hidden states returning (output, recorded attention)."""
-    layer = MultiHeadSelfAttention(
-        DPPScore(**score_args), n_heads, dim, 0.0, 0.0, 1e-12, value=False
+def dpp_attention(
+    n_heads,
+    dim,
+    mask,
+    category=None,
+    k=2,
+    lam=1.0,
+    triple_samples=0,
+    row_normalize=True,
+    diversity_form="ratio",
+    diagonal="one",
+    sampler="linear",
+    ground_set="prefix",
+):
+    """PAtt's attention on ``mask`` [B, T] (value = input), by default with the paper's
+    forms (the research wing's attention; the official forms are the product's), and a
+    function of the input hidden states returning (output, attention it aggregated
+    with)."""
+    layer = ResearchDPPAttention(
+        n_heads,
+        dim,
+        0.0,
+        0.0,
+        1e-12,
+        k,
+        lam,
+        triple_samples,
+        0.1,
+        diagonal,
+        sampler,
+        row_normalize,
+        ground_set,
     ).double()
+    layer.diversity_form = diversity_form  # DPAtt's pair weights
 
     def run(hidden):
-        lengths = mask.sum(-1)
-        context = SequenceContext(
-            item_seq=mask.long(),
-            item_seq_len=lengths,
-            positions=position_ids(lengths, mask.size(1), mask.size(1), "first"),
-            max_length=mask.size(1),
-            record=True,
+        n = mask.size(1)
+        attention_mask = mask[:, None, None, :] & torch.ones(n, n).bool().tril()
+        masks = patt.causal_masks(mask, k, dtype=hidden.dtype)
+        seen = []
+        hook = layer.attn_dropout.register_forward_pre_hook(
+            lambda m, args: seen.append(args[0])
         )
-        if category is not None:
-            context.features[CATEGORY_KERNEL] = category
-        out = layer(hidden, context)
-        return out, context.attention[0]
+        out = layer(hidden, attention_mask, mask, masks, category)
+        hook.remove()
+        return out, seen[0]
 
     return layer, run
 
@@ -179,16 +223,23 @@ def test_sampled_triples_are_unbiased(with_category):
     torch.testing.assert_close(norm, norm_exact)
 
 
-def test_bad_k_and_short_sequences_raise():
-    kernel = random_kernels(1, 4, 3, seed=0)
-    mask = torch.ones(1, 4, dtype=torch.bool)
-    for k in (1, 4, "2"):
-        with pytest.raises(ValueError, match="dpp_k must be 2"):
-            dpp_pair_probabilities(kernel, mask, k)
-    with pytest.raises(ValueError, match="at least 3 items"):
-        dpp_pair_probabilities(kernel[:, :2, :2], mask[:, :2], 3)
-    with pytest.raises(ValueError, match="MAX_ITEM_LIST_LENGTH"):
-        check_k(3, 2)
+def test_the_model_file_refuses_what_it_cannot_compute(tiny_config):
+    """RecBole builds the model file without our checks: it refuses a k other than 2
+    or 3, a window shorter than k and an unknown diversity form itself."""
+    config, _, _, (train, _, _) = build_model_and_config(
+        tiny_config | FAST_DPATT | {"load_col": CAT_COLS}, "DPAtt"
+    )
+    for key, value, message in [
+        ("dpp_k", 4, "dpp_k must be 2 or 3"),
+        ("MAX_ITEM_LIST_LENGTH", 2, "raise MAX_ITEM_LIST_LENGTH"),
+        ("dpp_diversity_form", "sum", "dpp_diversity_form must be"),
+    ]:
+        changed = copy.deepcopy(config)
+        changed[key] = value
+        if key == "MAX_ITEM_LIST_LENGTH":
+            changed["dpp_k"] = 3
+        with pytest.raises(ValueError, match=message):
+            dpatt.DPAtt(changed, train.dataset)
 
 
 # ------------------------------------------------------------------ numerics, gradients
@@ -393,15 +444,21 @@ CAT_COLS = {
 FAST_DPATT = {"dpp_cat_steps": 30, "dpp_cat_rank": 8}
 
 
-def build_model(config_dict, model="PAtt", dataset="tiny"):
-    """The model built on ``dataset``; a research-wing option (the leaky ground set)
-    builds the research class (experiments/research.py), as the runner does."""
+def build_model_and_config(config_dict, model="PAtt", dataset="tiny"):
+    """The run built on ``dataset``; a research-wing option (the leaky ground set, the
+    paper's forms) builds the research class (experiments/research.py), as the runner
+    does."""
     from experiments.research import model_for
     from recbole_attn.quick_start import build
 
     model = model_for(model, config_dict)
     config, net, trainer, data = build(model, dataset, config_dict=config_dict)
     logging.getLogger().handlers.clear()
+    return config, net, trainer, data
+
+
+def build_model(config_dict, model="PAtt", dataset="tiny"):
+    _, net, _, data = build_model_and_config(config_dict, model, dataset)
     return net, data
 
 
@@ -602,11 +659,6 @@ def test_product_form_float32_near_singular_category_stays_finite(k):
 
 
 def test_bad_diversity_form_raises(tiny_config):
-    for form in ("Product", "sum", None):
-        with pytest.raises(ValueError, match="dpp_diversity_form must be"):
-            check_diversity_form(form)
-    with pytest.raises(ValueError, match="dpp_diversity_form must be"):
-        DPPScore(diversity_form="products")
     with pytest.raises(ValueError, match="dpp_diversity_form must be"):
         build_model(tiny_config | {"dpp_diversity_form": "prod"}, "DPAtt")
     with pytest.raises(ValueError, match="dpp_triple_samples: 0"):
@@ -707,16 +759,8 @@ def test_sequence_ground_set_k3_is_the_k_dpp_of_every_position():
     mask = torch.tensor([[1] * 5, [1, 1, 1, 0, 0]]).bool()
     layer, run = dpp_attention(1, dim, mask, k=3, lam=2.0, ground_set="sequence")
     hidden = torch.randn(b, n, dim, generator=gen, dtype=torch.float64)
-    logits = layer.score(
-        layer.query(hidden).unsqueeze(1),
-        None,
-        SequenceContext(
-            item_seq=mask.long(),
-            item_seq_len=mask.sum(-1),
-            positions=position_ids(mask.sum(-1), n, n, "first"),
-            max_length=n,
-        ),
-    )
+    masks = patt.causal_masks(mask, 3, dtype=hidden.dtype)
+    logits = layer.logits(layer.sampler(hidden), mask, masks)
     for x in range(b):
         s = layer.query(hidden[x])
         probs, _ = brute_pair_probs(s @ s.T, torch.ones(n, dtype=torch.bool), 3)
@@ -742,20 +786,22 @@ def test_gradcheck_official_options(sampler, diagonal, ground_set):
     assert torch.autograd.gradcheck(lambda h: run(h)[0], (hidden,))
 
 
-def test_bad_official_option_values_raise():
-    for kwargs, word in [
-        ({"diagonal": "zero"}, "diagonal"),
-        ({"sampler": "cubed"}, "sampler"),
-        ({"ground_set": "future"}, "ground_set"),
-        ({"k": 3, "triple_samples": 4, "ground_set": "sequence"}, "exact only"),
+def test_bad_official_option_values_raise(tiny_config):
+    for extra, word in [
+        ({"dpp_diagonal": "zero"}, "dpp_diagonal"),
+        ({"dpp_sampler": "cubed"}, "dpp_sampler"),
+        ({"dpp_ground_set": "future"}, "dpp_ground_set"),
+        (
+            {"dpp_k": 3, "dpp_triple_samples": 4, "dpp_ground_set": "sequence"},
+            "exact marginals only",
+        ),
     ]:
         with pytest.raises(ValueError, match=word):
-            DPPScore(**kwargs)
+            build_model(tiny_config | extra, "PAtt")
 
 
 def _outputs(net, seq, lengths):
-    context = net.sequence_context({net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths})
-    return net.encode(context)
+    return net.encode(net.trim(seq, lengths), lengths)
 
 
 def test_sequence_ground_set_is_the_opt_in_leak(tiny_config):
@@ -781,13 +827,12 @@ def test_sequence_ground_set_is_the_opt_in_leak(tiny_config):
     net, _ = build_model(
         config | {"dpp_ground_set": "sequence", "position_alignment": "last"}, "PAtt"
     )
-    context = net.sequence_context(
-        {net.ITEM_SEQ: seq[:, :12], net.ITEM_SEQ_LEN: torch.tensor([9, 12])}
-    )
-    net.encode(context)
-    assert context.item_seq.size(1) == net.max_seq_length == 12
-    assert context.positions[0].tolist() == [3, 4, 5, 6, 7, 8, 9, 10, 11, 0, 1, 2]
-    assert context.positions[1].tolist() == list(range(12))
+    lengths = torch.tensor([9, 12])
+    seq[0, 9:] = 0
+    assert net.trim(seq[:, :12], lengths).size(1) == net.max_seq_length == 12
+    positions = net.position_ids(lengths, 12)
+    assert positions[0].tolist() == [3, 4, 5, 6, 7, 8, 9, 10, 11, 0, 1, 2]
+    assert positions[1].tolist() == list(range(12))
 
 
 def test_official_option_configs(tiny_config):
@@ -809,4 +854,4 @@ def test_official_option_configs(tiny_config):
         )
     net, _ = build_model(tiny_config | {"dpp_sampler": "squared"}, "PAtt")
     attention = net.trm_encoder.layer[0].multi_head_attention
-    assert attention.query.bias is not None and attention.key is None
+    assert attention.query.bias is not None and not hasattr(attention, "key")

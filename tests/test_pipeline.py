@@ -8,6 +8,7 @@ import torch
 from conftest import raw_sequences
 from recbole_attn.compat import CheckpointError, load_checkpoint, save_checkpoint
 from recbole_attn.data.dataset import last_sample_per_user
+from recbole_attn.sequential.batching import training_targets
 from recbole_attn.quick_start import (
     UnknownModelError,
     build,
@@ -56,11 +57,11 @@ def test_training_targets_both_modes(tiny_config):
     seq = torch.tensor([[5, 6, 7, 0], [8, 9, 0, 0]])
     lengths = torch.tensor([3, 2])
     pos = torch.tensor([11, 12])
-    targets, mask = net.training_targets(seq, lengths, pos)
+    targets, mask = training_targets(seq, lengths, pos, net.training_mode)
     assert targets.tolist() == [[6, 7, 11, 0], [9, 12, 0, 0]]
     assert mask.tolist() == [[True, True, True, False], [True, True, False, False]]
     net.training_mode = "last_position"
-    targets, mask = net.training_targets(seq, lengths, pos)
+    targets, mask = training_targets(seq, lengths, pos, net.training_mode)
     assert targets[mask].tolist() == [11, 12]
     assert mask.sum().item() == 2 and mask[0, 2] and mask[1, 1]
 
@@ -100,8 +101,10 @@ def test_sasrec_ap_bce_loss_is_the_sasrec_papers(tiny_config):
     torch.manual_seed(3)
     seq_len = batch[net.ITEM_SEQ_LEN]
     seq = net.trim(batch[net.ITEM_SEQ], seq_len)
-    targets, mask = net.training_targets(seq, seq_len, batch[net.POS_ITEM_ID])
-    out = net.encode(net.sequence_context(batch))[mask]
+    targets, mask = training_targets(
+        seq, seq_len, batch[net.POS_ITEM_ID], net.training_mode
+    )
+    out = net.encode(seq, seq_len)[mask]
     neg = net.sample_negatives(seq, targets)[mask]
     assert neg.shape == (int(mask.sum()), 1)  # neg_sample_num: 1
     neg = neg[:, 0]
@@ -163,7 +166,7 @@ def test_recbole_style_checkpoint_is_refused(tmp_path):
 def test_model_resolution():
     from recbole.model.sequential_recommender import SASRec
 
-    from recbole_attn.model import STOSA
+    from recbole_attn.models import STOSA
 
     assert get_model_class("STOSA") is STOSA
     assert get_model_class("SASRec") is SASRec

@@ -10,9 +10,8 @@ import pytest
 import torch
 
 from conftest import raw_sequences
-from recbole_attn.data.cooccurrence import CooccurrenceTable, cooccurrence_matrix
-from recbole_attn.data.histories import training_histories
-from recbole_attn.model.layers.skew_normal import (
+from recbole_attn.model.rksa import (
+    CooccurrenceTable,
     counting_kernel,
     cosine_kernel,
     msn_mean,
@@ -20,7 +19,14 @@ from recbole_attn.model.layers.skew_normal import (
     rbf_kernel,
     two_hop_ratio,
 )
+from recbole_attn.model import rksa
 from recbole_attn.quick_start import build, run
+
+
+def prefix_rows(tiny_config):
+    """The training split of RecBole's prefix samples (``last_position``)."""
+    _, _, _, (train, _, _) = _build(tiny_config, training_mode="last_position")
+    return train.dataset
 
 
 def _build(config, **extra):
@@ -125,8 +131,6 @@ def test_cooccurrence_counts_only_training_interactions(tiny_config, tiny_data_p
     for user, items in raw.items():
         ids = sorted(set(dataset.token2id(dataset.iid_field, items[:-2])))
         want[np.ix_(ids, ids)] += 1
-    got = cooccurrence_matrix(training_histories(dataset), n).toarray()
-    np.testing.assert_array_equal(got, want)
     table = net.cooccurrence
     all_items = torch.arange(n)
     torch.testing.assert_close(
@@ -134,7 +138,15 @@ def test_cooccurrence_counts_only_training_interactions(tiny_config, tiny_data_p
         torch.from_numpy(want).float(),
     )
     nnz = int((want > 0).sum())
-    assert table.memory_bytes() == nnz * (8 + 4) + n * 4  # O(nnz), not O(n^2)
+    table_bytes = sum(b.numel() * b.element_size() for b in table.buffers())
+    assert table_bytes == nnz * (8 + 4) + n * 4  # O(nnz), not O(n^2)
+    # the model file alone (RecBole's prefix rows): the same counts from the rows
+    users, items = rksa.RKSA.training_interactions(net, prefix_rows(tiny_config))
+    alone = CooccurrenceTable(users, items, n)
+    torch.testing.assert_close(
+        alone.lookup(all_items[:, None], all_items[None, :]),
+        torch.from_numpy(want).float(),
+    )
 
 
 def test_near_singular_correlation_stays_finite(tiny_config):
@@ -180,7 +192,7 @@ def test_training_samples_stay_causal(tiny_config):
     for s in (seq, changed):
         torch.manual_seed(11)
         with torch.no_grad():
-            outs.append(net.encode(net.sequence_context(inter(s))))
+            outs.append(net.encode(s, torch.tensor([n, n]), torch.tensor([1, 2])))
     torch.testing.assert_close(outs[0][:, :5], outs[1][:, :5], rtol=1e-5, atol=1e-5)
     assert not torch.allclose(outs[0][:, 5:], outs[1][:, 5:])
     net.eval()
@@ -215,15 +227,8 @@ def test_bad_options_are_clear_errors(tiny_config):
 
 
 def test_sparse_table_gathers_blocks():
-    histories = type("H", (), {})()
-    from recbole_attn.data.histories import TrainingHistories
-
-    histories = TrainingHistories(
-        torch.tensor([0, 1, 2]),
-        torch.tensor([0, 3, 5, 7]),
-        torch.tensor([1, 2, 3, 2, 3, 1, 1]),
-    )
-    table = CooccurrenceTable(cooccurrence_matrix(histories, 5))
+    users = np.array([0, 0, 0, 1, 1, 2, 2])  # user 2 has item 1 twice: counted once
+    table = CooccurrenceTable(users, np.array([1, 2, 3, 2, 3, 1, 1]), 5)
     seq = torch.tensor([[1, 2, 3, 0], [3, 4, 0, 0]])
     block = table.block(seq)
     assert block[0].tolist() == [

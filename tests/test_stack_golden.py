@@ -141,6 +141,7 @@ def dataset_digest(model, dataset, config_dict):
 
 def one_epoch_metrics(model, extra, data_path, checkpoint_dir):
     """Test metrics of ``model`` on the ``tiny`` fixture after one epoch (seed 2020)."""
+    from experiments import research
     from recbole_attn.quick_start import run
 
     config = {
@@ -161,7 +162,7 @@ def one_epoch_metrics(model, extra, data_path, checkpoint_dir):
         **TINY_MODEL,
         **extra,
     }
-    result = run(model, "tiny", config_dict=config)
+    result = run(research.model_for(model, extra), "tiny", config_dict=config)
     logging.getLogger().handlers.clear()
     return {k: float(v) for k, v in result["test_result"].items()}
 

@@ -7,12 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from recbole_attn.model.layers import (
+from experiments import research
+from recbole_attn.model.stosa import (
     elu_plus_one,
     pairwise_wasserstein2_squared,
     wasserstein2_squared,
 )
 from recbole_attn.quick_start import build
+from recbole_attn.sequential.losses import sampled_loss
 
 
 def w2_squared_direct(mu1, s1, mu2, s2):
@@ -75,7 +77,7 @@ def test_ranks_by_ascending_distance(stosa):
         net.cov_item_embedding.weight[5] = 0.0
         net.mean_item_embedding.weight[6] = 1.0
         net.cov_item_embedding.weight[6] = 2.0
-        scores = net.score_all_items((mean, cov))[0]
+        scores = net.all_item_scores((mean, cov))[0]
         # item 0 is padding (RecBole's trainer sets its score to -inf)
         order = torch.argsort(scores[1:], descending=True) + 1
         assert order[0].item() == 4
@@ -108,7 +110,16 @@ def test_loss_is_bpr_plus_pvn_hinge(stosa):
     mean = torch.zeros(2, d, requires_grad=True)
     cov = torch.full((2, d), 4.0, requires_grad=True)
     pos, neg = torch.tensor([1, 1]), torch.tensor([2, 2])
-    bpr, pvn = net.position_loss((mean, cov), pos, neg)
+    output = (mean, cov)
+    bpr = sampled_loss(
+        net.item_scores(output, pos), net.item_scores(output, neg), "BPR"
+    )
+    (pvn,) = net.position_terms(output, pos, neg.unsqueeze(-1))
+    # the model file's own loss on RecBole's negatives: the same two terms
+    own = net.loss_fct(net.item_scores(output, pos), net.item_scores(output, neg))
+    assert own.item() == pytest.approx(bpr.item(), rel=1e-3)  # RecBole: log(1e-10 + .)
+    own_pvn = net.pvn_weight * net.pvn_loss(output, pos, neg)
+    assert own_pvn.item() == pytest.approx(pvn.item())
     # by hand: d(s, pos) = d*1 + d*(2-1)^2 = 2d; d(s, neg) = 0 + d = d; d(pos, neg) = d
     d_pos, d_neg, d_pn = 2.0 * d, 1.0 * d, 1.0 * d
     want_bpr = -math.log(1.0 / (1.0 + math.exp(-(d_neg - d_pos))))
@@ -135,26 +146,19 @@ def test_official_layer_means_pass_the_input_mean(tiny_config):
     """stosa_layer_means: official (the official encoder) returns the input mean
     embedding unchanged through every layer; paper updates it."""
     for layer_means in ("official", "paper"):
+        forms = {"stosa_layer_means": layer_means, "stosa_input": "paper"}
         config, net, _, _ = build(
-            "STOSA",
+            research.model_for("STOSA", forms),
             "tiny",
-            config_dict={
-                **tiny_config,
-                "stosa_layer_means": layer_means,
-                "stosa_input": "paper",
-                "n_layers": 2,
-            },
+            config_dict={**tiny_config, **forms, "n_layers": 2},
         )
         net.eval()
         seq, lengths = _seq(net, [[3, 5, 7]])
         with torch.no_grad():
-            context = net.sequence_context(
-                {net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths}
-            )
-            mean, cov = net.encode(context)
+            mean, cov = net.encode(seq, lengths)
+            positions = net.position_ids(lengths, seq.size(1))
             embedded = net.mean_layer_norm(
-                net.mean_item_embedding(context.item_seq)
-                + net.mean_position_embedding(context.positions)
+                net.mean_item_embedding(seq) + net.mean_position_embedding(positions)
             )
         assert torch.allclose(mean, embedded) == (layer_means == "official")
         assert np.isfinite(cov.numpy()).all()

@@ -10,8 +10,9 @@ from torch import nn
 
 from experiments.research import heldout_items, heldout_table, model_for
 from recbole_attn.errors import ConfigError
-from recbole_attn.model.layers import GaussianFeedForward, elu_plus_one
+from recbole_attn.model.stosa import FeedForward, elu_plus_one
 from recbole_attn.quick_start import build
+from recbole_attn.sequential.batching import training_targets
 
 #: the paper's model (each option's other value); the yaml defaults are the official ones
 PAPER = {
@@ -60,21 +61,14 @@ def test_official_input_streams(tiny_config):
     seq = torch.tensor([[3, 5, 7, 0, 0]])
     lengths = torch.tensor([3])
     with torch.no_grad():
-        context = net.sequence_context({net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths})
-        mean, cov = net.encode(context)
+        mean, cov = net.encode(seq, lengths)
         ln = net.input_layer_norm
-        pos = context.positions
+        pos = net.position_ids(lengths, seq.size(1))
         want_mean = F.elu(
-            ln(
-                net.mean_item_embedding(context.item_seq)
-                + net.mean_position_embedding(pos)
-            )
+            ln(net.mean_item_embedding(seq) + net.mean_position_embedding(pos))
         )
         want_cov = elu_plus_one(
-            ln(
-                net.cov_item_embedding(context.item_seq)
-                + net.cov_position_embedding(pos)
-            )
+            ln(net.cov_item_embedding(seq) + net.cov_position_embedding(pos))
         )
     torch.testing.assert_close(mean, want_mean)
     torch.testing.assert_close(cov, want_cov)
@@ -83,18 +77,17 @@ def test_official_input_streams(tiny_config):
 
 def test_official_ffn_is_post_ln():
     torch.manual_seed(0)
-    ffn = GaussianFeedForward(8, 32, 0.0, 1e-12, pre_ln=False).eval()
-    x, s = torch.randn(2, 3, 8), torch.randn(2, 3, 8)
-    mean, cov = ffn((x, s))
-
-    def post_ln(block, h):
-        return block.LayerNorm(h + block.dense_2(F.elu(block.dense_1(h))))
-
-    torch.testing.assert_close(mean, post_ln(ffn.mean, x))
-    torch.testing.assert_close(cov, elu_plus_one(post_ln(ffn.cov, s)))
+    ffn = FeedForward(8, 32, 0.0, 1e-12, pre_ln=False).eval()
+    x = torch.randn(2, 3, 8)
+    out = ffn(x)
+    want = ffn.LayerNorm(x + ffn.dense_2(F.elu(ffn.dense_1(x))))
+    torch.testing.assert_close(out, want)
     # the paper's pre-LN form differs on the same weights
-    ffn.mean.pre_ln = True
-    assert not torch.allclose(ffn.mean(x), mean)
+    ffn.pre_ln = True
+    torch.testing.assert_close(
+        ffn(x), x + ffn.dense_2(F.elu(ffn.dense_1(ffn.LayerNorm(x))))
+    )
+    assert not torch.allclose(ffn(x), out)
 
 
 def test_stosa_ffn_option_builds_post_ln(tiny_config):
@@ -150,7 +143,7 @@ def test_heldout_table():
 def test_only_the_research_dataset_records_heldout_items(tiny_config):
     """The product's training split knows nothing of the held-out items, and the product
     refuses the leak; the research class's dataset records every held-out item."""
-    _, (train, _, _) = _build(tiny_config)
+    _, _, _, (train, _, _) = build("STOSA", "tiny", config_dict=tiny_config)
     assert heldout_items(train._dataset) is None
     config = {**tiny_config, **PAPER, "neg_exclude_heldout": True}
     with pytest.raises(ConfigError, match="research-only option .*experiments.runner"):
@@ -167,8 +160,8 @@ def test_only_the_research_dataset_records_heldout_items(tiny_config):
 
 def _negatives(net, batch, draws, seed):
     item_seq = batch[net.ITEM_SEQ]
-    targets, _ = net.training_targets(
-        item_seq, batch[net.ITEM_SEQ_LEN], batch[net.POS_ITEM_ID]
+    targets, _ = training_targets(
+        item_seq, batch[net.ITEM_SEQ_LEN], batch[net.POS_ITEM_ID], net.training_mode
     )
     torch.manual_seed(seed)
     users = batch[net.USER_ID]
@@ -204,21 +197,22 @@ def test_heldout_negatives_need_user_ids(tiny_config):
         net.sample_negatives(seq, seq)
 
 
-def test_the_preset_fills_what_is_not_given(tiny_config):
-    """stosa_preset names four options; one given explicitly wins over the preset."""
+def test_the_preset_sets_the_four_forms(tiny_config):
+    """stosa_preset names the four forms; a single form alone is the research wing's
+    (the product refuses it), where it wins over the preset."""
+    forms = ("layer_means", "input", "ffn", "init")
     for preset, values in (("official", OFFICIAL), ("paper", PAPER)):
-        config, _, _, _ = build(
+        _, net, _, _ = build(
             "STOSA", "tiny", config_dict={**tiny_config, "stosa_preset": preset}
         )
-        for key in ("stosa_layer_means", "stosa_input", "stosa_ffn", "stosa_init"):
-            assert config[key] == values[key], (preset, key)
-    config, net, _, _ = build(
-        "STOSA",
-        "tiny",
-        config_dict={**tiny_config, "stosa_preset": "paper", "stosa_input": "official"},
-    )
-    assert config["stosa_input"] == "official" and config["stosa_ffn"] == "paper"
-    assert net.stosa_input == "official" and net.stosa_layer_means == "paper"
+        assert net.forms == {f: values[f"stosa_{f}"] for f in forms}, preset
+    mixed = {"stosa_preset": "paper", "stosa_input": "official"}
+    with pytest.raises(ConfigError, match="stosa_input is a research-only option"):
+        build("STOSA", "tiny", config_dict={**tiny_config, **mixed})
+    # the preset's own value is accepted (configurations of the previous release)
+    build("STOSA", "tiny", config_dict={**tiny_config, "stosa_input": "official"})
+    net, _ = _build(tiny_config, **mixed)
+    assert net.forms["input"] == "official" and net.forms["layer_means"] == "paper"
     with pytest.raises(ConfigError, match="stosa_preset must be one of"):
         build("STOSA", "tiny", config_dict={**tiny_config, "stosa_preset": "both"})
 

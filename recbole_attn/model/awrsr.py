@@ -3,149 +3,369 @@ AWRSR
 ################################################
 
 Reference:
-    "Pay Attention to Attention for Sequential Recommendation" (AWRSR), RecSys 2024.
+    Yuli Liu, Min Liu and Xiaojing Liu. "Pay Attention to Attention for Sequential
+    Recommendation." in RecSys 2024.
 
-No public code exists; the paper is the spec (docs/models.md, "AWRSR").
+AWRSR refines the attention matrix of a self-attentive recommender: every attention layer
+of the backbone (SASRec or STOSA) gets a refiner between its normalized matrix A and the
+aggregation. A refiner reads the rows of A as representations of the query items ("how
+item k spreads its attention") and mixes them with learnable :math:`n \times n` matrices
+(n = ``MAX_ITEM_LIST_LENGTH``, shared by the heads of a layer), whose rows are indexed by
+the key positions of the entries of A they multiply.
 
-AWRSR refines the attention matrix of an existing self-attentive recommender: every
-attention layer of the backbone (SASRec or STOSA) gets a refiner
-(:mod:`recbole_attn.model.layers.refiners`) between its normalized matrix A and the
-aggregation. Embedding, loss and prediction are the backbone's own code.
+**Causality.** Row k of the refined matrix reads row k of A and rows t of A only where
+(k, t) is allowed by the causal mask (t <= k, t a real item), because B is re-masked
+before its softmax (and :math:`M_{value}`'s inner softmax is masked the same way); row t
+of A depends only on the items up to t. So the output at position k depends on no item
+after k.
 """
 
-from recbole_attn.config_check import OneOf
-from recbole_attn.model.abstract_recommender import AttnSequentialRecommender
-from recbole_attn.model.layers.refiners import REFINEMENTS, make_refiner
-from recbole_attn.model.sasrec_ap import SASRecAP
-from recbole_attn.model.stosa import STOSA
-from recbole_attn.options import Opt
+import math
+
+import torch
+from torch import nn
+
+from recbole.model.abstract_recommender import SequentialRecommender
+from recbole.model.layers import FeedForward, MultiHeadAttention
+from recbole.model.loss import BPRLoss
+from recbole_attn.model.stosa import (
+    STOSA,
+    elu_plus_one,
+    masked_softmax,
+    pairwise_wasserstein2_squared,
+)
+
+
+class AttentionWeightRefiner(nn.Module):
+    """Base of the refiners: the :math:`n \\times n` matrices (``names``), initialized as
+    the identity plus N(0, ``init_std``) noise, so that the refinement starts from the
+    correlations of the attention rows themselves (at W = 0 the bilinear forms would sit
+    at a saddle point with vanishing gradients). ``alignment``: the backbone's
+    ``position_alignment`` (``first``: every sequence has the same position ids)."""
+
+    names = ()
+
+    def __init__(self, max_length, head_size, init_std=0.02, alignment="first"):
+        super().__init__()
+        self.scale = math.sqrt(head_size)
+        self.same_positions = alignment == "first"
+        eye = torch.eye(max_length)
+        for name in self.names:
+            noise = torch.randn(max_length, max_length) * init_std
+            setattr(self, name, nn.Parameter(eye + noise))
+
+    def rows(self, weight, positions):
+        """The rows of ``weight`` at the key positions: ``[L, n]`` or ``[B, 1, L, n]``."""
+        if self.same_positions:
+            return weight[positions[0]]
+        return weight[positions].unsqueeze(1)
+
+    def block(self, weight, positions):
+        """``weight`` at the positions on both axes: ``[L, L]`` or ``[B, 1, L, L]``."""
+        if self.same_positions:
+            return weight[positions[0].unsqueeze(-1), positions[0]]
+        return weight[positions.unsqueeze(-1), positions.unsqueeze(-2)].unsqueeze(1)
+
+    def refine(self, probs, mask, positions):
+        """The refined matrix B (logits), ``[B, h, L, L]``."""
+        raise NotImplementedError
+
+    def forward(self, probs, mask, positions):
+        return masked_softmax(self.refine(probs, mask, positions), mask)
+
+
+class SimpleRefiner(AttentionWeightRefiner):
+    r""":math:`M_{simp}` (eq. 2): :math:`B_{kt} = (A_{k:} W^{RQ}) \cdot (A_{t:} W^{RK})
+    / \sqrt{d_h}`."""
+
+    names = ("W_RQ", "W_RK")
+
+    def refine(self, probs, mask, positions):
+        query = probs @ self.rows(self.W_RQ, positions)
+        key = probs @ self.rows(self.W_RK, positions)
+        return query @ key.transpose(-1, -2) / self.scale
+
+
+class AdditiveRefiner(AttentionWeightRefiner):
+    r""":math:`M_{add}` (eq. 4): :math:`B_{kt} = ((A_{k:} W^{RK}) \cdot (A_{t:} W^{RQ})
+    / \sqrt{d_h} + A_{kt}) / 2`."""
+
+    names = ("W_RQ", "W_RK")
+
+    def refine(self, probs, mask, positions):
+        left = probs @ self.rows(self.W_RK, positions)
+        right = probs @ self.rows(self.W_RQ, positions)
+        return (left @ right.transpose(-1, -2) / self.scale + probs) / 2.0
+
+
+class ValueRefiner(AttentionWeightRefiner):
+    r""":math:`M_{value}` (eq. 3), in the row convention of eq. 2 and 4:
+    :math:`B = \mathrm{softmax}_{causal}((A W^{RQ})(A W^{RK})^\top / \sqrt{d_h})
+    \, (A W^{RV})`: the weights of :math:`M_{simp}` applied to the values
+    :math:`A W^{RV}`, whose columns are key positions."""
+
+    names = ("W_RQ", "W_RK", "W_RV")
+
+    def refine(self, probs, mask, positions):
+        query = probs @ self.rows(self.W_RQ, positions)
+        key = probs @ self.rows(self.W_RK, positions)
+        weights = masked_softmax(query @ key.transpose(-1, -2) / self.scale, mask)
+        return weights @ (probs @ self.block(self.W_RV, positions))
+
+
+class StochasticRefiner(AttentionWeightRefiner):
+    r""":math:`M_{stoc}` (STOSA backbones): row k of A becomes a Gaussian
+    :math:`\mathcal{N}(A_{k:} W_\mu^{R}, \mathrm{diag}(\mathrm{ELU}(A_{k:} W_\Sigma^{R})
+    + 1))` and :math:`B_{kt} = -W_2^2(\mathcal{N}_k, \mathcal{N}_t) / \sqrt{d_h}`, STOSA's
+    own score between the rows."""
+
+    names = ("W_mu", "W_sigma")
+
+    def refine(self, probs, mask, positions):
+        mean = probs @ self.rows(self.W_mu, positions)
+        cov = elu_plus_one(probs @ self.rows(self.W_sigma, positions))
+        return -pairwise_wasserstein2_squared(mean, cov, mean, cov) / self.scale
+
+
+REFINERS = {
+    "simp": SimpleRefiner,
+    "value": ValueRefiner,
+    "add": AdditiveRefiner,
+    "stoc": StochasticRefiner,
+}
+
+
+class RefinedMultiHeadAttention(MultiHeadAttention):
+    """RecBole's multi-head attention with a refiner between the normalized (causal,
+    padding-masked) weights and the aggregation."""
+
+    def __init__(self, refiner, *args):
+        super().__init__(*args)
+        self.refiner = refiner
+
+    def forward(self, input_tensor, attention_mask, positions):
+        query = self.transpose_for_scores(self.query(input_tensor)).permute(0, 2, 1, 3)
+        key = self.transpose_for_scores(self.key(input_tensor)).permute(0, 2, 3, 1)
+        value = self.transpose_for_scores(self.value(input_tensor)).permute(0, 2, 1, 3)
+        scores = torch.matmul(query, key) / self.sqrt_attention_head_size
+        probs = self.refiner(
+            masked_softmax(scores, attention_mask), attention_mask, positions
+        )
+        context = torch.matmul(self.attn_dropout(probs), value)
+        context = context.permute(0, 2, 1, 3).reshape(input_tensor.shape)
+        hidden = input_tensor + self.out_dropout(self.dense(context))
+        return self.LayerNorm(hidden)
+
+
+class RefinedLayer(nn.Module):
+    def __init__(self, attention, feed_forward):
+        super().__init__()
+        self.multi_head_attention = attention
+        self.feed_forward = feed_forward
+
+    def forward(self, hidden, attention_mask, positions):
+        hidden = self.multi_head_attention(hidden, attention_mask, positions)
+        return self.feed_forward(hidden)
+
+
+class RefinedEncoder(nn.Module):
+    def __init__(self, layers):
+        super().__init__()
+        self.layer = nn.ModuleList(layers)
+
+    def forward(self, hidden, attention_mask, positions):
+        for layer in self.layer:
+            hidden = layer(hidden, attention_mask, positions)
+        return hidden
+
+
+class RefinedSASRec(SequentialRecommender):
+    """SASRec (RecBole's layers, sizes, initialization and losses) with a refiner in every
+    attention layer: AWRSR's SASRec backbone."""
+
+    def __init__(self, config, dataset, make_refiner):
+        super(RefinedSASRec, self).__init__(config, dataset)
+
+        # load parameters info
+        self.n_layers = config["n_layers"]
+        self.n_heads = config["n_heads"]
+        self.hidden_size = config["hidden_size"]
+        self.inner_size = config["inner_size"]
+        self.hidden_dropout_prob = config["hidden_dropout_prob"]
+        self.attn_dropout_prob = config["attn_dropout_prob"]
+        self.hidden_act = config["hidden_act"]
+        self.layer_norm_eps = config["layer_norm_eps"]
+        self.initializer_range = config["initializer_range"]
+        self.position_alignment = config["position_alignment"]
+        self.loss_type = config["loss_type"]
+
+        # define layers and loss
+        self.item_embedding = nn.Embedding(
+            self.n_items, self.hidden_size, padding_idx=0
+        )
+        self.position_embedding = nn.Embedding(self.max_seq_length, self.hidden_size)
+        self.trm_encoder = RefinedEncoder(
+            RefinedLayer(
+                RefinedMultiHeadAttention(
+                    make_refiner(),
+                    self.n_heads,
+                    self.hidden_size,
+                    self.hidden_dropout_prob,
+                    self.attn_dropout_prob,
+                    self.layer_norm_eps,
+                ),
+                FeedForward(
+                    self.hidden_size,
+                    self.inner_size,
+                    self.hidden_dropout_prob,
+                    self.hidden_act,
+                    self.layer_norm_eps,
+                ),
+            )
+            for _ in range(self.n_layers)
+        )
+        self.LayerNorm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
+        self.dropout = nn.Dropout(self.hidden_dropout_prob)
+        self.loss_fct = BPRLoss() if self.loss_type == "BPR" else nn.CrossEntropyLoss()
+
+        # parameters initialization
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module):
+        """RecBole's SASRec initialization."""
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.data.normal_(mean=0.0, std=self.initializer_range)
+        elif isinstance(module, nn.LayerNorm):
+            module.bias.data.zero_()
+            module.weight.data.fill_(1.0)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            module.bias.data.zero_()
+
+    def position_ids(self, item_seq_len, length):
+        """``[B, length]``: counted from the first item (``first``), or back from the most
+        recent one, which gets T - 1 (``last``; padding clamped to T - 1)."""
+        steps = torch.arange(length, device=item_seq_len.device).unsqueeze(0)
+        if self.position_alignment == "first":
+            return steps.expand(item_seq_len.size(0), length)
+        offset = (self.max_seq_length - item_seq_len).unsqueeze(1)
+        return (steps + offset).clamp(max=self.max_seq_length - 1)
+
+    def encode(self, item_seq, item_seq_len):
+        """Outputs ``[B, L, d]`` at every position."""
+        positions = self.position_ids(item_seq_len, item_seq.size(1))
+        hidden = self.item_embedding(item_seq) + self.position_embedding(positions)
+        hidden = self.dropout(self.LayerNorm(hidden))
+        causal = torch.ones(
+            item_seq.size(1), item_seq.size(1), dtype=torch.bool, device=item_seq.device
+        ).tril()
+        attention_mask = (item_seq > 0)[:, None, None, :] & causal  # [B, 1, L, L]
+        return self.trm_encoder(hidden, attention_mask, positions)
+
+    def forward(self, item_seq, item_seq_len):
+        output = self.encode(item_seq, item_seq_len)
+        return self.gather_indexes(output, item_seq_len - 1)  # [B, d]
+
+    def item_scores(self, output, items):
+        """Dot products of ``output`` ``[N, d]`` with ``items`` ``[N]`` or ``[N, M]``."""
+        items_emb = self.item_embedding(items)
+        if items_emb.dim() > output.dim():
+            output = output.unsqueeze(-2)
+        return (output * items_emb).sum(-1)
+
+    def all_item_scores(self, output):
+        return output @ self.item_embedding.weight.transpose(0, 1)
+
+    def calculate_loss(self, interaction):
+        output = self.forward(
+            interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
+        )
+        pos_items = interaction[self.POS_ITEM_ID]
+        if self.loss_type == "CE":
+            return self.loss_fct(self.all_item_scores(output), pos_items)
+        if self.loss_type != "BPR":
+            raise NotImplementedError("Make sure 'loss_type' in ['BPR', 'CE']!")
+        neg_items = interaction[self.NEG_ITEM_ID]
+        return self.loss_fct(
+            self.item_scores(output, pos_items), self.item_scores(output, neg_items)
+        )
+
 
 #: backbone name -> model class (each takes a refiner factory)
-BACKBONES = {"SASRec": SASRecAP, "STOSA": STOSA}
+BACKBONES = {"SASRec": RefinedSASRec, "STOSA": STOSA}
 
 
-class AWRSR(AttnSequentialRecommender):
+class AWRSR(SequentialRecommender):
     r"""Attention-weight refinement on a SASRec or STOSA backbone (``backbone``), with
     ``refinement`` ``simp`` (eq. 2), ``value`` (eq. 3), ``add`` (eq. 4) or ``stoc``
-    (STOSA only). The backbone (:attr:`backbone`) is the backbone model itself, built with a
-    refiner in every attention layer; AWRSR's defaults are the backbone's yaml plus
-    ``AWRSR.yaml``.
+    (STOSA only). :attr:`backbone` is the backbone model itself, built with a refiner in
+    every attention layer: embedding, loss and prediction are the backbone's.
 
     NOTE:
-        Decisions where the paper is ambiguous (each tested):
+        Decisions where the paper is ambiguous:
 
-        * The refiners act on the post-softmax, causally masked A (masked entries
-          exactly 0), B is re-masked (causal + padding) before its softmax, and
-          STOSA's covariance stream is aggregated with :math:`\mathrm{softmax}(B) \circ
-          \mathrm{softmax}(B)`, as its means with :math:`\mathrm{softmax}(B)`.
-          Under STOSA's default ``stosa_layer_means: official`` (the official code's
-          model) the layers' mean outputs are dropped, so only the covariances are
-          aggregated with the refined weights.
+        * The refiners act on the post-softmax, causally masked A (masked entries exactly
+          0), B is re-masked (causal + padding) before its softmax, and STOSA's covariance
+          stream is aggregated with :math:`\mathrm{softmax}(B) \circ \mathrm{softmax}(B)`,
+          as its means with :math:`\mathrm{softmax}(B)`. Under STOSA's default
+          ``stosa_preset: official`` the layers' mean outputs are dropped, so only the
+          covariances are aggregated with the refined weights.
         * :math:`M_{simp}` and :math:`M_{add}`: the paper prints an outer product of two
           rows; we use their inner product (B_kt must be a scalar). Scale
           :math:`\sqrt{d_h}` (per head).
         * :math:`M_{value}`: the paper multiplies by the refinement matrices from the
-          left, which mixes query rows over the whole sequence (a future-item leak in
-          all-position training); we read it in the row convention of eq. 2 and 4 with
-          a causally masked inner softmax
-          (:class:`~recbole_attn.model.layers.refiners.ValueRefiner`).
+          left, which mixes query rows over the whole sequence (a future-item leak when
+          every position is trained); we read it in the row convention of eq. 2 and 4
+          with a causally masked inner softmax.
         * :math:`M_{stoc}`: B is :math:`-W_2^2/\sqrt{d_h}` between the row Gaussians
           (the paper stops at the distributions).
         * One set of :math:`n \times n` matrices per layer, shared by its heads,
           initialized as identity + N(0, ``initializer_range``) noise (the paper gives no
           initialization; at zero the bilinear refinements start at a saddle point).
-        * Refiners mix query rows, so prediction computes every position of the last
-          layer (no last-position shortcut).
     """
-
-    last_position_shortcut = False
-    yaml_header = """AWRSR ("Pay Attention to Attention for Sequential Recommendation", RecSys 2024):
-attention-weight refinement on a backbone. The backbone's yaml (SASRecAP.yaml or
-STOSA.yaml) is loaded first, so every other default is the backbone's (paper: the
-refinement reuses the backbone's tuned settings)."""
-    options = {
-        "backbone": Opt("SASRec", OneOf(*BACKBONES), "SASRec or STOSA"),
-        "refinement": Opt(
-            "simp",
-            OneOf(*REFINEMENTS),
-            "simp (eq. 2), value (eq. 3), add (eq. 4) or stoc (STOSA only)",
-        ),
-    }
-    option_rules = (
-        lambda c: (
-            "refinement: stoc turns attention rows into Gaussians for STOSA's "
-            "Wasserstein attention; use it with backbone: STOSA, or choose simp, value "
-            "or add for the SASRec backbone"
-            if c["refinement"] == "stoc" and c["backbone"] != "STOSA"
-            else None
-        ),
-    )
-
-    @classmethod
-    def yaml_classes(cls, options):
-        """The classes whose yaml files configure AWRSR, given the user's options (files
-        and overrides): its backbone's, then AWRSR's own."""
-        backbone = BACKBONES.get(options["backbone"] if "backbone" in options else None)
-        return [backbone, cls] if backbone else [cls]
 
     def __init__(self, config, dataset):
         super(AWRSR, self).__init__(config, dataset)
 
-        # the backbone's sizes: a refiner per attention layer works on one head
+        # load parameters info: the backbone's sizes (a refiner works on one head)
+        self.refinement = config["refinement"]
         head_size = config["hidden_size"] // config["n_heads"]
-        init_range = config["initializer_range"]
+        if self.refinement == "stoc" and config["backbone"] != "STOSA":
+            raise ValueError("refinement 'stoc' needs backbone: STOSA")
 
-        def refiner():
-            return make_refiner(
-                self.refinement, self.max_seq_length, head_size, init_range
+        def make_refiner():
+            return REFINERS[self.refinement](
+                self.max_seq_length,
+                head_size,
+                config["initializer_range"],
+                config["position_alignment"],
             )
 
-        # define layers and loss: the backbone (the option names it), with a refiner in
-        # every attention layer
-        self.backbone = BACKBONES[self.backbone](config, dataset, make_refiner=refiner)
+        # define layers and loss: the backbone, with a refiner in every attention layer
+        self.backbone = BACKBONES[config["backbone"]](config, dataset, make_refiner)
 
-    @property
-    def trm_encoder(self):
-        """The backbone's layer stack (the name every model's stack has)."""
-        return self.backbone.trm_encoder
+    def encode(self, item_seq, item_seq_len):
+        return self.backbone.encode(item_seq, item_seq_len)
 
-    def encode(self, context):
-        return self.backbone.encode(context)
+    def forward(self, item_seq, item_seq_len):
+        return self.backbone.forward(item_seq, item_seq_len)
 
-    @property
-    def loss_type(self):
-        """The backbone's (AWRSR trains with its backbone's loss)."""
-        return self.backbone.loss_type
+    def item_scores(self, output, items):
+        return self.backbone.item_scores(output, items)
 
-    @property
-    def needs_negatives(self):
-        return self.backbone.needs_negatives
+    def all_item_scores(self, output):
+        return self.backbone.all_item_scores(output)
 
-    @property
-    def extra_loss_names(self):
-        return self.backbone.extra_loss_names
+    def calculate_loss(self, interaction):
+        return self.backbone.calculate_loss(interaction)
 
-    def position_loss(self, output, pos_items, neg_items, neg_log_q=None):
-        return self.backbone.position_loss(output, pos_items, neg_items, neg_log_q)
+    def predict(self, interaction):
+        output = self.forward(
+            interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
+        )
+        return self.item_scores(output, interaction[self.ITEM_ID])
 
-    def score_items(self, output, items):
-        return self.backbone.score_items(output, items)
-
-    def score_all_items(self, output):
-        return self.backbone.score_all_items(output)
-
-    def score_factors(self, output):
-        return self.backbone.score_factors(output)
-
-    def item_factors(self, items=None):
-        return self.backbone.item_factors(items)
-
-
-def combinations():
-    """Every valid ``(backbone, refinement)`` pair (``stoc`` needs STOSA)."""
-    return [
-        (backbone, refinement)
-        for backbone in BACKBONES
-        for refinement in REFINEMENTS
-        if refinement != "stoc" or backbone == "STOSA"
-    ]
+    def full_sort_predict(self, interaction):
+        output = self.forward(
+            interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
+        )
+        return self.all_item_scores(output)

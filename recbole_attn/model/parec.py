@@ -1,36 +1,194 @@
 r"""
-PARec, FPARec
+PARec
 ################################################
 
 Reference:
-    "Positional Attention for Sequential Recommendation" (PARec / FPARec).
+    Fan Luo, Juan Zhang and Shenghui Xu. "Learning Positional Attention for Sequential
+    Recommendation."
 
 Reference code:
-    https://github.com/NetEase-Media/FPARec (TensorFlow; read for its behaviour only,
-    docs/models.md, "PARec / FPARec")
+    https://github.com/NetEase-Media/FPARec
 
-The attention of every block is a learned function of the query and key positions only
-(:class:`~recbole_attn.model.layers.positional.PositionalScore`): no query or key
-projection.
+The attention of every block is a learned function of the query and key positions only,
+:math:`R_l / \sqrt{d_h}` with :math:`R_l \in \mathbb{R}^{h \times n \times n}` (PARec) or
+:math:`R_{1,l} R_{2,l}^\top` with :math:`R_{1,l}, R_{2,l} \in \mathbb{R}^{h \times n
+\times k}` (FPARec), n = ``MAX_ITEM_LIST_LENGTH``: no query or key projection. With
+``position_alignment: last`` the most recent item is always position n - 1 (as in the
+right-aligned official code), so R learns patterns relative to the most recent item.
 """
 
+import math
+
+import torch
+import torch.nn.functional as F
 from torch import nn
 
-from recbole_attn.config_check import Flag, Integer, Number, OneOf
-from recbole_attn.model.item_embedding import ItemEmbeddingRecommender
-from recbole_attn.model.layers import (
-    FeedForward,
-    MultiHeadSelfAttention,
-    TransformerEncoder,
-    TransformerLayer,
-)
-from recbole_attn.model.layers.positional import PATTERNS, PositionalScore
-from recbole_attn.options import Default, Opt
+from recbole.model.abstract_recommender import SequentialRecommender
+from recbole.model.layers import FeedForward
+from recbole.model.loss import BPRLoss
 
-FFN_PLACEMENTS = ("block", "after")
+#: ``learned``: PARec / FPARec; the others are the paper's fixed ablation patterns
+PATTERNS = ("learned", "average", "linear", "exponential")
 
 
-class PARec(ItemEmbeddingRecommender):
+def fixed_pattern(name, length, decay=0.5):
+    r"""Log-weights ``[n, n]`` of a fixed pattern over the distance :math:`\Delta = t - s`
+    between query t and key s (the masked softmax turns them into weights proportional to
+    :math:`w(\Delta)` over the valid prefix): ``average`` :math:`w = 1`; ``linear``
+    :math:`w = (n - \Delta)/n`; ``exponential`` :math:`w = \gamma^{\Delta}` (``decay`` =
+    :math:`\gamma`). Entries above the diagonal are 0 (masked anyway)."""
+    steps = torch.arange(length, dtype=torch.float64)
+    delta = (steps.unsqueeze(1) - steps.unsqueeze(0)).clamp(min=0)
+    if name == "average":
+        logits = torch.zeros(length, length, dtype=torch.float64)
+    elif name == "linear":
+        logits = torch.log((length - delta) / length)
+    elif name == "exponential":
+        logits = delta * math.log(decay)
+    else:
+        raise ValueError(f"positional_pattern must be one of {list(PATTERNS)}")
+    return logits.tril().float()
+
+
+def masked_softmax(scores, mask):
+    """Softmax over the allowed keys, exactly 0 elsewhere (also on rows with none)."""
+    scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1) * mask
+
+
+class PositionalScore(nn.Module):
+    """The positional logits ``R[h, pos(query), pos(key)] / sqrt(d_h)``.
+
+    Args:
+        factor_k (int): None for a full R (PARec); k for :math:`R_1 R_2^\\top` (FPARec).
+        pattern (str): ``learned``, or a fixed pattern (:func:`fixed_pattern`; a buffer,
+            shared by the heads, not scaled).
+        init_std (float): standard deviation of R (of the product :math:`R_1 R_2^\\top`
+            for FPARec, whose factors get :math:`\\sqrt{std}/k^{1/4}`), truncated at 2
+            standard deviations (the official code's truncated normal).
+    """
+
+    def __init__(
+        self,
+        n_heads,
+        max_length,
+        head_size,
+        factor_k=None,
+        pattern="learned",
+        decay=0.5,
+        init_std=0.01,
+    ):
+        super().__init__()
+        self.pattern = pattern
+        self.n_heads = n_heads
+        self.max_length = max_length
+        self.scale = math.sqrt(head_size) if pattern == "learned" else 1.0
+        self.R = self.R1 = self.R2 = None
+        if pattern != "learned":
+            self.register_buffer("fixed", fixed_pattern(pattern, max_length, decay))
+        elif factor_k is None:
+            self.R = nn.Parameter(self._init(n_heads, max_length, max_length, init_std))
+        else:
+            std = math.sqrt(init_std) / factor_k**0.25
+            self.R1 = nn.Parameter(self._init(n_heads, max_length, factor_k, std))
+            self.R2 = nn.Parameter(self._init(n_heads, max_length, factor_k, std))
+
+    @staticmethod
+    def _init(*shape_and_std):
+        *shape, std = shape_and_std
+        return nn.init.trunc_normal_(torch.empty(*shape), 0.0, std, -2 * std, 2 * std)
+
+    def block(self, start, stop):
+        """``R[:, start:stop, start:stop]`` before scaling, ``[h, m, m]`` (FPARec computes
+        only this block of :math:`R_1 R_2^\\top`)."""
+        if self.pattern != "learned":
+            return self.fixed[start:stop, start:stop].expand(self.n_heads, -1, -1)
+        if self.R is not None:
+            return self.R[:, start:stop, start:stop]
+        return self.R1[:, start:stop] @ self.R2[:, start:stop].transpose(-1, -2)
+
+    def matrix(self):
+        """The full positional matrix ``[h, n, n]``, before scaling."""
+        return self.block(0, self.max_length)
+
+    def forward(self, positions, alignment):
+        """Logits ``[1, h, L, L]`` (``first``) or ``[B, h, L, L]`` (``last``: gathered
+        through the one-hot of the positions, a matmul whose backward scatters nothing).
+        """
+        length = positions.size(1)
+        start = 0 if alignment == "first" else self.max_length - length
+        r = self.block(start, start + length) / self.scale  # [h, L, L]
+        if alignment == "first":
+            return r.unsqueeze(0)
+        one_hot = F.one_hot(positions - start, length).to(r.dtype).unsqueeze(1)
+        return one_hot @ r @ one_hot.transpose(-1, -2)
+
+
+class PositionalAttention(nn.Module):
+    r"""A pre-LN positional attention sublayer (eq. 5-6): :math:`V = \mathrm{LN}(F)
+    W_V`, :math:`F + \mathrm{Dropout}(\mathrm{Mask}(\mathrm{softmax}(R/\sqrt{d_h})) V)`,
+    per head, no output projection."""
+
+    def __init__(
+        self,
+        score,
+        n_heads,
+        hidden_size,
+        hidden_dropout_prob,
+        attn_dropout_prob,
+        layer_norm_eps,
+    ):
+        super().__init__()
+        self.n_heads = n_heads
+        self.score = score
+        self.value = nn.Linear(hidden_size, hidden_size)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.attn_dropout = nn.Dropout(attn_dropout_prob)
+        self.out_dropout = nn.Dropout(hidden_dropout_prob)
+
+    def forward(self, hidden, attention_mask, positions, alignment):
+        batch, length, dim = hidden.shape
+        logits = self.score(positions, alignment)
+        probs = self.attn_dropout(masked_softmax(logits, attention_mask))
+        value = self.value(self.LayerNorm(hidden))
+        value = value.view(batch, length, self.n_heads, -1).transpose(1, 2)
+        output = (probs @ value).transpose(1, 2).reshape(batch, length, dim)
+        return hidden + self.out_dropout(output)
+
+
+class PreLNFeedForward(FeedForward):
+    r"""RecBole's point-wise feed-forward sublayer, pre-LN (eq. 8):
+    :math:`x + \mathrm{Dropout}(W_2\,\mathrm{act}(W_1 \mathrm{LN}(x)))`."""
+
+    def forward(self, input_tensor):
+        hidden = self.dense_1(self.LayerNorm(input_tensor))
+        hidden = self.dense_2(self.intermediate_act_fn(hidden))
+        return input_tensor + self.dropout(hidden)
+
+
+class PARecLayer(nn.Module):
+    def __init__(self, attention, feed_forward):
+        super().__init__()
+        self.multi_head_attention = attention
+        self.feed_forward = feed_forward
+
+    def forward(self, hidden, attention_mask, positions, alignment):
+        hidden = self.multi_head_attention(hidden, attention_mask, positions, alignment)
+        return self.feed_forward(hidden)
+
+
+class PARecEncoder(nn.Module):
+    def __init__(self, layers):
+        super().__init__()
+        self.layer = nn.ModuleList(layers)
+
+    def forward(self, hidden, attention_mask, positions, alignment):
+        for layer in self.layer:
+            hidden = layer(hidden, attention_mask, positions, alignment)
+        return hidden
+
+
+class PARec(SequentialRecommender):
     r"""PARec: item embeddings :math:`F_0 = M[s]`, then L pre-LN positional attention
     blocks,
 
@@ -41,95 +199,62 @@ class PARec(ItemEmbeddingRecommender):
 
     (eq. 5, 6, 8, with the residuals and dropout of section 3.1), a final
     :math:`\mathrm{LN}` (eq. 9), and scores :math:`\hat F_L M^\top` (eq. 10), trained with
-    cross-entropy over all items at every position (eq. 11).
+    cross-entropy over all items (eq. 11).
 
     NOTE:
-        Choices where the paper is silent, and options for the official code's behaviour:
+        Choices where the paper is silent:
 
-        * ``position_alignment: last`` by default: the most recent item is position n - 1
-          (the official code right-aligns sequences), so :math:`R_l` learns patterns
-          relative to the most recent item. ``first`` counts from the first item.
+        * ``position_alignment: last`` by default: the most recent item is position
+          n - 1 (the official code right-aligns sequences); ``first`` counts from the
+          first item.
         * Multi-head: :math:`R_l \in \mathbb{R}^{h \times n \times n}`, scale
           :math:`1/\sqrt{d_h}` (the official code's; the paper writes :math:`\sqrt{d}`,
           the same for one head). No output projection after the attention (the paper's
           parameter count :math:`d^2 + n^2` has none); the value projection has a bias.
         * Dropout on the embeddings, on the attention weights (``attn_dropout_prob``) and
           on the outputs of the attention and FFN sublayers; the FFN is
-          ``dense_2(ReLU(dense_1(.)))`` of width ``inner_size``.
-        * ``add_position_embedding: True`` adds a learned position embedding to the
-          input, as the official code always does (off by default: the paper has none).
-          ``ffn_placement: after`` applies one FFN after all attention sublayers, as the
-          official code does, instead of one per block (``block``, the paper's).
+          ``dense_2(act(dense_1(.)))`` of width ``inner_size``.
+        * The official code adds a learned position embedding to the input and applies
+          one FFN after all attention sublayers; we follow the paper (no position
+          embedding, an FFN in every block).
         * ``positional_pattern``: ``average``, ``linear`` or ``exponential``
           (``pattern_decay``) replaces the learned R by the fixed pattern of the paper's
           ablation (Table 4; the paper gives no formula: ours are in
-          :func:`~recbole_attn.model.layers.positional.fixed_pattern`).
+          :func:`fixed_pattern`).
         * R is initialized from a normal with std 0.01 truncated at 2 std (the official
           code's truncated normal); Linear and embedding weights as RecBole's SASRec.
     """
 
-    last_position_shortcut = True
-    yaml_header = """PARec ("Positional Attention for Sequential Recommendation"): pre-LN blocks whose
-attention is a learned matrix R_l over (query, key) positions, no query/key projection.
-Paper settings: 2 blocks, full cross-entropy over all items at every position, T in
-{50, 100, 200} for the Amazon data (official scripts: d 50, 1 head, dropout 0.5)."""
-    options = {
-        "positional_pattern": Opt(
-            "learned",
-            OneOf(*PATTERNS),
-            "learned R; average, linear, exponential: the fixed patterns of the "
-            "paper's ablation (Table 4)",
-        ),
-        "pattern_decay": Opt(
-            0.5,
-            Number("positive"),
-            "gamma of the exponential pattern, w = gamma^(t - s)",
-        ),
-        "add_position_embedding": Opt(
-            False,
-            Flag(),
-            "add a learned position embedding to the input (the paper has none)",
-            research="the official code always adds one",
-        ),
-        "ffn_placement": Opt(
-            "block",
-            OneOf(*FFN_PLACEMENTS),
-            "block: an FFN in every block (the paper); after: one FFN after all blocks",
-            research="after is the official code's",
-        ),
-    }
-    defaults = {
-        "n_heads": 1,
-        "inner_size": Default(64, "official code: d"),
-        "hidden_act": Default("relu", "eq. 8: ReLU"),
-        "layer_norm_eps": 1e-8,
-        "loss_type": Default("CE", "eq. 11: cross-entropy over all items"),
-        "MAX_ITEM_LIST_LENGTH": 50,
-        "position_alignment": Default(
-            "last", "R relative to the most recent item (official: right-aligned)"
-        ),
-        "training_mode": "all_position",
-        "valid_metric": "NDCG@10",
-    }
-    #: the rank of a factorized R (FPARec's ``factor_k``); None: R is learned whole
-    factor_k = None
+    #: FPARec's R = R1 R2^T (``factor_k``)
+    factored = False
 
     def __init__(self, config, dataset):
-        super().__init__(config, dataset)
+        super(PARec, self).__init__(config, dataset)
+
+        # load parameters info
+        self.n_layers = config["n_layers"]
+        self.n_heads = config["n_heads"]
+        self.hidden_size = config["hidden_size"]
+        self.inner_size = config["inner_size"]
+        self.hidden_dropout_prob = config["hidden_dropout_prob"]
+        self.attn_dropout_prob = config["attn_dropout_prob"]
+        self.hidden_act = config["hidden_act"]
+        self.layer_norm_eps = config["layer_norm_eps"]
+        self.initializer_range = config["initializer_range"]
+        self.position_alignment = config["position_alignment"]
+        self.loss_type = config["loss_type"]
+        self.positional_pattern = config["positional_pattern"]
+        self.pattern_decay = config["pattern_decay"]
+        self.factor_k = config["factor_k"] if self.factored else None
 
         # define layers and loss
         self.item_embedding = nn.Embedding(
             self.n_items, self.hidden_size, padding_idx=0
         )
-        self.position_embedding = None
-        if self.add_position_embedding:
-            self.position_embedding = nn.Embedding(
-                self.max_seq_length, self.hidden_size
-            )
         self.dropout = nn.Dropout(self.hidden_dropout_prob)
-        self.trm_encoder = TransformerEncoder(
-            TransformerLayer(
-                MultiHeadSelfAttention(
+        self.trm_encoder = PARecEncoder(
+            PARecLayer(
+                PositionalAttention(
                     PositionalScore(
                         self.n_heads,
                         self.max_seq_length,
@@ -143,59 +268,91 @@ Paper settings: 2 blocks, full cross-entropy over all items at every position, T
                     self.hidden_dropout_prob,
                     self.attn_dropout_prob,
                     self.layer_norm_eps,
-                    output_dense=False,
-                    pre_ln=True,
                 ),
-                self._ffn() if self.ffn_placement == "block" else nn.Identity(),
+                PreLNFeedForward(
+                    self.hidden_size,
+                    self.inner_size,
+                    self.hidden_dropout_prob,
+                    self.hidden_act,
+                    self.layer_norm_eps,
+                ),
             )
             for _ in range(self.n_layers)
         )
-        self.feed_forward = self._ffn() if self.ffn_placement == "after" else None
         self.LayerNorm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
+        self.loss_fct = BPRLoss() if self.loss_type == "BPR" else nn.CrossEntropyLoss()
 
         # parameters initialization
         self.apply(self._init_weights)
 
-    def _ffn(self):
-        return FeedForward(
-            self.hidden_size,
-            self.inner_size,
-            self.hidden_dropout_prob,
-            self.hidden_act,
-            self.layer_norm_eps,
-            pre_ln=True,
+    def _init_weights(self, module):
+        """RecBole's SASRec initialization (R keeps its own)."""
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.data.normal_(mean=0.0, std=self.initializer_range)
+        elif isinstance(module, nn.LayerNorm):
+            module.bias.data.zero_()
+            module.weight.data.fill_(1.0)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            module.bias.data.zero_()
+
+    def position_ids(self, item_seq_len, length):
+        """``[B, length]``: counted from the first item (``first``), or back from the most
+        recent one, which gets T - 1 (``last``; padding clamped to T - 1)."""
+        steps = torch.arange(length, device=item_seq_len.device).unsqueeze(0)
+        if self.position_alignment == "first":
+            return steps.expand(item_seq_len.size(0), length)
+        offset = (self.max_seq_length - item_seq_len).unsqueeze(1)
+        return (steps + offset).clamp(max=self.max_seq_length - 1)
+
+    def encode(self, item_seq, item_seq_len):
+        """:math:`\\mathrm{LN}(F_L)` ``[B, L, d]`` at every position (eq. 9)."""
+        positions = self.position_ids(item_seq_len, item_seq.size(1))
+        causal = torch.ones(
+            item_seq.size(1), item_seq.size(1), dtype=torch.bool, device=item_seq.device
+        ).tril()
+        attention_mask = (item_seq > 0)[:, None, None, :] & causal  # [B, 1, L, L]
+        hidden = self.dropout(self.item_embedding(item_seq))  # F_0 = M[s]
+        hidden = self.trm_encoder(
+            hidden, attention_mask, positions, self.position_alignment
+        )
+        return self.LayerNorm(hidden)
+
+    def forward(self, item_seq, item_seq_len):
+        output = self.encode(item_seq, item_seq_len)
+        return self.gather_indexes(output, item_seq_len - 1)  # [B, d]
+
+    def item_scores(self, output, items):
+        """Dot products of ``output`` ``[N, d]`` with ``items`` ``[N]`` or ``[N, M]``."""
+        items_emb = self.item_embedding(items)
+        if items_emb.dim() > output.dim():
+            output = output.unsqueeze(-2)
+        return (output * items_emb).sum(-1)
+
+    def all_item_scores(self, output):
+        return output @ self.item_embedding.weight.transpose(0, 1)  # eq. 10
+
+    def calculate_loss(self, interaction):
+        output = self.forward(
+            interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
+        )
+        pos_items = interaction[self.POS_ITEM_ID]
+        if self.loss_type == "CE":  # eq. 11
+            return self.loss_fct(self.all_item_scores(output), pos_items)
+        if self.loss_type != "BPR":
+            raise NotImplementedError("Make sure 'loss_type' in ['BPR', 'CE']!")
+        neg_items = interaction[self.NEG_ITEM_ID]
+        return self.loss_fct(
+            self.item_scores(output, pos_items), self.item_scores(output, neg_items)
         )
 
-    def encode(self, context):
-        hidden = self.item_embedding(context.item_seq)  # [B, L, d]: F_0 = M[s]
-        if self.position_embedding is not None:
-            hidden = hidden + self.position_embedding(context.positions)
-        hidden = self.trm_encoder(self.dropout(hidden), context)  # [B, L, d]: F_L
-        if self.feed_forward is not None:
-            hidden = self.feed_forward(hidden)
-        return self.LayerNorm(hidden)  # eq. 9
+    def predict(self, interaction):
+        output = self.forward(
+            interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
+        )
+        return self.item_scores(output, interaction[self.ITEM_ID])
 
-
-class FPARec(PARec):
-    r"""FPARec: PARec with the factorized positional attention of eq. 7,
-    :math:`\mathrm{softmax}(R_{1,l} R_{2,l}^\top / \sqrt{d_h})` with
-    :math:`R_{1,l}, R_{2,l} \in \mathbb{R}^{h \times n \times k}` (``factor_k``): 2kn
-    parameters per head instead of :math:`n^2`.
-
-    NOTE:
-        PARec's notes apply. The factors are initialized with std
-        :math:`\sqrt{0.01}/k^{1/4}` so that the product has std 0.01, as PARec's R (the
-        official code's initialization).
-    """
-
-    yaml_header = """FPARec: PARec with R_l = R1 R2^T, R1, R2 of size n x k per head (PARec.yaml is loaded
-first). Paper: k >= 20 is robust (Table 5)."""
-    options = {"factor_k": Opt(20, Integer(1), "k, the rank of R1 R2^T")}
-    option_rules = (
-        lambda c: (
-            f"factor_k factorizes the learned R; positional_pattern "
-            f"{c['positional_pattern']!r} is fixed: use PARec for fixed patterns"
-            if c["positional_pattern"] != "learned"
-            else None
-        ),
-    )
+    def full_sort_predict(self, interaction):
+        output = self.forward(
+            interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
+        )
+        return self.all_item_scores(output)

@@ -7,171 +7,421 @@ Reference:
     Sequential Recommendation." in KDD 2024.
 
 Reference code:
-    https://github.com/l-lyl/PAtt (read for its behaviour only; docs/patt.md)
+    https://github.com/l-lyl/PAtt
 
 PAtt^k / DPAtt^k with ``dpp_k: 2`` (dual dependency, eq. 7) or ``dpp_k: 3`` (triple
-dependency, eq. 12). The mechanism is the score module
-:class:`~recbole_attn.model.layers.dpp_score.DPPScore` of the shared attention.
+dependency, eq. 12). Every k-DPP quantity is in closed form, for the k-DPP on each
+query's valid causal prefix: with ``d = diag(L)``,
+
+* all 2x2 principal minors: :math:`M2_{rt} = d_r d_t - L_{rt}^2`;
+* the triple sums :math:`S_{rt} = \sum_{x \ne r,t} \det L_{\{r,t,x\}}` of a prefix: a few
+  batched matmuls;
+* the normalizers :math:`e_2`, :math:`e_3` of each prefix: cumulative sums of those;
+* the pair marginals :math:`P^2(r,t) = M2_{rt}/e_2` and :math:`P^3(r,t) = S_{rt}/e_3`.
+
+No determinant routine, eigendecomposition or Python loop over pairs or positions.
 """
 
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
 from torch import nn
 
-from recbole_attn.config_check import Flag, Integer, Number, OneOf
-
-from recbole_attn.data.categories import check_category_field, item_category_table
-from recbole_attn.data.histories import training_histories
-from recbole_attn.model.item_embedding import ItemEmbeddingRecommender
-from recbole_attn.options import Default, Opt
-from recbole_attn.model.category_kernel import learn_category_kernel
-from recbole_attn.model.layers import DPPScore
-from recbole_attn.model.layers.dpp_diversity import sequence_category_kernel
-from recbole_attn.model.layers.dpp_score import CATEGORY_KERNEL, DIAGONALS, SAMPLERS
-
-#: why a single form is research-only: PAtt's product defaults are the official code's
-_FORM = "the paper's form of one piece alone: an ablation against the official code's"
+from recbole.model.abstract_recommender import SequentialRecommender
+from recbole.model.layers import FeedForward
+from recbole.utils import InputType
 
 
-class PAtt(ItemEmbeddingRecommender):
+# ---------------------------------------------------------------- closed-form k-DPP
+def tiny_value(dtype):
+    # an absolute normalizer floor far above denormals: 0/0 rows become exact zeros and
+    # the gradient of num/Z stays finite
+    return torch.finfo(dtype).tiny ** 0.5
+
+
+def floored_normalizer(norm, kernel, k):
+    r""":math:`e_k` of each prefix floored at ``100 eps trace^k``: the closed forms lose
+    about ``eps trace^k`` to cancellation, so a kernel of numerical rank < k gives
+    probabilities near 0 (uniform attention) instead of noise / noise."""
+    trace = torch.diagonal(kernel, dim1=-2, dim2=-1).cumsum(-1)
+    eps = torch.finfo(trace.dtype).eps
+    floor = 100.0 * eps * trace.clamp_min(0.0) ** k + tiny_value(trace.dtype)
+    return torch.maximum(norm, floor)
+
+
+def pair_minors(kernel):
+    r"""All 2x2 principal minors :math:`d_r d_t - L_{rt} L_{tr}` ``[..., T, T]`` (0 on the
+    diagonal)."""
+    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
+    minors = d.unsqueeze(-1) * d.unsqueeze(-2) - kernel * kernel.transpose(-1, -2)
+    eye = torch.eye(kernel.size(-1), dtype=torch.bool, device=kernel.device)
+    return minors.masked_fill(eye, 0.0)
+
+
+def triple_minor_sums(kernel):
+    r""":math:`S_{rt} = \sum_{x \notin \{r,t\}} \det L_{\{r,t,x\}}` ``[..., T, T]`` for any
+    square (also non-symmetric) kernel: one matmul, zero diagonal."""
+    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
+    tau = d.sum(-1)[..., None, None]
+    sq = kernel @ kernel
+    sq_d = torch.diagonal(sq, dim1=-2, dim2=-1)
+    lt = kernel.transpose(-1, -2)
+    sums = (
+        d.unsqueeze(-1) * d.unsqueeze(-2) * tau
+        + kernel * sq.transpose(-1, -2)
+        + lt * sq
+        - d.unsqueeze(-1) * sq_d.unsqueeze(-2)
+        - d.unsqueeze(-2) * sq_d.unsqueeze(-1)
+        - kernel * lt * tau
+    )
+    eye = torch.eye(kernel.size(-1), dtype=torch.bool, device=kernel.device)
+    return sums.masked_fill(eye, 0.0)
+
+
+def det3(a, b, c, f, g, h):
+    r"""Determinant of the symmetric 3x3 matrix with diagonal (a, b, c) and off-diagonal
+    entries f = (b,c), g = (a,c), h = (a,b): :math:`abc + 2fgh - af^2 - bg^2 - ch^2`."""
+    return a * b * c + 2.0 * f * g * h - a * f * f - b * g * g - c * h * h
+
+
+def triple_dets(kernel, x):
+    r"""3x3 principal minors :math:`\det L_{\{r,t,x\}}` ``[..., T(t), T(r), s]`` of a
+    symmetric ``kernel [..., T, T]`` for third items ``x [..., T(t), T(r), s]``."""
+    n = kernel.size(-1)
+    lead = x.shape[:-3]
+    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
+    flat = x.reshape(*lead, n, -1)  # row t
+    l_tx = torch.gather(kernel, -1, flat).reshape(x.shape)
+    by_r = x.transpose(-2, -3).reshape(*lead, n, -1)  # row r
+    l_rx = torch.gather(kernel, -1, by_r).reshape(x.shape).transpose(-2, -3)
+    d_x = torch.gather(d.unsqueeze(-2).expand(*d.shape[:-1], n, n), -1, flat)
+    d_t = d.unsqueeze(-1).unsqueeze(-1)
+    d_r = d.unsqueeze(-2).unsqueeze(-1)
+    return det3(d_r, d_t, d_x.reshape(x.shape), l_tx, l_rx, kernel.unsqueeze(-1))
+
+
+def dense_triple_dets(kernel):
+    """All 3x3 principal minors ``[..., T(t), T(r), T(x)]`` of a symmetric kernel."""
+    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
+    return det3(
+        d.unsqueeze(-2).unsqueeze(-1),  # r
+        d.unsqueeze(-1).unsqueeze(-1),  # t
+        d.unsqueeze(-2).unsqueeze(-2),  # x
+        kernel.unsqueeze(-2),  # (t, x)
+        kernel.unsqueeze(-3),  # (r, x)
+        kernel.unsqueeze(-1),  # (t, r)
+    )
+
+
+def sample_third_items(shape, samples, device):
+    r"""Indices ``[*shape[:-2], T(t), T(r), s]`` uniform over :math:`\{0..t-1\} \setminus
+    \{r\}` (for right-padded sequences every position before a valid t is valid). Entries
+    without such an item (t < 2) are arbitrary and masked by the caller."""
+    n = shape[-1]
+    u = torch.rand(*shape[:-2], n, n, samples, device=device)
+    t = torch.arange(n, device=device).view(n, 1, 1)
+    r = torch.arange(n, device=device).view(1, n, 1)
+    avail = (t - 1).clamp_min(1)
+    j = (u * avail).long().clamp_max(avail - 1)
+    return j + (j >= r).long()
+
+
+class CausalMasks(NamedTuple):
+    """Masks of the causal per-prefix k-DPP, built once per batch (float, for fused ops):
+    ``keys [B, (1,) T, T]``, 1 at (t, r) iff r < t and both are valid; ``pairs``, the same
+    where the prefix of t also holds at least k valid items."""
+
+    keys: torch.Tensor
+    pairs: torch.Tensor
+
+
+def causal_masks(mask, k, heads=True, dtype=torch.float32):
+    """:class:`CausalMasks` of the valid positions ``mask [B, T]`` (``heads``: with a
+    head axis)."""
+    n = mask.size(-1)
+    lower = torch.ones(n, n, dtype=torch.bool, device=mask.device).tril(-1)
+    keys = lower & mask.unsqueeze(-1) & mask.unsqueeze(-2)
+    pairs = keys & (mask.cumsum(-1) >= k).unsqueeze(-1)
+    keys, pairs = keys.to(dtype), pairs.to(dtype)
+    if heads:
+        keys, pairs = keys.unsqueeze(1), pairs.unsqueeze(1)
+    return CausalMasks(keys, pairs)
+
+
+def causal_pair_numerators(
+    kernel, k, masks, triple_samples=0, category=None, jitter=0.1, third_items=None
+):
+    r"""Unnormalized pair weights ``W[..., t, r]`` (r < t, both valid) and normalizers
+    ``Z[..., t]`` of the k-DPP on every valid prefix :math:`\{x \le t\}`, for a symmetric
+    PSD ``kernel [B, H, T, T]`` (or ``[B, T, T]``) whose rows and columns of padding are
+    0; ``masks``: :func:`causal_masks` of the batch. The weight of a
+    k-subset Y is :math:`\det L_Y`, or :math:`\det L_Y / \det C_Y` with a category kernel
+    ``category [B, T, T]`` (DPAtt's ``ratio`` form):
+
+    * k = 2: :math:`W_{tr}` = the weight of :math:`\{r,t\}`; :math:`Z_t` = the sum of the
+      pair weights inside the prefix;
+    * k = 3 exact: :math:`W_{tr} = \sum_{x<t,\,x\ne r} w(\{r,t,x\})`, :math:`Z_t =
+      \sum_{t'\le t} \frac12 \sum_{r<t'} W_{t'r}`; without C in closed form (a handful of
+      matmuls), with C dense ``[..., T, T, T]``;
+    * k = 3 sampled (``triple_samples = s > 0``): :math:`W_{tr} = \frac{t-1}{s}\sum_j
+      w(\{r,t,x_j\})`, :math:`x_j` uniform over :math:`\{0..t-1\} \setminus \{r\}` (an
+      unbiased estimate of the exact sum); :math:`Z_t` exact without C, built from the
+      sampled W with C.
+
+    Rows whose prefix holds fewer than k valid items get W = 0. Rounding can make the
+    closed forms slightly negative: every numerator is clamped at 0.
+    """
+    pairs = masks.pairs
+    if category is not None and kernel.dim() == 4:
+        category = category.unsqueeze(1)
+    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
+    d_t, d_r = d.unsqueeze(-1), d.unsqueeze(-2)
+    if k == 2:
+        num = torch.addcmul(d_t * d_r, kernel, kernel, value=-1.0)
+        if category is not None:
+            num = num / pair_minors(category).clamp_min(jitter * jitter)
+        num = num.clamp_min(0.0) * pairs
+        return num, num.sum(-1).cumsum(-1)
+
+    n = kernel.size(-1)
+    if triple_samples:
+        x = third_items
+        if x is None:
+            x = sample_third_items(kernel.shape, triple_samples, kernel.device)
+        dets = triple_dets(kernel, x).clamp_min(0.0)
+        if category is not None:
+            cat = category.expand(*kernel.shape)
+            dets = dets / triple_dets(cat, x).clamp_min(jitter**3)
+        count = torch.arange(n, device=kernel.device, dtype=kernel.dtype) - 1.0
+        num = dets.mean(-1) * (count.clamp_min(0).unsqueeze(-1) * pairs)
+        if category is not None:
+            return num, (0.5 * num.sum(-1)).cumsum(-1)
+        return num, causal_pair_numerators(kernel, 3, masks)[1]
+
+    if category is not None:
+        t = torch.arange(n, device=kernel.device).view(n, 1, 1)
+        r = torch.arange(n, device=kernel.device).view(1, n, 1)
+        xs = torch.arange(n, device=kernel.device).view(1, 1, n)
+        allowed = ((xs < t) & (xs != r)).to(kernel.dtype)
+        dets = dense_triple_dets(kernel).clamp_min(0.0)
+        dets = dets / dense_triple_dets(category).clamp_min(jitter**3)
+        num = (dets * allowed).sum(-1) * pairs
+        return num, (0.5 * num.sum(-1)).cumsum(-1)
+
+    # k = 3 exact, closed form: (d_t d_r - L_tr^2) tau_t + 2 L_tr sum_{x<=t} L_tx L_xr
+    # - d_r sum_{x<=t} L_tx^2 - d_t sum_{x<=t} L_rx^2
+    incl = torch.ones(n, n, dtype=kernel.dtype, device=kernel.device).tril()
+    tau = d.cumsum(-1).unsqueeze(-1)  # tau_t = sum_{x<=t} d_x
+    sq = kernel * kernel
+    prefix_l = (kernel * incl) @ kernel  # [t, r] = sum_{x<=t} L_tx L_xr
+    sq_rows = sq @ incl.transpose(0, 1)  # [r, t] = sum_{x<=t} L_rx^2
+    q_t = torch.diagonal(sq_rows, dim1=-2, dim2=-1).unsqueeze(-1)  # sum_{x<=t} L_tx^2
+    r_tr = sq_rows.transpose(-1, -2)  # [t, r]
+    num = d_r * (d_t * tau - q_t)
+    num = torch.addcmul(num, sq, tau, value=-1.0)
+    num = torch.addcmul(num, d_t, r_tr, value=-1.0)
+    num = torch.addcmul(num, kernel, prefix_l, value=2.0)
+    num = num.clamp_min(0.0) * pairs
+    return num, (0.5 * num.sum(-1)).cumsum(-1)
+
+
+def causal_pair_weights(
+    kernel, valid, k, masks=None, category=None, triple_samples=0, jitter=0.1
+):
+    r"""``(W, Z)``, the pair weights ``[..., t, r]`` and floored normalizers ``[..., t]``
+    of the k-DPP on every valid prefix (:math:`P^k(r, t) = W_{tr} / Z_t`), for a kernel
+    ``[B, (H,) T, T]`` whose rows and columns of padding are 0 and the valid positions
+    ``valid [B, T]`` (:func:`causal_pair_numerators`; with DPAtt's category kernel, the
+    subset weights :math:`\det L_Y / \det C_Y`)."""
+    if masks is None:
+        masks = causal_masks(valid, k, kernel.dim() == 4, kernel.dtype)
+    num, norm = causal_pair_numerators(
+        kernel, k, masks, triple_samples, category=category, jitter=jitter
+    )
+    return num, floored_normalizer(norm, kernel, k)
+
+
+# ---------------------------------------------------------------- the model
+def masked_softmax(scores, mask):
+    """Softmax over the allowed keys, exactly 0 elsewhere (also on rows with none)."""
+    scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1) * mask
+
+
+def split_heads(x, n_heads):
+    """``[B, L, d]`` -> ``[B, h, L, d/h]``."""
+    batch, length, dim = x.shape
+    return x.view(batch, length, n_heads, dim // n_heads).transpose(1, 2)
+
+
+def merge_heads(x):
+    """``[B, h, L, d_h]`` -> ``[B, L, h d_h]``."""
+    batch, heads, length, dim = x.shape
+    return x.transpose(1, 2).reshape(batch, length, heads * dim)
+
+
+class DPPAttention(nn.Module):
+    r"""The probabilistic attention of one block (eq. 7-9), per head: the Sampler
+    :math:`S = (M W^S + b)^{\circ 2}`, the k-DPP on each valid prefix with kernel
+    :math:`L = S S^\top` (DPAtt: subset weights :math:`\det L_Y / \det C_Y`), logits :math:`-\lambda P^k(r, t)` for r < t and
+    :math:`-\lambda L_{tt}` on the diagonal, a masked softmax over the prefix, and
+    :math:`Z = D M` (the value is the input itself); then SASRec's output sublayer."""
+
+    def __init__(
+        self,
+        n_heads,
+        hidden_size,
+        hidden_dropout_prob,
+        attn_dropout_prob,
+        layer_norm_eps,
+        k=2,
+        lam=0.125,
+        triple_samples=0,
+        jitter=0.1,
+    ):
+        super().__init__()
+        self.n_heads = n_heads
+        self.k = k
+        self.lam = lam
+        self.triple_samples = int(triple_samples)
+        self.jitter = jitter
+        self.query = nn.Linear(hidden_size, hidden_size)  # the Sampler W^S, b
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.attn_dropout = nn.Dropout(attn_dropout_prob)
+        self.out_dropout = nn.Dropout(hidden_dropout_prob)
+
+    def sampler(self, hidden):
+        """``[B, h, L, d_h]``: :math:`S = (M W^S + b)^{\\circ 2}`, per head."""
+        sampler = split_heads(self.query(hidden), self.n_heads)
+        return sampler * sampler
+
+    def pair_weights(self, kernel, valid, masks, category=None):
+        """:func:`causal_pair_weights` of the layer's k (sampled triples in training)."""
+        triples = self.triple_samples if self.training else 0
+        return causal_pair_weights(
+            kernel, valid, self.k, masks, category, triples, self.jitter
+        )
+
+    def logits(self, sampler, valid, masks, category=None):
+        r""":math:`-\lambda P^k(r, t)` of the per-prefix k-DPPs, :math:`-\lambda L_{tt}` on
+        the diagonal."""
+        masked = sampler * valid[:, None, :, None].to(sampler.dtype)  # padding rows 0
+        num, norm = self.pair_weights(
+            masked @ masked.transpose(-1, -2), valid, masks, category
+        )
+        logits = num * (-self.lam / norm).unsqueeze(-1)
+        return logits - torch.diag_embed(self.lam * (sampler * sampler).sum(-1))
+
+    def forward(self, hidden, attention_mask, valid, masks, category=None):
+        logits = self.logits(self.sampler(hidden), valid, masks, category)
+        probs = self.attn_dropout(masked_softmax(logits, attention_mask))
+        output = merge_heads(probs @ split_heads(hidden, self.n_heads))  # Z = D M
+        output = hidden + self.out_dropout(self.dense(output))
+        return self.LayerNorm(output)
+
+
+class PAttLayer(nn.Module):
+    def __init__(self, attention, feed_forward):
+        super().__init__()
+        self.multi_head_attention = attention
+        self.feed_forward = feed_forward
+
+    def forward(self, hidden, attention_mask, valid, masks, category=None):
+        hidden = self.multi_head_attention(
+            hidden, attention_mask, valid, masks, category
+        )
+        return self.feed_forward(hidden)
+
+
+class PAttEncoder(nn.Module):
+    def __init__(self, layers):
+        super().__init__()
+        self.layer = nn.ModuleList(layers)
+
+    def forward(self, hidden, attention_mask, valid, masks, category=None):
+        for layer in self.layer:
+            hidden = layer(hidden, attention_mask, valid, masks, category)
+        return hidden
+
+
+class PAtt(SequentialRecommender):
     r"""PAtt replaces the Query-Key-Value attention of SASRec by a Sampler
     :math:`S = M W^S` (per head) and a sequence-specific k-DPP with kernel
     :math:`L^{(S)} = S S^\top` (eq. 8). The attention weight of key r for query t is
     :math:`D_{tr} = \exp(-\lambda P^k(r, t))` (eq. 7), where :math:`P^2(r,t)` is the
     2-DPP probability of :math:`\{r, t\}` and :math:`P^3(r,t) = \sum_x P^3(\{r,t,x\})`
     (eq. 12); the output is :math:`Z = D M` (eq. 9: the value is the input M itself).
-    Embedding, FFN, residuals, layer norms and dropout are SASRec's.
+    Embedding, FFN, residuals, layer norms, dropout and prediction are SASRec's.
 
     NOTE:
-        Deviations from the paper, each a documented choice. The defaults follow the
-        official code (github.com/l-lyl/PAtt) wherever it departs from the paper, but
-        for its two leaks: on Beauty under the official README's settings this was the
-        best leak-free variant on validation (docs/patt.md, "Against the official code").
+        Deviations from the paper. The defaults follow the official code
+        (github.com/l-lyl/PAtt) wherever it departs from the paper, but for its two
+        leaks:
 
         * Ground set: for query t the k-DPP lives on the valid prefix :math:`\{x \le t\}`
           (padding and future items are in no normalizer). The paper builds one k-DPP per
-          sequence and keeps only the lower triangle of D; the official normalizer also
-          sums over padding and future positions, a train-time leak that only the
-          research wing reproduces (``experiments/research.py``).
-        * Diagonal: :math:`D_{tt} = \exp(-\lambda L_{tt})`, the official self logit
-          (``dpp_diagonal: kernel``; the paper's eq. 7 has :math:`D_{tt} = 1`:
-          ``one``).
-        * Sampler: :math:`S = (M W^S + b)^2` elementwise, as the official code
-          (``dpp_sampler: squared``; eq. 8's linear :math:`S = M W^S`: ``linear``).
-        * ``dpp_row_normalize: True`` (default) divides every row of D by its sum. With
-          the default :math:`\lambda = 1/\sqrt{d_h}` (``dpp_lambda: 0.125`` at d 64, one
-          head) this is the official softmax of :math:`-P/\sqrt{d_h}` over the prefix;
-          the paper writes Z = D M with raw weights (False). The paper's
-          :math:`\lambda \in [0.5, 16]` and our earlier 64 are options. Since
-          :math:`0 \le P \le 1`, at 0.125 the weights of a row's earlier keys differ by
-          at most :math:`e^{0.125}` = 1.13x: the attention is close to a mean over the
-          prefix with its own self weight (docs/patt.md, "Why DPAtt now equals
-          PAtt").
+          sequence and keeps the lower triangle of D; the official normalizer also sums
+          over padding and future positions, a train-time leak.
+        * Diagonal: :math:`D_{tt} = \exp(-\lambda L_{tt})`, the official self logit (the
+          paper's eq. 7 has :math:`D_{tt} = 1`).
+        * Sampler: :math:`S = (M W^S + b)^2` elementwise, as the official code (eq. 8's
+          :math:`S = M W^S` is linear).
+        * Every row of D is divided by its sum: with the default :math:`\lambda =
+          1/\sqrt{d_h}` (``dpp_lambda: 0.125`` at d 64, one head) this is the official
+          softmax of :math:`-P/\sqrt{d_h}` over the prefix; the paper writes Z = D M
+          with raw weights. Since :math:`0 \le P \le 1`, at 0.125 the weights of a row's
+          earlier keys differ by at most :math:`e^{0.125}`: the attention is close to a
+          mean over the prefix with its own self weight.
         * k = 3 is exact by default (``dpp_triple_samples: 0``): the sum over every third
-          item in closed form (a few batched matmuls, no determinants). The paper's
-          sampled variant (4 random third items per pair) is ``dpp_triple_samples: 4``; we
-          scale the sampled sum by (number of candidates)/(samples) so that it is an
-          unbiased estimate of the exact marginal, sample only while training and use the
-          exact marginal in evaluation (deterministic scores).
+          item in closed form. The paper's sampled variant (4 random third items per
+          pair) is ``dpp_triple_samples: 4``, scaled by (number of candidates)/(samples)
+          so that it is an unbiased estimate of the exact marginal, sampled only while
+          training (exact, deterministic scores in evaluation).
         * Multi-head: each head has its own Sampler slice and attends to its slice of M.
           After the attention: dense, dropout, residual, post-LN (the paper keeps
           SASRec's block; its parameter count "2 d^2 fewer than SASRec" implies the
           output dense).
-        * Loss: BCE with one uniform negative per position, as the official code
-          (``loss_type: BCE``, default); the official sampler also avoids the user's
-          held-out items, a leak only the research wing reproduces.
-          ``CE`` (softmax over all items), ``BPR`` and ``SSM`` are options. All-position
-          training (``training_mode: all_position``) by default.
+        * Loss: BCE with one negative per position (``loss_type: BCE``), as the official
+          code, whose sampler also avoids the user's held-out items (a leak; RecBole's
+          sampler avoids the training items only). ``CE`` (softmax over all items) is an
+          option.
         * Position ids count back from the most recent item, as the left-padded official
           code (``position_alignment: last``; ``first``: from the first item).
         * Settings: the paper's T 30 with the official README's dropout 0.4 (the paper
-          searches {0.3, 0.5, 0.7} and sets 0.5); 0.4 scored higher on validation on
-          Beauty and ml-100k and level on Office (docs/patt.md, "The default").
+          searches {0.3, 0.5, 0.7} and sets 0.5).
     """
 
-    yaml_header = """PAtt (Liu et al., KDD 2024): probabilistic k-DPP attention, Sampler only, value = input.
-PAtt^2: dpp_k: 2 (default); PAtt^3: --dpp_k=3 (exact marginal over all third items;
---dpp_triple_samples=4 for the paper's sampled variant). Paper settings: d 64, T 30,
-dropout {0.3, 0.5, 0.7}, lr 1e-3, early stopping on NDCG@20 (patience 10). The mechanism
-follows the official code but its two leaks (docs/patt.md)."""
-    options = {
-        "dpp_k": Opt(
-            2,
-            OneOf(2, 3, hint="2: PAtt^2, pairs; 3: PAtt^3, triples"),
-            "subset size: 2 (dual) or 3 (triple dependency)",
-        ),
-        "dpp_lambda": Opt(
-            0.125,
-            Number("positive"),
-            "lambda of D = exp(-lambda P): 1/sqrt(d_h), the official softmax scale",
-        ),
-        "dpp_triple_samples": Opt(
-            0,
-            Integer(0),
-            "k=3 only: 0 = exact sum over all third items; s > 0 = s sampled (training)",
-        ),
-        "dpp_cat_jitter": Opt(
-            0.1,
-            Number("probability"),
-            "DPAtt only: beta of C = (1-beta) V V^T + beta I",
-        ),
-        "dpp_row_normalize": Opt(
-            True,
-            Flag(),
-            "divide every row of D by its sum (official; False: the paper's raw weights)",
-            research=_FORM,
-        ),
-        "dpp_diagonal": Opt(
-            "kernel",
-            OneOf(*DIAGONALS, hint="one: D_tt = 1 (eq. 7); kernel: exp(-lambda L_tt)"),
-            "kernel: D_tt = exp(-lambda L_tt) (official); one: D_tt = 1 (eq. 7)",
-            research=_FORM,
-        ),
-        "dpp_sampler": Opt(
-            "squared",
-            OneOf(*SAMPLERS, hint="linear: S = M W (eq. 8); squared: (M W + b)^2"),
-            "squared: S = (M W + b)^2 elementwise (official); linear: S = M W (eq. 8)",
-            research=_FORM,
-        ),
-    }
-    defaults = {
-        "n_layers": 1,
-        "n_heads": 1,
-        "inner_size": Default(256, "official code: 4d"),
-        "hidden_dropout_prob": Default(
-            0.4,
-            "the official README's: higher on validation than the paper's 0.5 on "
-            "Beauty and ml-100k, level on Office (docs/patt.md)",
-        ),
-        "attn_dropout_prob": 0.0,
-        "hidden_act": Default("gelu", "official code"),
-        "loss_type": Default("BCE", "one negative per position (paper, official)"),
-        "MAX_ITEM_LIST_LENGTH": Default(
-            30, "T, the paper's; long histories want more (ml-100k: 50, docs/patt.md)"
-        ),
-        "training_mode": "all_position",
-        "valid_metric": Default("NDCG@20", "the paper's early stopping"),
-        "position_alignment": Default("last", "official left padding"),
-    }
-    option_rules = (
-        lambda c: (
-            f"dpp_triple_samples ({c['dpp_triple_samples']}) samples third items, which "
-            f"only dpp_k: 3 has; set dpp_triple_samples: 0 with dpp_k: {c['dpp_k']}"
-            if c["dpp_triple_samples"] and c["dpp_k"] != 3
-            else None
-        ),
-        lambda c: (
-            f"a {c['dpp_k']}-DPP needs a ground set of at least {c['dpp_k']} items but "
-            f"MAX_ITEM_LIST_LENGTH is {c['MAX_ITEM_LIST_LENGTH']}; raise "
-            "MAX_ITEM_LIST_LENGTH or lower dpp_k"
-            if c["MAX_ITEM_LIST_LENGTH"] < c["dpp_k"]
-            else None
-        ),
-    )
-    #: the k-DPP's ground set of query t: its valid prefix (the research wing's leak
-    #: reproduces the official code's whole padded sequence)
-    dpp_ground_set = "prefix"
+    #: BCE trains on one negative per sample from RecBole's sampler (``NEG_ITEM_ID``)
+    input_type = InputType.PAIRWISE
 
     def __init__(self, config, dataset):
         super(PAtt, self).__init__(config, dataset)
+
+        # load parameters info
+        self.n_layers = config["n_layers"]
+        self.n_heads = config["n_heads"]
+        self.hidden_size = config["hidden_size"]
+        self.inner_size = config["inner_size"]
+        self.hidden_dropout_prob = config["hidden_dropout_prob"]
+        self.attn_dropout_prob = config["attn_dropout_prob"]
+        self.hidden_act = config["hidden_act"]
+        self.layer_norm_eps = config["layer_norm_eps"]
+        self.initializer_range = config["initializer_range"]
+        self.position_alignment = config["position_alignment"]
+        self.loss_type = config["loss_type"]
+        self.dpp_k = config["dpp_k"]
+        self.dpp_lambda = config["dpp_lambda"]
+        self.dpp_triple_samples = config["dpp_triple_samples"]
+        self.dpp_cat_jitter = config["dpp_cat_jitter"]
+        if self.dpp_k not in (2, 3):
+            raise ValueError(f"dpp_k must be 2 or 3, got {self.dpp_k!r}")
+        if self.max_seq_length < self.dpp_k:
+            raise ValueError(
+                f"a {self.dpp_k}-DPP needs at least {self.dpp_k} items: raise "
+                f"MAX_ITEM_LIST_LENGTH ({self.max_seq_length}) or lower dpp_k"
+            )
 
         # define layers and loss
         self.item_embedding = nn.Embedding(
@@ -180,141 +430,115 @@ follows the official code but its two leaks (docs/patt.md)."""
         self.position_embedding = nn.Embedding(self.max_seq_length, self.hidden_size)
         self.LayerNorm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
         self.dropout = nn.Dropout(self.hidden_dropout_prob)
-        self.trm_encoder = self.transformer_encoder(
-            lambda: DPPScore(
-                k=self.dpp_k,
-                lam=self.dpp_lambda,
-                triple_samples=self.dpp_triple_samples,
-                row_normalize=self.dpp_row_normalize,
-                jitter=self.dpp_cat_jitter,
-                diversity_form=self.diversity_form(),
-                diagonal=self.dpp_diagonal,
-                sampler=self.dpp_sampler,
-                ground_set=self.dpp_ground_set,
-            ),
-            value=False,  # eq. 9: Z = D M, the value is the input itself
+        self.trm_encoder = PAttEncoder(
+            PAttLayer(
+                self.attention_layer(),
+                FeedForward(
+                    self.hidden_size,
+                    self.inner_size,
+                    self.hidden_dropout_prob,
+                    self.hidden_act,
+                    self.layer_norm_eps,
+                ),
+            )
+            for _ in range(self.n_layers)
         )
+        if self.loss_type == "BCE":
+            self.loss_fct = nn.BCEWithLogitsLoss()
+        else:
+            self.loss_fct = nn.CrossEntropyLoss()
 
         # parameters initialization
         self.apply(self._init_weights)
 
-    def diversity_form(self):
-        """PAtt has no category kernel: the option does not apply."""
-        return "ratio"
-
-    def encode(self, context):
-        return self.trm_encoder(self.embed_sequence(context), context)
-
-
-class DPAtt(PAtt):
-    r"""DPAtt: PAtt with the diversity-aware kernel (section 3.2.4). A k-subset Y of the
-    prefix gets the unnormalized weight :math:`\det L_Y / \det C_Y` (the quantity of the
-    paper's Appendix A.1, eq. 13-14), where C is a category-scope kernel over all items:
-    subsets spanning more categories (larger :math:`\det C_Y`) get lower probability,
-    hence higher attention :math:`\exp(-\lambda P)`.
-
-    C is a low-rank kernel :math:`C = (1-\beta) \hat V \hat V^\top + \beta I` with
-    unit-norm item vectors :math:`\hat v_i \in R^{r}` (``dpp_cat_rank``), so
-    :math:`C_{ii} = 1` and :math:`\beta^{|Y|} \le \det C_Y \le 1` (``dpp_cat_jitter`` =
-    :math:`\beta`). **C is trained in a pre-stage** when the model is built, with the
-    paper's eq. 10, :math:`\max \sum \log\det C_{A^+} - \log\det C_{A^-}`, on pairs of
-    (more diverse, less diverse) item sets of size ``dpp_cat_set_size`` drawn from the
-    TRAINING sequences (``dpp_cat_draws`` random subsets per sequence; the one with the
-    most distinct categories is A+, the one with the fewest A-), ``dpp_cat_steps`` Adam
-    steps at ``dpp_cat_lr``. It is then frozen (a buffer: saved with the model, no
-    gradient from the recommendation loss). Categories are the item feature
-    ``category_field`` (token_seq, default ``categories``).
-
-    The category kernel acts through P only, so at the default :math:`\lambda` = 0.125
-    it reweights a row's earlier keys by at most :math:`e^{0.125}`: trained DPAtt and
-    PAtt rank alike (docs/patt.md, "Why DPAtt now equals PAtt"); a larger
-    ``dpp_lambda`` gives it room.
-
-    NOTE:
-        Deviations, besides PAtt's:
-
-        * The paper's composite kernel :math:`T = L C_S^{-1}` (eq. 11) is not symmetric and
-          its principal minors are in general not :math:`\det L_Y/\det C_Y` (they can be
-          negative); by default (``dpp_diversity_form: ratio``) we use
-          :math:`\det L_Y / \det C_Y`, the measure the appendix proves the diversity
-          property for. ``dpp_diversity_form: product`` uses the paper's kernel on the
-          ground set of query t, :math:`T^{(t)} = L_{\le t} C_{\le t}^{-1}` (inverse of
-          the prefix block, not a restriction of :math:`L C^{-1}`: no future item), with
-          pair quantities clamped at 0 and normalized by the sum of the clamped ones
-          (proper, bounded probabilities; exact where no minor is negative). Cost: one
-          LU solve per prefix (O(B T^4)) and O(B H T^3) memory, so meant for T <= 50;
-          not combinable with ``dpp_triple_samples``.
-        * C's item vectors are learned from set pairs chosen by their category counts;
-          the official pipeline learns a logistic-DPP kernel offline and does not use it
-          in attention.
-        * DPAtt^3 exact needs all 3x3 minors of C and L (O(T^3) memory per head); the
-          sampled variant (``dpp_triple_samples > 0``) is O(T^2 s) and its per-prefix
-          normalizer is built from the sampled weights.
-    """
-
-    needs_item_categories = True
-    yaml_header = """DPAtt (Liu et al., KDD 2024): PAtt with the diversity-aware kernel, subset weight
-det(L_Y) / det(C_Y) (or the paper's product kernel: dpp_diversity_form). C is learned
-in a pre-stage with eq. 10 from training histories and item categories (category_field),
-then frozen. DPAtt^3: --dpp_k=3. Every other key comes from PAtt.yaml (loaded first)."""
-    options = {
-        "dpp_cat_rank": Opt(32, Integer(1), "rank r of C"),
-        "dpp_cat_set_size": Opt(
-            4, Integer(2), "size of the (diverse, less diverse) training sets"
-        ),
-        "dpp_cat_draws": Opt(
-            8, Integer(1), "random subsets per training history and step"
-        ),
-        "dpp_cat_steps": Opt(200, Integer(0), "Adam steps of the pre-stage"),
-        "dpp_cat_lr": Opt(0.05, Number("positive"), "learning rate of the pre-stage"),
-        "dpp_diversity_form": Opt(
-            "ratio",
-            OneOf("ratio", "product"),
-            "ratio: subset weight det(L_Y)/det(C_Y); product: k-DPP of the paper's "
-            "T = L_{<=t} C_{<=t}^-1 per prefix, minors clamped at 0, O(B T^4) time",
-        ),
-    }
-    defaults = {
-        "category_field": Default(
-            "categories", "token_seq item feature with the categories (ml-100k: class)"
-        )
-    }
-    option_rules = (
-        lambda c: (
-            "dpp_diversity_form: product is exact only: set dpp_triple_samples: 0 with "
-            "it, or use dpp_diversity_form: ratio"
-            if c["dpp_diversity_form"] == "product" and c["dpp_triple_samples"]
-            else None
-        ),
-    )
-
-    def __init__(self, config, dataset):
-        super(DPAtt, self).__init__(config, dataset)
-
-        field = check_category_field(
-            config, dataset, "DPAtt needs", "use PAtt, which needs no categories"
-        )
-        item_categories = item_category_table(dataset, field)
-        histories, lengths = training_histories(dataset).padded(self.max_seq_length)
-        vectors = learn_category_kernel(
-            item_categories,
-            histories,
-            lengths,
-            rank=self.dpp_cat_rank,
-            set_size=self.dpp_cat_set_size,
-            draws=self.dpp_cat_draws,
-            steps=self.dpp_cat_steps,
-            lr=self.dpp_cat_lr,
+    def attention_layer(self):
+        """The probabilistic attention of one block."""
+        return DPPAttention(
+            self.n_heads,
+            self.hidden_size,
+            self.hidden_dropout_prob,
+            self.attn_dropout_prob,
+            self.layer_norm_eps,
+            k=self.dpp_k,
+            lam=self.dpp_lambda,
+            triple_samples=self.dpp_triple_samples,
             jitter=self.dpp_cat_jitter,
-            seed=config["seed"],
         )
-        self.register_buffer("category_vectors", vectors)
 
-    def diversity_form(self):
-        return self.dpp_diversity_form
+    def _init_weights(self, module):
+        """RecBole's SASRec initialization."""
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.data.normal_(mean=0.0, std=self.initializer_range)
+        elif isinstance(module, nn.LayerNorm):
+            module.bias.data.zero_()
+            module.weight.data.fill_(1.0)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            module.bias.data.zero_()
 
-    def encode(self, context):
-        context.features[CATEGORY_KERNEL] = sequence_category_kernel(
-            self.category_vectors, context.item_seq, self.dpp_cat_jitter
+    def position_ids(self, item_seq_len, length):
+        """``[B, length]``: counted from the first item (``first``), or back from the most
+        recent one, which gets T - 1 (``last``; padding clamped to T - 1)."""
+        steps = torch.arange(length, device=item_seq_len.device).unsqueeze(0)
+        if self.position_alignment == "first":
+            return steps.expand(item_seq_len.size(0), length)
+        offset = (self.max_seq_length - item_seq_len).unsqueeze(1)
+        return (steps + offset).clamp(max=self.max_seq_length - 1)
+
+    def sequence_category_kernel(self, item_seq):
+        """DPAtt's :math:`C` on the items of every sequence; None for PAtt."""
+        return None
+
+    def encode(self, item_seq, item_seq_len):
+        """Outputs ``[B, L, d]`` at every position."""
+        positions = self.position_ids(item_seq_len, item_seq.size(1))
+        hidden = self.item_embedding(item_seq) + self.position_embedding(positions)
+        hidden = self.dropout(self.LayerNorm(hidden))
+        valid = item_seq > 0
+        causal = torch.ones(
+            item_seq.size(1), item_seq.size(1), dtype=torch.bool, device=item_seq.device
+        ).tril()
+        attention_mask = valid[:, None, None, :] & causal  # [B, 1, L, L]
+        masks = causal_masks(valid, self.dpp_k, dtype=hidden.dtype)
+        category = self.sequence_category_kernel(item_seq)
+        return self.trm_encoder(hidden, attention_mask, valid, masks, category)
+
+    def forward(self, item_seq, item_seq_len):
+        output = self.encode(item_seq, item_seq_len)
+        return self.gather_indexes(output, item_seq_len - 1)  # [B, d]
+
+    def item_scores(self, output, items):
+        """Dot products of ``output`` ``[N, d]`` with ``items`` ``[N]`` or ``[N, M]``."""
+        items_emb = self.item_embedding(items)
+        if items_emb.dim() > output.dim():
+            output = output.unsqueeze(-2)
+        return (output * items_emb).sum(-1)
+
+    def all_item_scores(self, output):
+        return output @ self.item_embedding.weight.transpose(0, 1)
+
+    def calculate_loss(self, interaction):
+        output = self.forward(
+            interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
         )
-        return super().encode(context)
+        pos_items = interaction[self.POS_ITEM_ID]
+        if self.loss_type == "CE":
+            return self.loss_fct(self.all_item_scores(output), pos_items)
+        if self.loss_type != "BCE":
+            raise NotImplementedError("Make sure 'loss_type' in ['BCE', 'CE']!")
+        pos_score = self.item_scores(output, pos_items)
+        neg_score = self.item_scores(output, interaction[self.NEG_ITEM_ID])
+        return self.loss_fct(pos_score, torch.ones_like(pos_score)) + self.loss_fct(
+            neg_score, torch.zeros_like(neg_score)
+        )
+
+    def predict(self, interaction):
+        output = self.forward(
+            interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
+        )
+        return self.item_scores(output, interaction[self.ITEM_ID])
+
+    def full_sort_predict(self, interaction):
+        output = self.forward(
+            interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
+        )
+        return self.all_item_scores(output)

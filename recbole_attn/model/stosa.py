@@ -1,4 +1,4 @@
-"""
+r"""
 STOSA
 ################################################
 
@@ -6,78 +6,222 @@ Reference:
     Ziwei Fan et al. "Sequential Recommendation via Stochastic Self-Attention." in WWW 2022.
 
 Reference code:
-    https://github.com/zfan20/STOSA (read for its behaviour only; docs/models.md, "STOSA")
+    https://github.com/zfan20/STOSA
+
+An item is a diagonal Gaussian :math:`\mathcal{N}(\mu, \mathrm{diag}(\Sigma))`. Between two
+diagonal Gaussians the squared 2-Wasserstein distance is
+
+.. math::
+    W_2^2 = \|\mu_1 - \mu_2\|_2^2 + \|\Sigma_1^{1/2} - \Sigma_2^{1/2}\|_2^2,
+
+the squared Euclidean distance between the concatenations :math:`[\mu, \Sigma^{1/2}]`, so
+all pairwise distances are one matmul, :math:`\|x\|^2 + \|y\|^2 - 2 x y^\top` (Appendix
+A.2).
 """
 
-import re
+import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from recbole_attn.config_check import Number, OneOf
-from recbole_attn.model.abstract_recommender import (
-    SHARED_OPTIONS,
-    AttnSequentialRecommender,
-)
-from recbole_attn.model.layers import (
-    GAUSSIAN_STREAMS,
-    GaussianFeedForward,
-    MultiHeadSelfAttention,
-    TransformerEncoder,
-    TransformerLayer,
-    WassersteinScore,
-    elu_plus_one,
-    gaussian_vector,
-    pairwise_wasserstein2_squared,
-    wasserstein2_squared,
-)
-from recbole_attn.model.layers.context import select_rows
-from recbole_attn.options import Default, Opt
+from recbole.model.abstract_recommender import SequentialRecommender
+from recbole.model.loss import BPRLoss
 
+#: covariances are clamped to this before the square root (keeps the gradient finite)
+COV_EPS = 1e-24
 
-class CovarianceOnlyLayer(nn.Module):
-    """A STOSA layer of the official code (``stosa_layer_means: official``): the means
-    shape the attention weights (their query and key projections), but the layer passes
-    its input mean through and updates only the covariances; no mean value, output
-    projection, LayerNorm or FFN is built (the official code computes and drops them).
-    """
-
-    def __init__(self, attention, feed_forward):
-        super().__init__()
-        self.multi_head_attention = attention  # outputs ("cov",) only
-        self.feed_forward = feed_forward  # streams ("cov",) only
-
-    def forward(self, hidden, context, rows=None):
-        cov = self.feed_forward(self.multi_head_attention(hidden, context, rows))[0]
-        return select_rows(hidden[0], rows), cov
-
-
-#: the official code's behaviour, option by option (``stosa_preset``); each option given
-#: explicitly wins over the preset
+#: what ``stosa_preset`` sets: the paper's model, or the official code's
 PRESETS = {
     "paper": {
-        "stosa_layer_means": "paper",
-        "stosa_input": "paper",
-        "stosa_ffn": "paper",
-        "stosa_init": "recbole",
+        "layer_means": "paper",
+        "input": "paper",
+        "ffn": "paper",
+        "init": "recbole",
     },
     "official": {
-        "stosa_layer_means": "official",
-        "stosa_input": "official",
-        "stosa_ffn": "official",
-        "stosa_init": "official",
+        "layer_means": "official",
+        "input": "official",
+        "ffn": "official",
+        "init": "official",
     },
 }
 
 
-#: why a single form is research-only: the presets are the models users choose
-_FORM = (
-    "one form of a preset alone: an ablation between the paper and the official code"
-)
+def elu_plus_one(x):
+    """ELU(x) + 1 > 0: the map onto positive covariances."""
+    return F.elu(x) + 1.0
 
 
-class STOSA(AttnSequentialRecommender):
+def gaussian_vector(mean, cov):
+    r""":math:`[\mu, \Sigma^{1/2}]` ``[..., 2d]``."""
+    return torch.cat([mean, cov.clamp_min(COV_EPS).sqrt()], dim=-1)
+
+
+def wasserstein2_squared(mean1, cov1, mean2, cov2):
+    """Elementwise squared W2 distance over the last dimension (broadcasting)."""
+    root1, root2 = cov1.clamp_min(COV_EPS).sqrt(), cov2.clamp_min(COV_EPS).sqrt()
+    return ((mean1 - mean2) ** 2).sum(-1) + ((root1 - root2) ** 2).sum(-1)
+
+
+def pairwise_wasserstein2_squared(mean1, cov1, mean2, cov2):
+    """All squared W2 distances between ``[..., N, d]`` and ``[..., M, d]`` (or
+    ``[M, d]``) Gaussians, ``[..., N, M]``, in matmul form; clamped at 0 against
+    round-off."""
+    x = gaussian_vector(mean1, cov1)
+    y = gaussian_vector(mean2, cov2)
+    sq_x = (x * x).sum(-1, keepdim=True)
+    sq_y = (y * y).sum(-1).unsqueeze(-2)
+    dist = sq_x + sq_y - 2.0 * torch.matmul(x, y.transpose(-1, -2))
+    return dist.clamp_min(0.0)
+
+
+def masked_softmax(scores, mask):
+    """Softmax over the allowed keys, exactly 0 elsewhere (also on rows with none)."""
+    scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1) * mask
+
+
+def split_heads(x, n_heads):
+    """``[B, L, d]`` -> ``[B, h, L, d/h]``."""
+    batch, length, dim = x.shape
+    return x.view(batch, length, n_heads, dim // n_heads).transpose(1, 2)
+
+
+def merge_heads(x):
+    """``[B, h, L, d_h]`` -> ``[B, L, h d_h]``."""
+    batch, heads, length, dim = x.shape
+    return x.transpose(1, 2).reshape(batch, length, heads * dim)
+
+
+class WassersteinAttention(nn.Module):
+    r"""Multi-head Wasserstein self-attention (eq. 5-7): per head, the weights
+    :math:`A = \mathrm{softmax}(-W_2^2(q_t, k_s)/\sqrt{d_h})` between the query Gaussian
+    :math:`(\mu^Q, \mathrm{ELU}(\Sigma^Q) + 1)` and the key Gaussian, causal and without
+    padding keys; means aggregated with :math:`A`, covariances with :math:`A \circ A`;
+    then SASRec's output sublayer (projection, dropout, residual, LayerNorm) per stream.
+
+    ``outputs``: the streams whose outputs are computed, ``("mean", "cov")`` or
+    ``("cov",)`` (the official model: the means only shape the weights). ``refiner``: a
+    module that turns ``A`` into the matrix the values are aggregated with (AWRSR's
+    refinement), called as ``refiner(A, mask, positions)``.
+    """
+
+    def __init__(
+        self,
+        n_heads,
+        hidden_size,
+        hidden_dropout_prob,
+        attn_dropout_prob,
+        layer_norm_eps,
+        outputs=("mean", "cov"),
+        refiner=None,
+    ):
+        super().__init__()
+        self.n_heads = n_heads
+        self.outputs = tuple(outputs)
+        self.refiner = refiner
+
+        def per_stream(make, names):
+            return nn.ModuleDict({name: make() for name in names})
+
+        def linear():
+            return nn.Linear(hidden_size, hidden_size)
+
+        self.query = per_stream(linear, ("mean", "cov"))
+        self.key = per_stream(linear, ("mean", "cov"))
+        self.value = per_stream(linear, self.outputs)
+        self.dense = per_stream(linear, self.outputs)
+        self.LayerNorm = per_stream(
+            lambda: nn.LayerNorm(hidden_size, eps=layer_norm_eps), self.outputs
+        )
+        self.attn_dropout = nn.Dropout(attn_dropout_prob)
+        self.out_dropout = nn.Dropout(hidden_dropout_prob)
+
+    def forward(self, mean, cov, attention_mask, positions):
+        """Outputs ``[B, L, d]`` of the streams in ``outputs``, as a tuple."""
+        streams = {"mean": mean, "cov": cov}
+        q_mean, q_cov = (
+            split_heads(self.query[n](streams[n]), self.n_heads)
+            for n in ("mean", "cov")
+        )
+        k_mean, k_cov = (
+            split_heads(self.key[n](streams[n]), self.n_heads) for n in ("mean", "cov")
+        )
+        dist = pairwise_wasserstein2_squared(
+            q_mean, elu_plus_one(q_cov), k_mean, elu_plus_one(k_cov)
+        )
+        probs = masked_softmax(-dist / math.sqrt(q_mean.size(-1)), attention_mask)
+        if self.refiner is not None:
+            probs = self.refiner(probs, attention_mask, positions)
+        probs = self.attn_dropout(probs)
+        outputs = []
+        for name in self.outputs:
+            weights = probs if name == "mean" else probs**2  # eq. 7: A and A o A
+            value = split_heads(self.value[name](streams[name]), self.n_heads)
+            hidden = self.dense[name](merge_heads(weights @ value))
+            hidden = streams[name] + self.out_dropout(hidden)
+            outputs.append(self.LayerNorm[name](hidden))
+        return tuple(outputs)
+
+
+class FeedForward(nn.Module):
+    r"""ELU feed-forward sublayer (eq. 8-9): pre-LN
+    :math:`x + \mathrm{Dropout}(\mathrm{FFN}(\mathrm{LN}(x)))` (the paper) or post-LN
+    :math:`\mathrm{LN}(x + \mathrm{Dropout}(\mathrm{FFN}(x)))` (the official code)."""
+
+    def __init__(
+        self, hidden_size, inner_size, hidden_dropout_prob, layer_norm_eps, pre_ln
+    ):
+        super().__init__()
+        self.pre_ln = pre_ln
+        self.dense_1 = nn.Linear(hidden_size, inner_size)
+        self.dense_2 = nn.Linear(inner_size, hidden_size)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(hidden_dropout_prob)
+
+    def forward(self, x):
+        if self.pre_ln:
+            return x + self.dropout(
+                self.dense_2(F.elu(self.dense_1(self.LayerNorm(x))))
+            )
+        return self.LayerNorm(self.dropout(self.dense_2(F.elu(self.dense_1(x)))) + x)
+
+
+class STOSALayer(nn.Module):
+    """Wasserstein attention, then a feed-forward sublayer per stream whose covariance
+    output goes through :math:`\\mathrm{ELU}(\\cdot)+1`. With ``mean_stream=False``
+    (the official model) the layer passes its input mean through and updates only the
+    covariances."""
+
+    def __init__(self, attention, feed_forward):
+        super().__init__()
+        self.multi_head_attention = attention
+        self.feed_forward = nn.ModuleDict(feed_forward)
+
+    def forward(self, mean, cov, attention_mask, positions):
+        outputs = self.multi_head_attention(mean, cov, attention_mask, positions)
+        streams = dict(zip(self.multi_head_attention.outputs, outputs))
+        if "mean" in streams:
+            mean = self.feed_forward["mean"](streams["mean"])
+        cov = elu_plus_one(self.feed_forward["cov"](streams["cov"]))
+        return mean, cov
+
+
+class STOSAEncoder(nn.Module):
+    """A stack of :class:`STOSALayer`."""
+
+    def __init__(self, layers):
+        super().__init__()
+        self.layer = nn.ModuleList(layers)
+
+    def forward(self, mean, cov, attention_mask, positions):
+        for layer in self.layer:
+            mean, cov = layer(mean, cov, attention_mask, positions)
+        return mean, cov
+
+
+class STOSA(SequentialRecommender):
     r"""STOSA embeds items as diagonal Gaussians (mean and covariance tables with separate
     position embeddings), replaces dot-product attention by the negative scaled squared
     2-Wasserstein distance (eq. 5), aggregates means with :math:`A` and covariances with
@@ -86,127 +230,66 @@ class STOSA(AttnSequentialRecommender):
     positive-vs-negative hinge :math:`\lambda [d_{s_t,j^+} - d_{j^+,j^-}]_+` (eq. 11-12).
 
     ``stosa_preset: paper`` is that model. ``stosa_preset: official`` (the default) is the
-    official code's model, the one behind the paper's numbers, without its leak of
-    held-out items; it scored higher on validation (docs/results.md, "STOSA on Office").
-    A preset sets four forms (:data:`PRESETS`); setting one form alone is a research
-    option (an ablation the research runner trains).
+    official code's model, the one behind the paper's numbers: it scored higher on
+    validation on Office and reproduces the paper's numbers there.
 
     NOTE:
-        Deviations from the paper, each a documented choice (the first four are the
-        official preset; the other value of each option is the paper's):
+        Deviations from the paper (the first four are ``stosa_preset: official``; the
+        other value of each is the paper's):
 
-        * ``stosa_layer_means: official``: every layer passes its input mean through and
-          updates only the covariances, so the predicted mean is the input layer's mean
-          at the last position (the official encoder drops each layer's mean output;
-          docs/models.md); the layers build no mean-stream value, output projection or
-          FFN. ``paper``: means and covariances both go through attention and FFN
-          (eq. 7-9).
-        * ``stosa_ffn: official``: the FFN sublayer is post-LN ``LN(x + Dropout(FFN(x)))``
-          (``paper``: the pre-LN eq. 9), ``ELU(.)+1`` on the covariance output in both.
-        * ``stosa_input: official``: the input layer is ``ELU(Dropout(LN(E + P)))`` for
-          means and ``ELU(Dropout(LN(E + P))) + 1`` for covariances, with ONE LayerNorm
-          shared by both streams (``paper``: ``Dropout(LN(E + P))`` per stream with its
-          own LayerNorm).
-        * ``stosa_init: official``: N(0.01, ``initializer_range``) for linear and
-          embedding weights, padding rows left non-zero (never trained; prediction never
-          ranks item 0) (``recbole``: RecBole's N(0, ``initializer_range``) with zero
-          padding rows).
+        * Layer means: every layer passes its input mean through and updates only the
+          covariances, so the predicted mean is the input layer's mean (the official
+          encoder drops each layer's mean output); no mean-stream value, output
+          projection or FFN is built. ``paper``: means and covariances both go through
+          attention and FFN (eq. 7-9).
+        * FFN: post-LN ``LN(x + Dropout(FFN(x)))`` (``paper``: the pre-LN eq. 9),
+          ``ELU(.)+1`` on the covariance output in both.
+        * Input layer: ``ELU(Dropout(LN(E + P)))`` for means and ``ELU(Dropout(LN(E +
+          P))) + 1`` for covariances, with ONE LayerNorm shared by both streams
+          (``paper``: ``Dropout(LN(E + P))`` per stream with its own LayerNorm).
+        * Initialization: N(0.01, ``initializer_range``) for linear and embedding
+          weights, padding rows left non-zero (never trained; item 0 is never ranked)
+          (``paper``: RecBole's N(0, ``initializer_range``) with zero padding rows).
         * Attention sublayer: the paper gives no residual or layer norm around the
           Wasserstein attention; we use SASRec's (output projection, dropout, residual,
           post-LN), as the official code does.
-        * ``inner_size`` (FFN width) is configurable; the paper uses d, the official code 4d
-          (our default, 256 for d = 64).
+        * ``inner_size`` (FFN width) is configurable; the paper uses d, the official code
+          4d (the default, 256 for d = 64).
         * Item covariances used for prediction and in the loss are ``ELU(M^Sigma) + 1``
-          (the paper writes ``M^Sigma`` itself, which can be negative); as in the official
-          code.
+          (the paper writes ``M^Sigma`` itself, which can be negative), as in the
+          official code.
         * The attention score is :math:`-W_2^2/\sqrt{d_h}` (squared distance, scaled per
           head), as in the official code; the paper writes :math:`-W_2`.
         * The official negatives also avoid the user's validation and test items, a leak
-          of held-out data that only the research wing reproduces
-          (``experiments/research.py``).
-        * The official evaluation masks a repeated target too; the converted Office has
-          no repeated item in any sequence, so this is not an option here.
-        * ``loss_type: BPR`` is the paper's loss (the default); ``CE`` (softmax over all
-          items), ``BCE`` and ``SSM`` (the base class's losses) train the same scores
-          :math:`-W_2^2`, so every loss ranks as the evaluation does. The pvn hinge takes
-          the sampled negatives (``neg_sample_num``, averaged over them; under ``CE``
-          they are drawn for it alone while ``pvn_weight > 0``).
-        * The L2 term of eq. 12 is Adam's ``weight_decay`` (0 by default, as in the
-          official runs).
+          of held-out data; RecBole's sampler avoids the user's training items only.
+        * ``loss_type: BPR`` is the paper's loss on the scores :math:`-W_2^2`, with the
+          pvn hinge on the same negatives; ``CE`` (softmax over all items of
+          :math:`-W_2^2`) is an option, under which RecBole draws no negatives and the
+          hinge is off. The L2 term of eq. 12 is the optimizer's ``weight_decay``.
         * Scores returned to RecBole are :math:`-W_2^2`, so that "larger is better".
         * Position ids count back from the most recent item (``position_alignment:
           last``), as in the left-padded official code (the paper is silent); ``first``
-          counts from the first item (measured in docs/results.md).
-        * Training budget: the official code's 200 epochs on validation MRR@20, with
-          patience 50 (the official code's is 100; chosen on validation,
-          docs/results.md); the global default of 10 stops it too early.
+          counts from the first item.
     """
-
-    last_position_shortcut = True
-    extra_loss_names = ("pvn",)  # the hinge of eq. 11, with negatives
-    yaml_header = """STOSA (Fan et al., WWW 2022). Defaults = the official README run on Amazon data
-(docs/models.md, "STOSA") and the official code's model without its leak of held-out
-items (stosa_preset: official); stosa_preset: paper is the model as the paper writes it."""
-    options = {
-        **SHARED_OPTIONS,
-        "pvn_weight": Opt(0.005, Number(), "lambda of the positive-vs-negative hinge"),
-        "stosa_preset": Opt(
-            "official",
-            OneOf(*PRESETS),
-            "official: the official code's model (better on validation); paper: the "
-            "model as the paper writes it (eq. 5-12)",
-        ),
-        "stosa_layer_means": Opt(
-            None,
-            OneOf("paper", "official"),
-            "~: the preset's; official: layers update only the covariances; paper: "
-            "means go through attention and FFN too (eq. 7-9)",
-            research=_FORM,
-        ),
-        "stosa_input": Opt(
-            None,
-            OneOf("paper", "official"),
-            "~: the preset's; official: ELU(Dropout(LN(E+P))) means, +1 covariances, "
-            "one shared LN; paper: Dropout(LN(E+P)), one LN per stream",
-            research=_FORM,
-        ),
-        "stosa_ffn": Opt(
-            None,
-            OneOf("paper", "official"),
-            "~: the preset's; official: post-LN FFN; paper: pre-LN residual FFN (eq. 9)",
-            research=_FORM,
-        ),
-        "stosa_init": Opt(
-            None,
-            OneOf("recbole", "official"),
-            "~: the preset's; official: N(0.01, initializer_range), padding rows "
-            "non-zero; recbole: N(0, initializer_range), zero padding rows",
-            research=_FORM,
-        ),
-    }
-    defaults = {
-        "n_layers": 1,
-        "n_heads": 4,
-        "inner_size": Default(256, "paper: d; official code: 4d; the FFN uses ELU"),
-        "hidden_dropout_prob": 0.3,
-        "attn_dropout_prob": 0.0,
-        "loss_type": Default("BPR", "BPR on W2 distances + pvn hinge (eq. 12)"),
-        "position_alignment": "last",
-        "MAX_ITEM_LIST_LENGTH": 100,
-        "epochs": Default(200, "the official code's"),
-        "stopping_step": Default(
-            50, "the official code's 100 picks the same epochs (experiments/budget_*)"
-        ),
-        "training_mode": "all_position",
-        "valid_metric": Default("MRR@20", "the official code early-stops on MRR"),
-    }
-    #: ``stosa_preset`` fills the four options it names (an explicit value wins)
-    presets = {"stosa_preset": PRESETS}
 
     def __init__(self, config, dataset, make_refiner=None):
         """``make_refiner``: a factory of the refiner of every attention layer (AWRSR's);
         None: no refiner."""
         super(STOSA, self).__init__(config, dataset)
+
+        # load parameters info
+        self.n_layers = config["n_layers"]
+        self.n_heads = config["n_heads"]
+        self.hidden_size = config["hidden_size"]
+        self.inner_size = config["inner_size"]
+        self.hidden_dropout_prob = config["hidden_dropout_prob"]
+        self.attn_dropout_prob = config["attn_dropout_prob"]
+        self.layer_norm_eps = config["layer_norm_eps"]
+        self.initializer_range = config["initializer_range"]
+        self.position_alignment = config["position_alignment"]
+        self.pvn_weight = config["pvn_weight"]
+        self.loss_type = config["loss_type"]
+        self.forms = self.preset_forms(config)
 
         # define layers and loss
         self.mean_item_embedding = nn.Embedding(
@@ -221,7 +304,7 @@ items (stosa_preset: official); stosa_preset: paper is the model as the paper wr
         self.cov_position_embedding = nn.Embedding(
             self.max_seq_length, self.hidden_size
         )
-        if self.stosa_input == "official":
+        if self.forms["input"] == "official":
             # one LayerNorm shared by both streams (official code)
             self.input_layer_norm = nn.LayerNorm(
                 self.hidden_size, eps=self.layer_norm_eps
@@ -234,107 +317,115 @@ items (stosa_preset: official); stosa_preset: paper is the model as the paper wr
                 self.hidden_size, eps=self.layer_norm_eps
             )
         self.dropout = nn.Dropout(self.hidden_dropout_prob)
-        official = self.stosa_layer_means == "official"
-        streams = ("cov",) if official else ("mean", "cov")
-        layer = CovarianceOnlyLayer if official else TransformerLayer
-        self.trm_encoder = TransformerEncoder(
-            layer(
-                MultiHeadSelfAttention(
-                    WassersteinScore(),
-                    self.n_heads,
-                    self.hidden_size,
-                    self.hidden_dropout_prob,
-                    self.attn_dropout_prob,
-                    self.layer_norm_eps,
-                    streams=GAUSSIAN_STREAMS,
-                    outputs=streams,
-                    refiner=make_refiner() if make_refiner else None,
-                ),
-                GaussianFeedForward(
-                    self.hidden_size,
-                    self.inner_size,
-                    self.hidden_dropout_prob,
-                    self.layer_norm_eps,
-                    pre_ln=self.stosa_ffn == "paper",
-                    streams=streams,
-                ),
-            )
-            for _ in range(self.n_layers)
+        self.trm_encoder = STOSAEncoder(
+            self._layer(make_refiner) for _ in range(self.n_layers)
         )
-        if official:  # checkpoints of 0.1 hold the mean sublayers this model drops
-            self._register_load_state_dict_pre_hook(_drop_unbuilt_mean_sublayers)
+        self.loss_fct = BPRLoss() if self.loss_type == "BPR" else nn.CrossEntropyLoss()
 
         # parameters initialization
         self.apply(self._init_weights)
 
-    #: mean of the official code's normal initialization (``stosa_init: official``)
-    OFFICIAL_INIT_MEAN = 0.01
+    @staticmethod
+    def preset_forms(config):
+        """The four forms ``stosa_preset`` names (:data:`PRESETS`)."""
+        return PRESETS[config["stosa_preset"]]
+
+    def _layer(self, make_refiner):
+        refiner = make_refiner() if make_refiner else None
+        streams = (
+            ("cov",) if self.forms["layer_means"] == "official" else ("mean", "cov")
+        )
+        attention = WassersteinAttention(
+            self.n_heads,
+            self.hidden_size,
+            self.hidden_dropout_prob,
+            self.attn_dropout_prob,
+            self.layer_norm_eps,
+            outputs=streams,
+            refiner=refiner,
+        )
+        feed_forward = {
+            name: FeedForward(
+                self.hidden_size,
+                self.inner_size,
+                self.hidden_dropout_prob,
+                self.layer_norm_eps,
+                pre_ln=self.forms["ffn"] == "paper",
+            )
+            for name in streams
+        }
+        return STOSALayer(attention, feed_forward)
 
     def _init_weights(self, module):
-        """RecBole's SASRec initialization, with the padding rows set to zero; with
-        ``stosa_init: official``, N(0.01, initializer_range) for linear and embedding
-        weights and the padding rows left as drawn."""
-        super()._init_weights(module)
-        if self.stosa_init == "official":
+        """RecBole's SASRec initialization with zero padding rows; the official code's
+        N(0.01, initializer_range) for linear and embedding weights, padding rows as
+        drawn, with ``stosa_preset: official``."""
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.data.normal_(mean=0.0, std=self.initializer_range)
+        elif isinstance(module, nn.LayerNorm):
+            module.bias.data.zero_()
+            module.weight.data.fill_(1.0)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            module.bias.data.zero_()
+        if self.forms["init"] == "official":
             if isinstance(module, (nn.Linear, nn.Embedding)):
-                module.weight.data.normal_(
-                    mean=self.OFFICIAL_INIT_MEAN, std=self.initializer_range
-                )
-            return
-        if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+                module.weight.data.normal_(mean=0.01, std=self.initializer_range)
+        elif isinstance(module, nn.Embedding) and module.padding_idx is not None:
             module.weight.data[module.padding_idx].zero_()
 
+    def position_ids(self, item_seq_len, length):
+        """``[B, length]``: counted from the first item (``first``), or back from the most
+        recent one, which gets T - 1 (``last``; padding clamped to T - 1)."""
+        steps = torch.arange(length, device=item_seq_len.device).unsqueeze(0)
+        if self.position_alignment == "first":
+            return steps.expand(item_seq_len.size(0), length)
+        offset = (self.max_seq_length - item_seq_len).unsqueeze(1)
+        return (steps + offset).clamp(max=self.max_seq_length - 1)
+
     def item_gaussians(self, items):
-        """Item Gaussians ``(M^mu_j, ELU(M^Sigma_j) + 1)`` of eq. 10 (no position)."""
+        """Item Gaussians ``(M^mu_j, ELU(M^Sigma_j) + 1)`` of eq. 10."""
         return self.mean_item_embedding(items), elu_plus_one(
             self.cov_item_embedding(items)
         )
 
-    def encode(self, context):
-        """Sequence Gaussians ``(mean, cov)``, each ``[B, L, d]`` (``[B, 1, d]`` at
-        ``context.query_index``)."""
-        mean = self.mean_item_embedding(context.item_seq)  # [B, L, d]: M^mu E
-        mean = mean + self.mean_position_embedding(context.positions)  # + P^mu
-        cov = self.cov_item_embedding(context.item_seq)  # [B, L, d]: M^Sigma E
-        cov = cov + self.cov_position_embedding(context.positions)  # + P^Sigma
-        if self.stosa_input == "official":
+    def encode(self, item_seq, item_seq_len):
+        """Sequence Gaussians ``(mean, cov)`` at every position, each ``[B, L, d]``."""
+        positions = self.position_ids(item_seq_len, item_seq.size(1))
+        mean = self.mean_item_embedding(item_seq)  # [B, L, d]: M^mu E
+        mean = mean + self.mean_position_embedding(positions)  # + P^mu
+        cov = self.cov_item_embedding(item_seq)  # [B, L, d]: M^Sigma E
+        cov = cov + self.cov_position_embedding(positions)  # + P^Sigma
+        if self.forms["input"] == "official":
             mean = F.elu(self.dropout(self.input_layer_norm(mean)))
             cov = elu_plus_one(self.dropout(self.input_layer_norm(cov)))
         else:
             mean = self.dropout(self.mean_layer_norm(mean))
             cov = self.dropout(self.cov_layer_norm(cov))
-        return self.trm_encoder((mean, cov), context)
+        causal = torch.ones(
+            item_seq.size(1), item_seq.size(1), dtype=torch.bool, device=item_seq.device
+        ).tril()
+        attention_mask = (item_seq > 0)[:, None, None, :] & causal  # [B, 1, L, L]
+        return self.trm_encoder(mean, cov, attention_mask, positions)
 
-    @property
-    def needs_negatives(self):
-        """The sampled losses need negatives, and so does the pvn hinge (eq. 11) under
-        any loss when its weight is not 0."""
-        return super().needs_negatives or self.pvn_weight > 0
-
-    def position_loss(self, output, pos_items, neg_items, neg_log_q=None):
-        """``loss_type``'s loss on the scores :math:`-W_2^2` (BPR: eq. 12) and, with
-        negatives, the pvn hinge (eq. 11), averaged over the M negatives."""
-        loss = super().position_loss(output, pos_items, neg_items, neg_log_q)
-        if neg_items is None:
-            return loss
-        mean, cov = output
-        pos_mean, pos_cov = (g.unsqueeze(-2) for g in self.item_gaussians(pos_items))
-        neg_mean, neg_cov = self.item_gaussians(neg_items)
-        pos_dist = wasserstein2_squared(
-            mean.unsqueeze(-2), cov.unsqueeze(-2), pos_mean, pos_cov
+    def forward(self, item_seq, item_seq_len):
+        """The sequence Gaussian ``(mean, cov)`` ``[B, d]`` at the last item."""
+        mean, cov = self.encode(item_seq, item_seq_len)
+        return (
+            self.gather_indexes(mean, item_seq_len - 1),
+            self.gather_indexes(cov, item_seq_len - 1),
         )
-        pos_neg_dist = wasserstein2_squared(pos_mean, pos_cov, neg_mean, neg_cov)
-        pvn = torch.relu(pos_dist - pos_neg_dist).mean()
-        return loss, self.pvn_weight * pvn
 
-    def score_items(self, output, items):
+    def item_scores(self, output, items):
+        """:math:`-W_2^2` between the sequence Gaussians ``output`` ``([N, d], [N, d])``
+        and ``items`` ``[N]`` (or ``[N, M]``: M items per row)."""
         mean, cov = output
         item_mean, item_cov = self.item_gaussians(items)
-        if item_mean.dim() > mean.dim():  # [B, M] items
+        if item_mean.dim() > mean.dim():
             mean, cov = mean.unsqueeze(-2), cov.unsqueeze(-2)
         return -wasserstein2_squared(mean, cov, item_mean, item_cov)
 
-    def score_all_items(self, output):
+    def all_item_scores(self, output):
+        """:math:`-W_2^2` ``[N, n_items]`` to every item."""
         mean, cov = output
         return -pairwise_wasserstein2_squared(
             mean,
@@ -343,39 +434,41 @@ items (stosa_preset: official); stosa_preset: paper is the model as the paper wr
             elu_plus_one(self.cov_item_embedding.weight),
         )
 
-    def score_factors(self, output):
-        r""":math:`-W_2^2 = 2 x \cdot y - \|x\|^2 - \|y\|^2` with :math:`x = [\mu,
-        \Sigma^{1/2}]` of the sequence and :math:`y` of the item: the query factors
-        :math:`[2x, -\|x\|^2, -1]` (the item's: :meth:`item_factors`)."""
-        x = gaussian_vector(*output)
-        return torch.cat(
-            [2.0 * x, -(x * x).sum(-1, keepdim=True), -torch.ones_like(x[..., :1])],
-            dim=-1,
+    def pvn_loss(self, output, pos_items, neg_items):
+        r"""The hinge of eq. 11, :math:`[d(s, j^+) - d(j^+, j^-)]_+`, averaged over the
+        rows and their negatives (``neg_items`` ``[N]`` or ``[N, M]``)."""
+        if neg_items.dim() == pos_items.dim():
+            neg_items = neg_items.unsqueeze(-1)
+        mean, cov = (o.unsqueeze(-2) for o in output)
+        pos_mean, pos_cov = (g.unsqueeze(-2) for g in self.item_gaussians(pos_items))
+        neg_mean, neg_cov = self.item_gaussians(neg_items)
+        pos_dist = wasserstein2_squared(mean, cov, pos_mean, pos_cov)
+        pos_neg_dist = wasserstein2_squared(pos_mean, pos_cov, neg_mean, neg_cov)
+        return torch.relu(pos_dist - pos_neg_dist).mean()
+
+    def calculate_loss(self, interaction):
+        output = self.forward(
+            interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
         )
-
-    def item_factors(self, items=None):
-        r""":math:`[y, 1, \|y\|^2]` of the items' Gaussians (every item when None)."""
-        if items is None:
-            y = gaussian_vector(
-                self.mean_item_embedding.weight,
-                elu_plus_one(self.cov_item_embedding.weight),
-            )
-        else:
-            y = gaussian_vector(*self.item_gaussians(items))
-        return torch.cat(
-            [y, torch.ones_like(y[..., :1]), (y * y).sum(-1, keepdim=True)], dim=-1
+        pos_items = interaction[self.POS_ITEM_ID]
+        if self.loss_type == "CE":
+            return self.loss_fct(self.all_item_scores(output), pos_items)
+        if self.loss_type != "BPR":
+            raise NotImplementedError("Make sure 'loss_type' in ['BPR', 'CE']!")
+        neg_items = interaction[self.NEG_ITEM_ID]
+        loss = self.loss_fct(
+            self.item_scores(output, pos_items), self.item_scores(output, neg_items)
         )
+        return loss, self.pvn_weight * self.pvn_loss(output, pos_items, neg_items)
 
+    def predict(self, interaction):
+        output = self.forward(
+            interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
+        )
+        return self.item_scores(output, interaction[self.ITEM_ID])
 
-#: the mean-stream sublayers ``stosa_layer_means: official`` does not build
-_UNBUILT = re.compile(
-    r"trm_encoder\.layer\.\d+\.(multi_head_attention\.(value|dense|LayerNorm)\.mean|"
-    r"feed_forward\.mean)\."
-)
-
-
-def _drop_unbuilt_mean_sublayers(state_dict, prefix, *args):
-    """Load a checkpoint that holds the dead mean sublayers (recbole_attn 0.1 built them):
-    their entries are dropped, they never influenced the model's output."""
-    for key in [k for k in state_dict if _UNBUILT.match(k[len(prefix) :])]:
-        del state_dict[key]
+    def full_sort_predict(self, interaction):
+        output = self.forward(
+            interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
+        )
+        return self.all_item_scores(output)

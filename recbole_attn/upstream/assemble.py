@@ -7,9 +7,12 @@ to files: a model class in its own file, any other definition in the one file al
 users are in, or in the shared module; definitions in import order, each file's imports.
 """
 
+import re
+import sys
 from dataclasses import dataclass
 
 from recbole_attn.upstream.bundle import BundleError, Bundler
+from recbole_attn.upstream.models import ExportError
 
 
 def module_order(bundler, units):
@@ -147,3 +150,69 @@ def bundle(roots):
                 raise BundleError(f"'{text}' and '{locals_[local]}' bind {local}")
             locals_[local] = text
     return files, bundler
+
+
+def import_lines(texts, internal):
+    """``import`` lines: the standard library, third-party packages, then RecBole and
+    ``internal`` (``[(module, [names])]``); ``from`` imports of one module merged."""
+    groups = {0: {}, 1: {}, 2: {}}
+    plain = {0: [], 1: [], 2: []}
+    for text in texts:
+        top = text.split()[1].split(".")[0]
+        group = 0 if top in sys.stdlib_module_names else 2 if top == "recbole" else 1
+        if text.startswith("from ") and " as " not in text:
+            module, name = re.match(r"from (\S+) import (\S+)$", text).groups()
+            groups[group].setdefault(module, []).append(name)
+        else:
+            plain[group].append(text)
+    for module, names in internal:
+        groups[2].setdefault(module, []).extend(names)
+    blocks = []
+    for group in (0, 1, 2):
+        lines = sorted(set(plain[group])) + [
+            f"from {module} import {', '.join(sorted(set(names)))}"
+            for module, names in sorted(groups[group].items())
+        ]
+        if lines:
+            blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def references(where_of, module_of):
+    """A function rewriting the dotted references to our code in docstrings and comments
+    (``:class:`~recbole_attn.evaluator.metrics.CC```) to where the export put the
+    definition (``module_of(where_of[name])``); a reference to one of our modules
+    becomes the shared file (``module_of(None)``)."""
+
+    def rewrite(match):
+        parts = match.group(0).split(".")
+        for i, part in enumerate(parts[1:], 1):
+            if part in where_of:
+                return ".".join([module_of(where_of[part])] + parts[i:])
+        return module_of(None)
+
+    return lambda text: re.sub(r"recbole_attn(?:\.\w+)+", rewrite, text)
+
+
+def bundled(roots, module_of, what):
+    """The bundle of ``roots`` as the export writes it: ``(bundler, rewrite, parts)``
+    with ``rewrite`` the :func:`references` rewriter of its names (``module_of``: where a
+    file's definitions go) and ``parts`` ``[(where, entry, internal imports, body)]``, one
+    per file. A name the bundler cannot follow is an :class:`ExportError` (``what``: what
+    could not be exported)."""
+    try:
+        files, bundler = bundle(roots)
+    except BundleError as error:
+        raise ExportError(f"cannot export {what}: {error}") from None
+    rewrite = references(
+        {n: where for where, e in files.items() for u in e.units for n in u.names},
+        module_of,
+    )
+    parts = []
+    for where, entry in files.items():
+        internal = [(module_of(other), names) for other, names in entry.imports.items()]
+        body = "\n\n".join(
+            rewrite(unit_text(bundler, unit)).rstrip("\n") for unit in entry.units
+        )
+        parts.append((where, entry, internal, body))
+    return bundler, rewrite, parts

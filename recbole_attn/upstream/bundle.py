@@ -2,19 +2,15 @@
 recbole_attn.upstream.bundle
 ############################
 
-Our models' source, rewritten for RecBole's own tree: the top-level definitions (classes,
-functions, constants) that a set of model classes needs, found by following the names they
-use through our modules, and nothing else. Each definition keeps its text (docstrings and
-comments included); what changes:
+Our diversity metrics' source, rewritten for RecBole's own evaluator: the top-level
+definitions (classes, functions, constants) that a set of roots needs, found by following
+the names they use through our modules, and nothing else. (The models need no bundle:
+each model file stands alone and is exported as it is, :mod:`recbole_attn.upstream.
+sources`.) Each definition keeps its text (docstrings and comments included); what
+changes:
 
 * imports of ``recbole_attn`` modules go: a definition that another file needs is imported
   from the file it is placed in, a module alias (``batching.trim``) becomes the bare name;
-* the class attributes that only our configuration check and generated files read
-  (:data:`CONFIG_ONLY_ATTRIBUTES`) are dropped (RecBole reads a model's options from its
-  yaml and checks none), and a class's ``options`` declarations become the tuple of their
-  keys, ``config_keys``, which the exported ``load_options``
-  (:func:`recbole_attn.upstream.exported.load_options`, :data:`FUNCTION_SUBSTITUTES`)
-  sets as the model's attributes;
 * our error classes become the builtin they derive from (:data:`SUBSTITUTES`);
 * the external imports (torch, numpy, scipy, recbole) a definition uses are recorded.
 
@@ -26,24 +22,6 @@ import importlib.util
 from dataclasses import dataclass, field
 
 PACKAGE = "recbole_attn"
-#: class attributes that only our configuration check and generated files read, never
-#: the model (``options`` becomes ``config_keys``)
-CONFIG_ONLY_ATTRIBUTES = (
-    "options",
-    "option_rules",
-    "presets",
-    "defaults",
-    "yaml_header",
-    "options_in_overall",
-    "dataset_class",
-)
-#: our definitions replaced by a definition written for RecBole's tree
-FUNCTION_SUBSTITUTES = {
-    ("recbole_attn.options", "load_options"): (
-        "recbole_attn.upstream.exported",
-        "load_options",
-    ),
-}
 #: our error classes (the CLI's one-line errors) become the builtin they derive from
 SUBSTITUTES = {
     ("recbole_attn.errors", "ConfigError"): "ValueError",
@@ -232,21 +210,6 @@ class Bundler:
         module = self.module(unit.module)
         skip = set()
         local_bindings = {}
-        if isinstance(unit.node, ast.ClassDef):
-            previous_end = unit.node.body[0].lineno - 1
-            for stmt in unit.node.body:
-                bound = (
-                    set(_bound_names(stmt))
-                    if isinstance(stmt, (ast.Assign, ast.AnnAssign))
-                    else set()
-                )
-                if bound & set(CONFIG_ONLY_ATTRIBUTES):
-                    start = module._start(stmt, previous_end)
-                    unit.dropped.append((start, stmt.end_lineno))
-                    skip.add(stmt)
-                    if "options" in bound:
-                        unit.added.append((start, _config_keys(unit, stmt.col_offset)))
-                previous_end = stmt.end_lineno
         for node in ast.walk(unit.node):
             if isinstance(node, ast.ImportFrom) and internal(node.module or ""):
                 unit.dropped.append((node.lineno, node.end_lineno))
@@ -279,7 +242,7 @@ class Bundler:
                 else:
                     found = self.resolve(unit.module, node.id)
                 if found is not None and found[0] == "unit":
-                    found = ("unit", FUNCTION_SUBSTITUTES.get(found[1], found[1]))
+                    found = ("unit", found[1])
                 if found is not None and found[0] == "unit" and found[1] in SUBSTITUTES:
                     unit.cuts.append(
                         (
@@ -323,22 +286,6 @@ class Bundler:
             found[key] = unit
             todo.extend(unit.needs)
         return found
-
-
-def _config_keys(unit, indent):
-    """The ``config_keys`` line of a class (its own ``options``' keys), from the class."""
-    import importlib
-
-    cls = getattr(importlib.import_module(unit.module), unit.names[0])
-    # a preset key only fills other options before the model is built (the exported
-    # yaml writes the chosen preset's options out)
-    presets = set(vars(cls).get("presets", {}))
-    keys = tuple(k for k in vars(cls)["options"] if k not in presets)
-    pad = " " * indent
-    return (
-        f"{pad}#: the config keys this class reads (set as attributes named as them)\n"
-        f"{pad}config_keys = {keys!r}\n"
-    )
 
 
 def _walk(node, skip):

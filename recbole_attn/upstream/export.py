@@ -3,15 +3,15 @@ recbole_attn.upstream.export
 ############################
 
 ``recbole-attn export-upstream --recbole_dir=DIR``: our models written into a RecBole
-checkout the way RecBole's own models are, generated from our code
-(:mod:`recbole_attn.upstream.bundle`), so that the export is never a second copy kept by
-hand:
+checkout the way RecBole's own models are contributed, one pull request a model: the
+model files the plugin runs, copied (:mod:`recbole_attn.upstream.sources`), so that the
+export is never a second copy kept by hand:
 
-* ``recbole/model/sequential_recommender/<name>.py`` per model, importing only torch,
-  numpy, scipy and RecBole, and ``recbole/model/sequential_attention.py``: the shared
-  attention, its blocks, the base class and the data helpers the models read;
-* ``recbole/properties/model/<Name>.yaml``: the model's yaml with the keys of the base
-  class that it reads, a preset resolved to its options, and RecBole's training mode;
+* ``recbole/model/sequential_recommender/<name>.py`` per model: the model file of
+  :mod:`recbole_attn.model` (a ``SequentialRecommender`` importing only torch, numpy,
+  scipy, RecBole and, where the model builds on one, another exported model's file);
+* ``recbole/properties/model/<Name>.yaml``: the model's yaml with the keys of our base
+  class that it reads, without the plugin's training keys;
 * the model's line in ``recbole/model/sequential_recommender/__init__.py``, its docs page
   ``docs/source/user_guide/model/sequential/<name>.rst`` (and its line in
   ``model_intro.rst``), its entry in ``asset/model_list.json`` and its cases in
@@ -36,7 +36,7 @@ import sys
 
 from recbole_attn.files import write_files
 from recbole_attn.upstream import metric_files
-from recbole_attn.upstream.models import MARK, MODELS, SHARED, ExportError
+from recbole_attn.upstream.models import MARK, MODELS, ExportError
 from recbole_attn.upstream.recbole_files import (
     add_docs_lines,
     add_init_lines,
@@ -45,7 +45,12 @@ from recbole_attn.upstream.recbole_files import (
     docs_page,
     pr_description,
 )
-from recbole_attn.upstream.sources import imported_models, model_file, python_files
+from recbole_attn.upstream.sources import (
+    imported_models,
+    model_file,
+    own_paths,
+    python_files,
+)
 from recbole_attn.upstream.yaml_files import model_yaml
 
 #: what the last export wrote into a checkout: relative path -> sha256 of the text (in
@@ -99,8 +104,8 @@ def check_checkout(recbole_dir):
 
 
 def with_dependencies(names, files):
-    """``names`` and the models their files import (DPAtt needs PAtt's file, AWRSR
-    STOSA's), in :data:`MODELS` order."""
+    """``names`` and the models their files import (DPAtt needs PAtt's file, FPARec
+    PARec's, AWRSR STOSA's), in :data:`MODELS` order."""
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         raise ExportError(
@@ -116,14 +121,13 @@ def planned_files(names=None):
     yaml, docs pages)."""
     files = python_files()
     names = with_dependencies(list(names or MODELS), files)
-    out = {f"recbole/model/{SHARED}.py": files[f"recbole/model/{SHARED}.py"]}
+    out = {}
     for name in names:
         text = model_yaml(name, files)
-        out[model_file(name)] = files[model_file(name)]
-        out[f"recbole/properties/model/{name}.yaml"] = text
-        out[f"docs/source/user_guide/model/sequential/{name.lower()}.rst"] = docs_page(
-            name, text
-        )
+        python, yaml_path, docs = own_paths(name)
+        out[python] = files[python]
+        out[yaml_path] = text
+        out[docs] = docs_page(name, text)
     return names, out
 
 
@@ -196,8 +200,9 @@ def export(
     descriptions = {}
     if pr_dir:
         for name in names:
+            own = {p: files[p] for p in own_paths(name)}
             descriptions[os.path.join(pr_dir, f"{name}.md")] = pr_description(
-                name, _notes(pr_notes, name)
+                name, _notes(pr_notes, name), own
             )
         if metrics:
             descriptions[os.path.join(pr_dir, "metrics.md")] = (

@@ -3,8 +3,8 @@ recbole_attn.upstream.metric_files
 ##################################
 
 The category-diversity metrics CC, ILD and F1 in RecBole's own evaluator, generated from
-:mod:`recbole_attn.evaluator` by the same bundler as the models
-(:mod:`recbole_attn.upstream.bundle`):
+:mod:`recbole_attn.evaluator` by a bundler (:mod:`recbole_attn.upstream.bundle`: the
+definitions the metrics need, found by following their names through our modules):
 
 * ``recbole/evaluator/base_metric.py``: ``CategoryMetric``, the base of CC and ILD beside
   RecBole's ``TopkMetric``, and what the metrics and the collector share;
@@ -29,7 +29,8 @@ import re
 
 from recbole_attn import __version__
 from recbole_attn.upstream.models import MARK, ExportError
-from recbole_attn.upstream.sources import bundled, format_source, import_lines
+from recbole_attn.upstream.assemble import bundled, import_lines
+from recbole_attn.upstream.sources import format_source
 
 METRICS_MODULE = "recbole_attn.evaluator.metrics"
 COLLECTOR_MODULE = "recbole_attn.evaluator.collector"

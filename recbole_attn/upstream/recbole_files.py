@@ -173,9 +173,66 @@ def docs_page(name, yaml_text):
     )
 
 
-def pr_description(name, measured=None):
+#: what the plugin adds to a model file, beyond what the pull request contributes
+PLUGIN_ADDS = (
+    "recbole_attn trains the same model file with what only the plugin has: one "
+    "sequence per user with a loss at every position (`training_mode: all_position`, "
+    "the official codes' way and its default), every loss for every model (CE under a "
+    "memory budget, BPR, BCE, the log-Q corrected sampled softmax SSM; several "
+    "negatives per position, by popularity), batches cut to their longest sequence and "
+    "split into groups of similar lengths, and the attention matrices of every layer "
+    "(`attention_weights`); none of it is in this pull request."
+)
+
+
+def training_text(name):
+    """What the pull request says of how the model trains."""
+    from recbole_attn.config import get_model_class
+
+    losses = getattr(get_model_class(name), "recbole_loss_types", ("BPR", "CE"))
+    sampled = [loss for loss in losses if loss != "CE"]
+    how = (
+        f"`loss_type: {sampled[0]}` on the negatives of RecBole's sampler "
+        "(`train_neg_sample_args`) or `CE`"
+        if sampled
+        else "`loss_type: CE`"
+    )
+    return (
+        "The model trains RecBole's way: one sample per prefix, the loss at its last "
+        f"position, with {how}, as RecBole's SASRec. {PLUGIN_ADDS}"
+    )
+
+
+def files_table(name, files=None):
+    """The files of the pull request of model ``name`` with their line counts (those
+    written whole; RecBole's own files get a line or a test case)."""
+    from recbole_attn.upstream.sources import own_paths, python_files
+    from recbole_attn.upstream.yaml_files import model_yaml
+
+    if files is None:  # what the export writes for it
+        python, yaml_path, docs = own_paths(name)
+        text = model_yaml(name, python_files())
+        files = {
+            python: python_files()[python],
+            yaml_path: text,
+            docs: docs_page(name, text),
+        }
+    planned = files
+    rows = ["| file | lines |", "|---|---|"]
+    for path, text in planned.items():
+        rows.append(f"| `{path}` | {text.count(chr(10))} |")
+    rows.append(
+        "| `recbole/model/sequential_recommender/__init__.py`, "
+        "`tests/model/test_model_auto.py`, `asset/model_list.json`, "
+        "`docs/source/user_guide/model_intro.rst` | the model's line / test cases |"
+    )
+    return "\n".join(rows)
+
+
+def pr_description(name, measured=None, files=None):
     """The pull-request text of model ``name``; ``measured``: a markdown section of what
-    was measured (recbole_attn's experiments write one per model), or None."""
+    was measured (recbole_attn's experiments write one per model), or None; ``files``:
+    the files of its pull request (default: what the export writes for it)."""
     from recbole_attn.config import get_model_class
 
     model = MODELS[name]
@@ -190,11 +247,9 @@ def pr_description(name, measured=None):
         + (f"Reference code: {model.ref_code}\n" if model.ref_code else "")
         + f"\n## What is implemented\n\n{description}\n\n"
         f"## Deviations from the paper\n\n{note or 'None.'}\n\n"
-        "## Training mode\n\n"
-        "The model trains RecBole's way: one sample per prefix, the loss at its last "
-        "position (`training_mode: last_position`). recbole_attn trains it on one sequence "
-        "per user with a loss at every position; that mode needs a dataset of whole "
-        "sequences, which RecBole's SequentialDataset does not build.\n\n"
+        "## Training\n\n"
+        f"{training_text(name)}\n\n"
+        f"## Files\n\n{files_table(name, files)}\n\n"
         f"## Tests\n\nAdded to `tests/model/test_model_auto.py`:\n\n{tests}\n\n"
         + (measured.rstrip("\n") + "\n\n" if measured else "")
         + (f"## Note\n\n{model.notes}\n\n" if model.notes else "")

@@ -4,8 +4,8 @@ recbole_attn.upstream.yaml_files
 
 The ``recbole/properties/model/<Name>.yaml`` of the RecBole export, from our yaml files:
 the model's (and its backbones'), the keys of our base class that the exported code reads
-and RecBole's own yaml files lack, a preset written out as its options, RecBole's
-training mode, and RecBole's negative sampler off (the models draw their own).
+and RecBole's own yaml files lack, without the plugin's training keys, and RecBole's
+negative sampler off where the model's loss is CE (as RecBole's SASRec.yaml).
 """
 
 import os
@@ -16,12 +16,7 @@ import yaml
 from recbole_attn import __version__
 from recbole_attn.host import EVALUATION_KEYS
 from recbole_attn.options import model_yaml as declared_yaml
-from recbole_attn.upstream.models import (
-    MARK,
-    MODELS,
-    RECBOLE_TRAINING_MODE,
-    cite_docs,
-)
+from recbole_attn.upstream.models import MARK, MODELS, cite_docs
 from recbole_attn.upstream.sources import model_file, model_sources
 
 
@@ -57,13 +52,8 @@ def _set_value(text, key, value, comment):
 
 
 def _read_keys(sources):
-    """The config keys the sources read: ``config[...]`` subscripts and the classes'
-    ``config_keys`` (:mod:`recbole_attn.upstream.bundle`)."""
-    text = "\n".join(sources)
-    keys = set(re.findall(r"config\[\"(\w+)\"\]", text))
-    for group in re.findall(r"config_keys = \(([^)]*)\)", text):
-        keys |= set(re.findall(r"[\"'](\w+)[\"']", group))
-    return sorted(keys)
+    """The config keys the sources read (``config["..."]``)."""
+    return sorted(set(re.findall(r"config\[\"(\w+)\"\]", "\n".join(sources))))
 
 
 def recbole_config_keys():
@@ -85,63 +75,38 @@ def recbole_config_keys():
 def model_yaml(name, files):
     """The upstream yaml of model ``name`` from ours: the yaml of its backbones (AWRSR),
     then its own, then every key of ours that the exported code reads
-    (``config["..."]`` in ``sources``) and RecBole's overall.yaml lacks, with our
-    defaults; presets resolved; RecBole's training mode."""
+    (``config["..."]``) and RecBole's overall.yaml lacks, with our defaults; none of the
+    keys only the plugin reads (its training mode and negatives); RecBole's negative
+    sampler off under CE."""
     from recbole_attn.config import get_model_class, model_yaml_files, properties_dir
 
-    def path(*parts):
-        return os.path.join(properties_dir(), *parts)
-
     model_class = get_model_class(name)
-    sources = model_sources(files, name)
-    read = _read_keys(sources)
+    read = _read_keys(model_sources(files, name))
     own = yaml.safe_load(declared_yaml(model_class)) or {}
     # the yaml files our Config reads for the model (its base classes' first: DPAtt.yaml
     # adds to PAtt.yaml; AWRSR's backbone's)
-    entries, header, classes = {}, "", []
+    entries, header = {}, ""
     for yaml_path in model_yaml_files(model_class, options=own):
         cls = get_model_class(os.path.splitext(os.path.basename(yaml_path))[0])
         # from the declarations (the shipped file is the same text; a test checks it)
         cls_header, cls_entries = _yaml_entries(text=declared_yaml(cls))
-        classes.append(cls)
         header = cls_header if cls is model_class else header
         entries.update(cls_entries)
     for other in MODELS[name].also_reads:
-        other_class = get_model_class(other)
-        classes.append(other_class)
-        _, other_entries = _yaml_entries(text=declared_yaml(other_class))
-        presets = vars(other_class).get("presets", {})
+        _, other_entries = _yaml_entries(text=declared_yaml(get_model_class(other)))
         # its options (what its own file reads), not its training settings
         own_keys = _read_keys([files[model_file(other)]])
         for key, text in other_entries.items():
-            if key in own_keys or key in presets:
+            if key in own_keys:
                 entries.setdefault(key, text)
     recbole_keys = recbole_config_keys()
-    _, ours = _yaml_entries(path("overall.yaml"))
-    added = [
-        key
-        for key in read
-        if key not in entries and key not in recbole_keys and key in ours
-    ]
-    for key in added:
-        entries[key] = ours[key]
-    # presets: the default preset's options, written out (RecBole has no presets)
-    for cls in classes:
-        for preset_key, table in vars(cls).get("presets", {}).items():
-            chosen = yaml.safe_load(entries.pop(preset_key, f"{preset_key}: ~"))[
-                preset_key
-            ]
-            chosen = chosen or next(iter(table))
-            for option, value in table[chosen].items():
-                others = ", ".join(
-                    f"{p}: {t[option]}" for p, t in table.items() if p != chosen
-                )
-                entries[option] = _set_value(
-                    entries.get(option, ""),
-                    option,
-                    value,
-                    f"(str) {preset_key} {chosen}; {others}",
-                )
+    _, ours = _yaml_entries(os.path.join(properties_dir(), "overall.yaml"))
+    for key in read:
+        if key not in entries and key not in recbole_keys and key in ours:
+            entries[key] = ours[key]
+    # what only the plugin reads: the training mode, its negatives, its batches
+    keep = set(read) | recbole_keys
+    entries = {k: v for k, v in entries.items() if k in keep}
     for key in EVALUATION_KEYS:
         if key in entries:
             lines = entries.pop(key).splitlines(keepends=True)
@@ -151,18 +116,9 @@ def model_yaml(name, files):
                     line if line.startswith("#") else "# " + line for line in lines
                 )
             )
-    entries["training_mode"] = _set_value(
-        "",
-        "training_mode",
-        RECBOLE_TRAINING_MODE,
-        "(str) RecBole's: one sample per prefix, loss at its last position",
-    )
-    # the models draw their negatives themselves: RecBole's sampler stays off
-    entries["train_neg_sample_args"] = (
-        "# negatives are drawn inside the model (neg_sample_num per position): "
-        "no RecBole sampler\n"
-        "train_neg_sample_args: ~\n"
-    )
+    loss = yaml.safe_load(entries.get("loss_type", "loss_type: CE"))["loss_type"]
+    if loss == "CE":  # RecBole's sampler draws no negatives for the softmax
+        entries["train_neg_sample_args"] = "train_neg_sample_args: ~\n"
     text = cite_docs(f"# {MARK} {__version__}\n" + header + "".join(entries.values()))
     yaml.safe_load(text)  # a broken yaml is our bug: fail here, not in RecBole
     return text

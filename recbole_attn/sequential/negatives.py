@@ -1,6 +1,6 @@
 r"""
-recbole_attn.model.negatives
-############################
+recbole_attn.sequential.negatives
+###################################
 
 Sampled negative items, ``M`` per training position, drawn for the whole batch at once
 (:func:`sample_negatives`), from a base distribution ``q`` over the items ``1..n-1``
@@ -10,8 +10,7 @@ excluding the user's own items: then the negatives of row ``b`` follow
 .. math::
     Q_b(j) = \frac{q_j}{1 - q(S_b)}, \quad j \notin S_b,
 
-with :math:`S_b` the items of the row's training sequence (and, under the opt-in leak, its
-held-out items). :func:`log_sampling_probability` gives :math:`\log Q_b(j)` of each draw,
+with :math:`S_b` the items the row excludes (the items of its training sequence). :func:`log_sampling_probability` gives :math:`\log Q_b(j)` of each draw,
 which the sampled softmax's log-Q correction needs.
 
 Two exact ways to draw from :math:`Q_b`: one multinomial over a ``[B, n]`` weight matrix
@@ -56,18 +55,10 @@ def uniform_distribution(n_items, device=None):
     return q
 
 
-def excluded_items(item_seq, targets, heldout_items=None, users=None):
-    """``[B, K]`` the items each row's negatives avoid (0 = none): its training sequence
-    (inputs and targets) and, under the leak, its held-out items."""
-    parts = [item_seq, targets]
-    if heldout_items is not None:
-        if users is None:
-            raise ConfigError(
-                "neg_exclude_heldout needs the user id of every training sequence "
-                "(the interaction has no user field)"
-            )
-        parts.append(heldout_items[users])
-    return torch.cat(parts, dim=1)
+def excluded_items(item_seq, targets):
+    """``[B, K]`` the items each row's negatives avoid (0 = none): its training sequence,
+    inputs and targets."""
+    return torch.cat([item_seq, targets], dim=1)
 
 
 def excluded_mass(excluded, q):
@@ -80,41 +71,24 @@ def excluded_mass(excluded, q):
 
 
 def sample_negatives(
-    item_seq,
-    targets,
-    n_items,
-    num=1,
-    exclude_seen=True,
-    heldout_items=None,
-    users=None,
-    q=None,
-    dense_budget=DENSE_BUDGET,
+    targets, n_items, num=1, excluded=None, q=None, dense_budget=DENSE_BUDGET
 ):
-    """``num`` negative items per position ``[B, L, num]``, from ``q`` (``[n_items]``;
-    None: uniform over ``1..n_items-1``).
+    """``num`` negative items per position ``[B, L, num]`` of ``targets [B, L]``, from
+    ``q`` (``[n_items]``; None: uniform over ``1..n_items-1``).
 
-    With ``exclude_seen`` the draw follows :math:`Q_b` (module docstring): ``q``
-    restricted to the items NOT in the row's training sequence (inputs ``item_seq`` and
-    targets), exactly; a user who has seen every item falls back to ``q``. With
-    ``heldout_items`` (``[n_users, W]``, a LEAK of held-out data that only the opt-in
-    ``neg_exclude_heldout`` passes) the items of the user's validation and test rows
-    (``users [B]``) are excluded too, as the official STOSA and PAtt code does.
-    Without exclusion the positive itself can be drawn.
+    With ``excluded`` (``[B, K]``, 0 = none: :func:`excluded_items`) the draws of row b
+    follow :math:`Q_b` (module docstring): ``q`` restricted to the items not in its row of
+    ``excluded``, exactly; a row that excludes every item falls back to ``q``. Without
+    it the positive itself can be drawn.
     """
     batch, length = targets.shape
     size = length * num
-    if not exclude_seen and heldout_items is None:
+    if excluded is None:
         if q is None:
             draws = torch.randint(1, n_items, (batch, size), device=targets.device)
         else:
             draws = torch.multinomial(q, batch * size, replacement=True)
         return draws.view(batch, length, num)
-    excluded = excluded_items(
-        item_seq if exclude_seen else item_seq[:, :0],
-        targets if exclude_seen else targets[:, :0],
-        heldout_items,
-        users,
-    )
     if batch * n_items <= dense_budget:
         draws = _dense_draws(excluded, n_items, size, q)
     else:
