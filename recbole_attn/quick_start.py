@@ -37,7 +37,7 @@ from recbole_attn.config import (  # noqa: F401  (re-exported: RecBole's quick_s
 )
 from recbole_attn.data.bucketing import bucket_train_dataloader
 from recbole_attn.data.categories import check_category_field_loads
-from recbole_attn.data.checks import check_atomic_files
+from recbole_attn.data.checks import check_atomic_files, check_sequential_order
 from recbole_attn.data.dataset import AttnSequentialDataset, recbole_dataset_class
 from recbole_attn.data.hints import converter_hint
 from recbole_attn.data.preparation import data_preparation
@@ -95,6 +95,7 @@ def check_before_loading(config, model_class, writes=True):
     sequential = config["MODEL_TYPE"] == ModelType.SEQUENTIAL
     if sequential:
         check_model_training_mode(config, model_class)
+        check_sequential_order(config)
     check_atomic_files(config, sequential)
     if any(
         getattr(c, "needs_item_categories", False)

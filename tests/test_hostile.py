@@ -440,6 +440,19 @@ CASES = {
         lambda t, m, d: _run_args(d, "--model=SASRec", "--loss_type=bogus"),
         "SASRec cannot be built with these options: Make sure 'loss_type'",
     ),
+    # RecBole's own ValueError after the data loaded (issue 53)
+    "random order": (
+        lambda t, m, d: _run_args(d, "--eval_args={'order': 'RO'}"),
+        "eval_args order 'RO' (random order) cannot split a sequential model's data",
+    ),
+    "evaluate in random order": (
+        lambda t, m, d: [
+            "evaluate",
+            f"--model_file={m}",
+            "--eval_args={'order': 'RO'}",
+        ],
+        "use order 'TO'",
+    ),
     "viz positions 0": (
         lambda t, m, d: [
             "viz",

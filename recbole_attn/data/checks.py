@@ -6,6 +6,8 @@ Checks of a dataset's files and of its split, so that dirty data is a clear line
 wrong, in which file, what to do) instead of a traceback from inside RecBole or, worse, a
 silently wrong metric:
 
+* :func:`check_sequential_order` (before RecBole reads anything): a sequential model's
+  split is in time order;
 * :func:`check_atomic_files` (before RecBole reads anything): an empty file, a header that
   is not ``name:type`` fields, a missing user, item or time column, an interaction file
   without interactions, a non-numeric value in a ``float`` column;
@@ -91,6 +93,21 @@ def _check_numbers(path, fields, names, separator, encoding):
                 f"number ({name} is declared '{name}:float'; {len(bad)} such row(s)). "
                 "Fix the file, or declare the column ':token' if it is a label"
             )
+
+
+def check_sequential_order(config):
+    """A sequential model's users are split in time order: RecBole's
+    ``SequentialDataset.build`` raises a ``ValueError`` (a traceback after the data has
+    loaded) for any other ``eval_args`` order; a :class:`DataError` before."""
+    order = (config["eval_args"] or {}).get("order")
+    if order not in (None, "TO"):
+        raise DataError(
+            f"eval_args order {order!r} (random order) cannot split a sequential "
+            f"model's data: {config['model']} reads each user's interactions in time "
+            "order, and RecBole splits them in time order only; use order 'TO' "
+            "(--eval_args=\"{'order': 'TO'}\"), or a general model (BPR, ...) for a "
+            "random split"
+        )
 
 
 def check_atomic_files(config, sequential):
