@@ -163,6 +163,7 @@ def _install():
     )
     _apply("exhaustive search", fixes and _hyperopt_generator(), _exhaustive_search)
     _apply("scipy dok_matrix", fixes and _dok_without_update(), _dok_update)
+    _apply("negative sampling", fixes, _negative_sampling)
     _apply("plugin models", True, _plugin_models)
     _apply("category metrics", True, _category_metrics)
     _apply("quick_start hook", True, _quick_start_hook)
@@ -211,6 +212,34 @@ def _dok_update():
         self._dict.update(entries)
 
     scipy.sparse.dok_matrix._update = _update
+
+
+#: (class, attribute) -> RecBole's own function, for each RecBole bug fixed below (the
+#: tests run RecBole's version to show the bug)
+_ORIGINALS = {}
+
+
+def recbole_original(cls, name):
+    """RecBole's own ``cls.name`` before a fix of :func:`install` replaced it."""
+    return _ORIGINALS.get((cls, name), getattr(cls, name))
+
+
+def _replace(cls, name, value):
+    _ORIGINALS.setdefault((cls, name), getattr(cls, name))
+    setattr(cls, name, value)
+
+
+def _negative_sampling():
+    """RecBole's samplers without their endless loops (RecBole #2193): BERT4Rec's
+    masking transform, ``AbstractSampler.sample_by_key_ids`` and ``Sampler``'s check of
+    users who have every item, each a clear error (or, where the negative is never read,
+    the padding item) instead of a hang or a traceback."""
+    from recbole.data.transform import MaskItemSequence
+    from recbole.sampler.sampler import AbstractSampler, Sampler
+
+    _replace(MaskItemSequence, "_neg_sample", compat.mask_item_neg_sample)
+    _replace(AbstractSampler, "sample_by_key_ids", compat.sample_by_key_ids)
+    _replace(Sampler, "get_used_ids", compat.sampler_used_ids(Sampler.get_used_ids))
 
 
 def _hyperopt_generator():
@@ -617,6 +646,7 @@ __all__ = [
     "install",
     "installed",
     "recbole_checkpoint_globals",
+    "recbole_original",
     "exhaustive_search",
     "load_data_and_model",
 ]
