@@ -627,3 +627,42 @@ def sampler_used_ids(get_used_ids):
         ) from None
 
     return checked
+
+
+def pop_init(init):
+    """RecBole's ``Pop.__init__``, which also notes where the training batches hold
+    sampled negatives (``train_neg_sample_args`` on: RecBole's point-wise sampling adds a
+    row per negative, labelled 0) for :func:`pop_calculate_loss`."""
+
+    @functools.wraps(init)
+    def __init__(self, config, dataset):
+        init(self, config, dataset)
+        sampling = config["train_neg_sample_args"] or {}
+        self.sampled_label = (
+            config["LABEL_FIELD"]
+            if sampling.get("distribution", "none") != "none"
+            else None
+        )
+
+    return __init__
+
+
+def pop_calculate_loss(self, interaction):
+    """RecBole's ``Pop.calculate_loss`` (the item counts Pop ranks by), every training
+    interaction counted once:
+
+    * RecBole 1.2.1 counts an item once per batch (``item_cnt[item] = item_cnt[item] +
+      1`` with repeated indices), so its counts and test metrics depend on
+      ``train_batch_size`` (RecBole #2198, #1844; PR #2199 adds the repeated indices
+      with ``scatter_add_``, as here);
+    * with RecBole's sampler on (its own default ``train_neg_sample_args``), a batch
+      also holds the sampled negative items, which RecBole counts as interactions too;
+      only the rows the sampler labels positive are counted here."""
+    item = interaction[self.ITEM_ID]
+    label = getattr(self, "sampled_label", None)
+    if label is not None and label in interaction:
+        item = item[interaction[label] > 0]
+    ones = torch.ones_like(item, dtype=self.item_cnt.dtype).unsqueeze(1)
+    self.item_cnt.scatter_add_(0, item.unsqueeze(1), ones)
+    self.max_cnt = torch.max(self.item_cnt, dim=0)[0]
+    return torch.nn.Parameter(torch.zeros(1)).to(self.device)

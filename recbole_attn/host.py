@@ -164,6 +164,7 @@ def _install():
     _apply("exhaustive search", fixes and _hyperopt_generator(), _exhaustive_search)
     _apply("scipy dok_matrix", fixes and _dok_without_update(), _dok_update)
     _apply("negative sampling", fixes, _negative_sampling)
+    _apply("Pop counts", fixes, _pop_counts)
     _apply("plugin models", True, _plugin_models)
     _apply("category metrics", True, _category_metrics)
     _apply("quick_start hook", True, _quick_start_hook)
@@ -240,6 +241,13 @@ def _negative_sampling():
     _replace(MaskItemSequence, "_neg_sample", compat.mask_item_neg_sample)
     _replace(AbstractSampler, "sample_by_key_ids", compat.sample_by_key_ids)
     _replace(Sampler, "get_used_ids", compat.sampler_used_ids(Sampler.get_used_ids))
+
+
+def _pop_counts():
+    from recbole.model.general_recommender.pop import Pop
+
+    _replace(Pop, "__init__", compat.pop_init(Pop.__init__))
+    _replace(Pop, "calculate_loss", compat.pop_calculate_loss)
 
 
 def _hyperopt_generator():

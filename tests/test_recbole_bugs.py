@@ -247,5 +247,53 @@ def test_a_sampled_run_on_a_user_with_every_item_is_one_line(
     _one_line(code, err, "popularity negative sampler (test phase): u1 already has")
 
 
+# ---------------------------------------------------------------------- RecBole #2198
+
+
+def _pop_counts(tiny_config, batch_size, calculate_loss=None):
+    """Pop's item counts after one pass over the training data (RecBole's API), and
+    the true counts of the training interactions."""
+    from recbole.config import Config
+    from recbole.data import create_dataset, data_preparation
+    from recbole.model.general_recommender.pop import Pop
+
+    config = Config(
+        model="Pop",
+        dataset="tiny",
+        config_dict={
+            **tiny_config,
+            "train_batch_size": batch_size,
+            "eval_args": {"split": {"LS": "valid_and_test"}, "order": "TO"},
+        },
+    )
+    logging.getLogger().handlers.clear()
+    dataset = create_dataset(config)
+    train, _, _ = data_preparation(config, dataset)
+    # RecBole's default: a sampled negative (labelled 0) beside every training row
+    assert config["train_neg_sample_args"]["distribution"] == "uniform"
+    model = Pop(config, train.dataset)
+    for batch in train:
+        (calculate_loss or Pop.calculate_loss)(model, batch)
+    items = train.dataset.inter_feat[dataset.iid_field].numpy()
+    true = np.bincount(items, minlength=dataset.item_num)
+    return model.item_cnt.squeeze(1).numpy(), true
+
+
+def test_pop_counts_every_training_interaction_whatever_the_batch_size(tiny_config):
+    from recbole.model.general_recommender.pop import Pop
+
+    small, true = _pop_counts(tiny_config, 8)
+    large, same = _pop_counts(tiny_config, 4096)
+    assert (same == true).all() and true.sum() > 400
+    assert (small == true).all() and (large == true).all()
+    # RecBole's own counts an item once per batch (fewer the larger the batch), and
+    # counts the sampled negatives as interactions (one per training row)
+    recboles = host.recbole_original(Pop, "calculate_loss")
+    small, _ = _pop_counts(tiny_config, 8, recboles)
+    large, _ = _pop_counts(tiny_config, 4096, recboles)
+    assert large.sum() < small.sum()
+    assert large.sum() < true.sum() < small.sum() <= 2 * true.sum()
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
