@@ -666,3 +666,30 @@ def pop_calculate_loss(self, interaction):
     self.item_cnt.scatter_add_(0, item.unsqueeze(1), ones)
     self.max_cnt = torch.max(self.item_cnt, dim=0)[0]
     return torch.nn.Parameter(torch.zeros(1)).to(self.device)
+
+
+def collector_data_struct(get_data_struct):
+    """RecBole's ``Collector.get_data_struct``, which calls ``.cpu()`` on every collected
+    value and so fails (``AttributeError: 'int' object has no attribute 'cpu'``) on the
+    non-tensor values its own ``data_collect`` stores for ItemCoverage,
+    AveragePopularity, GiniIndex, ShannonEntropy and TailPercentage (``data.num_items``,
+    ``data.count_items``; RecBole #2191, #2194, PR #2209): those values are set aside,
+    then copied back."""
+    import copy
+
+    @functools.wraps(get_data_struct)
+    def data_struct(self):
+        data = self.data_struct._data_dict
+        others = {k: v for k, v in data.items() if not isinstance(v, torch.Tensor)}
+        for key in others:
+            del self.data_struct[key]
+        try:
+            returned = get_data_struct(self)
+        finally:
+            for key, value in others.items():
+                self.data_struct.set(key, value)
+        for key, value in others.items():
+            returned.set(key, copy.deepcopy(value))
+        return returned
+
+    return data_struct

@@ -165,6 +165,7 @@ def _install():
     _apply("scipy dok_matrix", fixes and _dok_without_update(), _dok_update)
     _apply("negative sampling", fixes, _negative_sampling)
     _apply("Pop counts", fixes, _pop_counts)
+    _apply("collector values", fixes, _collector_values)
     _apply("plugin models", True, _plugin_models)
     _apply("category metrics", True, _category_metrics)
     _apply("quick_start hook", True, _quick_start_hook)
@@ -248,6 +249,13 @@ def _pop_counts():
 
     _replace(Pop, "__init__", compat.pop_init(Pop.__init__))
     _replace(Pop, "calculate_loss", compat.pop_calculate_loss)
+
+
+def _collector_values():
+    from recbole.evaluator.collector import Collector
+
+    fixed = compat.collector_data_struct(Collector.get_data_struct)
+    _replace(Collector, "get_data_struct", fixed)
 
 
 def _hyperopt_generator():

@@ -295,5 +295,36 @@ def test_pop_counts_every_training_interaction_whatever_the_batch_size(tiny_conf
     assert large.sum() < true.sum() < small.sum() <= 2 * true.sum()
 
 
+# ---------------------------------------------------------------------- RecBole #2194
+
+
+def test_recboles_own_non_tensor_metrics_evaluate(tiny_config):
+    """AveragePopularity, GiniIndex, ItemCoverage (non-tensor values in the collector)
+    through RecBole's run_recbole: an AttributeError at the first validation before."""
+    from recbole.evaluator.collector import Collector
+    from recbole.quick_start import run_recbole
+
+    metrics = ["Recall", "AveragePopularity", "GiniIndex", "ItemCoverage"]
+    config = {**tiny_config, "epochs": 1, "metrics": metrics, "topk": [5]}
+    config["valid_metric"] = "Recall@5"
+    config["train_neg_sample_args"] = None
+    try:
+        result = run_recbole(model="SASRec", dataset="tiny", config_dict=config)
+    finally:
+        logging.getLogger().handlers.clear()
+    assert 0 < result["test_result"]["itemcoverage@5"] <= 1
+    assert result["test_result"]["averagepopularity@5"] > 0
+    # RecBole's own get_data_struct on what its data_collect stores
+    recboles = host.recbole_original(Collector, "get_data_struct")
+    collector = Collector.__new__(Collector)
+    from recbole.evaluator.collector import DataStruct
+
+    collector.data_struct = DataStruct()
+    collector.data_struct.set("data.num_items", 37)
+    with pytest.raises(AttributeError, match="'int' object has no attribute 'cpu'"):
+        recboles(collector)
+    assert Collector.get_data_struct(collector).get("data.num_items") == 37
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
