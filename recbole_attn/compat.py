@@ -693,3 +693,29 @@ def collector_data_struct(get_data_struct):
         return returned
 
     return data_struct
+
+
+def _rebuild_generator(device, state):
+    generator = torch.Generator(device=device)
+    generator.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8))
+    return generator
+
+
+def reduce_generator(generator):
+    """How a ``torch.Generator`` travels to another process: its device and its state
+    as bytes. torch's own reduction pickles the state as a tensor made on the spot,
+    which torch.multiprocessing shares by a file descriptor and frees before a spawned
+    process reads it (pytorch #146828): RecBole's dataloaders hold their generator, so
+    every data-loader worker started by spawn (each process of a multi-process run,
+    ``nproc`` > 1 with ``worker`` > 0: RecBole #1684, #2154) died at start ("DataLoader
+    worker exited unexpectedly")."""
+    state = generator.get_state()
+    return _rebuild_generator, (str(generator.device), state.numpy().tobytes())
+
+
+def register_generator_pickling():
+    """:func:`reduce_generator` for torch.multiprocessing's pickler (what starting a
+    process with arguments uses; ``pickle`` and ``torch.save`` are unchanged)."""
+    from multiprocessing.reduction import ForkingPickler
+
+    ForkingPickler.register(torch.Generator, reduce_generator)

@@ -166,6 +166,7 @@ def _install():
     _apply("negative sampling", fixes, _negative_sampling)
     _apply("Pop counts", fixes, _pop_counts)
     _apply("collector values", fixes, _collector_values)
+    _apply("generator pickling", fixes, compat.register_generator_pickling)
     _apply("plugin models", True, _plugin_models)
     _apply("category metrics", True, _category_metrics)
     _apply("quick_start hook", True, _quick_start_hook)

@@ -18,6 +18,7 @@ import recbole  # noqa: F401  (``import recbole_attn`` installs its fixes with R
 import torch
 
 from conftest import TINY_MODEL
+from generator_collate import collate_with_generator
 from recbole_attn import compat, host
 from recbole_attn.cli import main as cli_main
 from recbole_attn.errors import DataError
@@ -324,6 +325,56 @@ def test_recboles_own_non_tensor_metrics_evaluate(tiny_config):
     with pytest.raises(AttributeError, match="'int' object has no attribute 'cpu'"):
         recboles(collector)
     assert Collector.get_data_struct(collector).get("data.num_items") == 37
+
+
+# ---------------------------------------------------------------------- RecBole #1684
+
+
+def _spawned_loader_batches():
+    generator = torch.Generator().manual_seed(1234)
+    loader = torch.utils.data.DataLoader(
+        list(range(6)),
+        batch_size=3,
+        num_workers=1,
+        multiprocessing_context="spawn",
+        collate_fn=functools.partial(collate_with_generator, generator=generator),
+    )
+    return [seed for _, seed in loader]
+
+
+def test_a_dataloader_worker_started_by_spawn_gets_the_generator():
+    """RecBole's dataloaders hold a torch.Generator, and a worker started by spawn
+    (every process of a run with nproc > 1) unpickles it: torch's reduction shares its
+    state tensor by a file descriptor it frees first, and the worker died ("DataLoader
+    worker exited unexpectedly"); with the generator sent as bytes it runs."""
+    from multiprocessing.reduction import ForkingPickler
+
+    reducers = ForkingPickler._extra_reducers
+    assert reducers.get(torch.Generator) is compat.reduce_generator
+    assert _spawned_loader_batches() == [1234, 1234]
+    del reducers[torch.Generator]
+    try:
+        with pytest.raises(RuntimeError, match="DataLoader worker"):
+            _spawned_loader_batches()
+    finally:
+        compat.register_generator_pickling()
+    # the state itself travels: the rebuilt generator draws what the original draws
+    generator = torch.Generator().manual_seed(7)
+    torch.rand(3, generator=generator)
+    rebuild, args = compat.reduce_generator(generator)
+    assert torch.equal(
+        torch.rand(4, generator=rebuild(*args)), torch.rand(4, generator=generator)
+    )
+
+
+@pytest.mark.slow
+def test_two_processes_with_dataloader_workers_train(tiny_config):
+    """The issue's run: --nproc=2 --worker=1 died after a minute."""
+    from recbole_attn.quick_start import run
+
+    config = {**tiny_config, "epochs": 1, "nproc": 2, "worker": 1}
+    result = run("SASRecAP", "tiny", config_dict=config)
+    assert result is not None and 0 <= result["test_result"]["ndcg@10"] <= 1
 
 
 if __name__ == "__main__":  # pragma: no cover
