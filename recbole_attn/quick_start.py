@@ -463,6 +463,9 @@ def load_run(model_file, config_dict=None):
     # reloads this file
     trainer.load_model_file(model_file)
     trainer.use_model_file(model_file)
+    # what fit collects from the training data first (RecBole's popularity metrics:
+    # item counts; ours: the item categories)
+    trainer.eval_collector.data_collect(splits[0])
     return config, net, trainer, dataset, splits
 
 

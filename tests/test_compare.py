@@ -21,7 +21,18 @@ from recbole_attn.evaluator.per_user import MARK, read_per_user
 from recbole_attn.quick_start import run
 
 LOAD = {"inter": ["user_id", "item_id", "timestamp"], "item": ["item_id", "categories"]}
-METRICS = ["Recall", "NDCG", "MRR", "Hit", "Precision", "CC", "ILD"]
+METRICS = [
+    "Recall",
+    "NDCG",
+    "MRR",
+    "Hit",
+    "Precision",
+    "MAP",
+    "CC",
+    "ILD",
+    "AveragePopularity",
+    "TailPercentage",
+]
 
 
 def main(argv, capsys):
@@ -122,6 +133,7 @@ def test_per_user_values_average_to_the_printed_metrics(two_models, tmp_path, ca
     meta, header, rows = read_per_user(str(out))
     assert meta["model"] == "SASRecAP" and meta["split"] == "test"
     assert header[:2] == ["user", "rank"] and len(rows) == len({r[0] for r in rows})
+    assert {"averagepopularity@5", "tailpercentage@10", "map@5"} <= set(header)
     for column in header[2:]:
         values = [
             float(r[header.index(column)]) for r in rows if r[header.index(column)]

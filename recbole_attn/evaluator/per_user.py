@@ -94,7 +94,12 @@ def _cell(value):
 
 def per_user_values(evaluator, struct):
     """``{metric@k: [users] array}`` of every metric of ``evaluator`` (RecBole's
-    Evaluator) that has per-user values, from the evaluation's data ``struct``."""
+    Evaluator) that has per-user values, from the evaluation's data ``struct``: RecBole's
+    top-K metrics (Hit, MRR, MAP, Recall, NDCG, Precision), its AveragePopularity and
+    TailPercentage (the user's list's popularity and tail share), and our CC and ILD.
+    Each column's mean is the metric the evaluation prints."""
+    from recbole.evaluator.base_metric import TopkMetric
+
     out = {}
     for name, metric in evaluator.metric_class.items():
         topk = getattr(metric, "topk", None)
@@ -104,12 +109,17 @@ def per_user_values(evaluator, struct):
         if hasattr(metric, "per_user"):  # our category metrics
             rec_items, categories = metric.used_info(struct)
             matrix = metric.per_user(rec_items[:, : max(topk)], categories)
-        elif hasattr(metric, "metric_info"):  # RecBole's top-K metrics
+        elif isinstance(metric, TopkMetric):  # RecBole's top-K metrics
             pos_index, pos_len = metric.used_info(struct)
             takes = metric.metric_info.__code__.co_argcount - 1  # Hit, MRR: no pos_len
             matrix = metric.metric_info(*(pos_index, pos_len)[:takes])
+        elif hasattr(metric, "get_pop") or hasattr(metric, "get_tail"):
+            # RecBole's AveragePopularity, TailPercentage: a value per list position
+            item_matrix, counts = metric.used_info(struct)
+            convert = getattr(metric, "get_pop", None) or metric.get_tail
+            matrix = metric.metric_info(convert(item_matrix, counts))
         else:
-            continue
+            continue  # dataset-level (ItemCoverage, GiniIndex, ShannonEntropy, ...)
         matrix = np.asarray(matrix, dtype=np.float64)
         for k in topk:
             out[f"{name}@{k}"] = matrix[:, k - 1]
