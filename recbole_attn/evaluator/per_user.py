@@ -13,23 +13,22 @@ RecBole averages a top-K metric over users from a ``[users, K]`` matrix
 their means. F1 is a harmonic mean of dataset-level means and has no per-user value (it
 is left out of the file, and ``compare`` does not test it).
 
-File format (CSV): a first line ``# recbole-attn per-user results {json}`` whose JSON
-holds the model, the dataset, its data fingerprint, the split, the ranking options and
-the checkpoint; then a header ``user,rank,<metric@k>,...`` and one row per user (a cell
-is empty where a metric leaves the user out: ILD for a list without two categorized
-items).
+The file format (plain CSV, and its metadata in a JSON file beside it), its reading and
+writing: :mod:`recbole_attn.per_user_file` (no torch, no RecBole), whose names are
+re-exported here.
 """
 
 import contextlib
-import csv
-import io
-import json
 
 import numpy as np
 import torch
 
-#: the first characters of a per-user file
-MARK = "# recbole-attn per-user results "
+from recbole_attn.per_user_file import (  # noqa: F401  (re-exported)
+    MARK,
+    meta_path,
+    read_per_user,
+    write_per_user,
+)
 
 
 class PerUserRecorder:
@@ -124,40 +123,3 @@ def per_user_values(evaluator, struct):
         for k in topk:
             out[f"{name}@{k}"] = matrix[:, k - 1]
     return out
-
-
-def write_per_user(path, header, rows, meta, overwrite=False):
-    """Write a per-user file (module docstring) atomically."""
-    from recbole_attn.files import write_files
-
-    text = io.StringIO()
-    text.write(MARK + json.dumps(meta, sort_keys=True) + "\n")
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    write_files({path: text.getvalue()}, "the per-user results", overwrite)
-    return path
-
-
-def read_per_user(path):
-    """``(meta, header, rows)`` of a per-user file; a :class:`RecboleAttnError` when it
-    is not one."""
-    from recbole_attn.errors import RecboleAttnError
-    from recbole_attn.files import read_text
-
-    text = read_text(path, "per-user file")
-    first, _, rest = text.partition("\n")
-    try:
-        if not first.startswith(MARK):
-            raise ValueError("no first line '# recbole-attn per-user results {...}'")
-        meta = json.loads(first[len(MARK) :])
-        reader = csv.reader(io.StringIO(rest))
-        header = next(reader)
-        if header[:2] != ["user", "rank"]:
-            raise ValueError("its header does not start with user,rank")
-        rows = [r for r in reader if r]
-    except (ValueError, StopIteration) as err:
-        raise RecboleAttnError(
-            f"{path} is not a per-user file of recbole-attn evaluate --per_user ({err})"
-        ) from None
-    return meta, header, rows
