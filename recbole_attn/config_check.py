@@ -258,6 +258,9 @@ VALUE_RULES = {
     "topk": TopK(),
     "learner": Learner(),
     "eval_args": EvalArgs(),
+    # RecBole's KD_DAGFM: another phase was returned as a ValueError object and failed
+    # later (RecBole PR #2208)
+    "phase": OneOf("teacher_training", "distillation", "finetuning"),
 }
 
 

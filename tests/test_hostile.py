@@ -453,6 +453,36 @@ CASES = {
         ],
         "use order 'TO'",
     ),
+    # RecBole's models and evaluation modes that failed deep inside (issue 53)
+    "labeled with ranking metrics": (
+        lambda t, m, d: _run_args(d, "--eval_args={'mode': 'labeled'}"),
+        "ranking metrics ['Recall', 'NDCG', 'MRR'] have nothing to rank",
+    ),
+    "labeled without labels": (
+        lambda t, m, d: _run_args(
+            d,
+            "--eval_args={'mode': 'labeled'}",
+            "--metrics=['AUC']",
+            "--valid_metric=AUC",
+        ),
+        "evaluates the interactions' labels, and the data has no label field",
+    ),
+    "point-wise model without labels": (
+        lambda t, m, d: _run_args(d, "--model=FM"),
+        "FM trains on labelled interactions",
+    ),
+    "KD_DAGFM phase": (
+        lambda t, m, d: _run_args(d, "--model=KD_DAGFM", "--phase=bogus"),
+        "phase must be one of ['teacher_training', 'distillation', 'finetuning']",
+    ),
+    "DIEN": (
+        lambda t, m, d: _run_args(
+            d,
+            "--model=DIEN",
+            "--train_neg_sample_args={'distribution': 'uniform', 'sample_num': 1}",
+        ),
+        "DIEN trains on RecBole's own DIENDataset",
+    ),
     "viz positions 0": (
         lambda t, m, d: [
             "viz",
