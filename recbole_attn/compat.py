@@ -26,6 +26,12 @@ installs into RecBole, when, and why.
   :func:`load_feat`, :func:`fill_nan`, :func:`remap` and :func:`benchmark_presets` are
   the methods of RecBole's ``Dataset`` and ``SequentialDataset`` that do either, with the same results by assignment and ``Series.map(len)``;
   :func:`refusing_float_seq` refuses what cannot be fixed that way.
+* RecBole 1.2.1's own bugs, reported upstream after the release, that a run can reach
+  (docs/environment.md lists each with its issue): :func:`mask_item_neg_sample`,
+  :func:`sample_by_key_ids` and :func:`sampler_used_ids` (samplers that drew forever, or
+  failed with a traceback, where no negative is left), :func:`pop_init` /
+  :func:`pop_calculate_loss` (Pop's counts), :func:`collector_data_struct` (non-tensor
+  metric values), :func:`reduce_generator` (generators sent to spawned workers).
 * Couplings. :data:`PRIVATE_OVERRIDES` lists every private RecBole method that the
   pipeline's own subclasses override (a test keeps the list complete);
   :func:`check_recbole_version` stops a run on any RecBole but :data:`RECBOLE_VERSION`.

@@ -37,6 +37,15 @@ package that broke it, and is applied only there:
 * scipy >= 1.12: RecBole's graph models (LightGCN, NGCF, NCL, GCMC, SpectralCF, KGIN,
   MCCLK) fill their adjacency matrix with ``dok_matrix._update``, which scipy removed;
   ``dok_matrix`` gets that bulk insert back.
+* RecBole 1.2.1's own bugs a run can reach (docs/environment.md, "RecBole 1.2.1's own
+  bugs"): its samplers' endless loops where no negative is left (BERT4Rec's masking,
+  ``sample_by_key_ids``) and ``Sampler``'s traceback for a user with every item, each a
+  clear error (:func:`~recbole_attn.compat.mask_item_neg_sample`,
+  :func:`~recbole_attn.compat.sample_by_key_ids`); Pop's counts
+  (:func:`~recbole_attn.compat.pop_calculate_loss`); ``Collector.get_data_struct`` on
+  non-tensor values; a ``torch.Generator`` sent to a spawned data-loader worker
+  (:func:`~recbole_attn.compat.reduce_generator`). RecBole's replaced functions stay
+  reachable (:func:`recbole_original`).
 * autograd anomaly detection, which RecBole's ``sine.py`` switches on at import (several
   times slower backward, no change of results), is switched off again; a few warnings
   RecBole raises on every run are silenced where RecBole raises them
