@@ -104,6 +104,11 @@ def _read_meta(path):
     from recbole_attn.files import read_text
 
     sidecar = meta_path(path)
+    if str(path).endswith(".json") and os.path.isfile(str(path)[: -len(".json")]):
+        raise _not_one(
+            path,
+            f"it is the metadata of {str(path)[: -len('.json')]}: give that .csv file",
+        )
     if not os.path.exists(sidecar):
         raise _not_one(
             path,

@@ -371,6 +371,7 @@ def test_metadata_that_is_not_an_object_or_missing_is_one_line(tmp_path, capsys)
     with open(meta_path(foreign), "w") as f:
         json.dump([1, 2], f)
     cases = [
+        (meta_path(good), "it is the metadata of"),
         (first, "its first line holds a JSON list, not an object"),
         (broken, "its first line is not JSON"),
         (alone, "no alone.csv.json beside it"),
