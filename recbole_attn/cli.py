@@ -311,22 +311,32 @@ def evaluate_main(argv=None, prog=f"{PROG} evaluate"):
     parser.add_argument(
         "--per_user",
         default=None,
-        help="also write every test user's target rank and metric values to this CSV "
-        "file (full ranking; the input of recbole-attn compare; docs/compare.md)",
+        help="also write every test user's target rank and metric values to this .csv "
+        "file, and what was evaluated to FILE.json beside it (full ranking; the input "
+        "of recbole-attn compare; docs/compare.md)",
     )
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace an existing --per_user file"
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --per_user file (and its .json)",
     )
     args, rest = parser.parse_known_args(argv)
     overrides = _overrides(parser, rest)
 
     def run():
-        from recbole_attn.files import refuse_existing
+        from recbole_attn.files import check_output_file
+        from recbole_attn.per_user_file import check_extension, meta_path
+
+        if args.per_user:  # before the model loads
+            check_extension(args.per_user)
+            check_output_file(
+                [args.per_user, meta_path(args.per_user)],
+                "the per-user results",
+                args.overwrite,
+            )
         from recbole_attn.quick_start import evaluate
         from recbole_attn.recommend import newest_model_file
 
-        if args.per_user:
-            refuse_existing([args.per_user], "the per-user results", args.overwrite)
         result = evaluate(
             newest_model_file(args.model_file), overrides, per_user=bool(args.per_user)
         )
@@ -336,7 +346,7 @@ def evaluate_main(argv=None, prog=f"{PROG} evaluate"):
         print(f"valid: {result['valid_result']}")
         print(f"test: {result['test_result']}")
         if args.per_user:
-            from recbole_attn.evaluator.per_user import write_per_user
+            from recbole_attn.per_user_file import write_per_user
 
             table = result["per_user"]
             write_per_user(

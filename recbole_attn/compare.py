@@ -27,7 +27,7 @@ import sys
 
 from recbole_attn.errors import RecboleAttnError
 
-#: what must be equal in the inputs' per-user files (their first line)
+#: what must be equal in the inputs' per-user files (their metadata)
 SAME = ("dataset", "data", "split", "eval_mask_history")
 
 
@@ -42,23 +42,38 @@ def holm(pvalues):
 
 
 def benjamini_hochberg(pvalues):
-    """Benjamini-Hochberg adjusted p-values (same order as ``pvalues``)."""
-    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
-    m, out, running = len(pvalues), [0.0] * len(pvalues), 1.0
-    for rank in range(m - 1, -1, -1):
-        i = order[rank]
-        running = min(running, min(1.0, m / (rank + 1) * pvalues[i]))
-        out[i] = running
-    return out
+    """Benjamini-Hochberg adjusted p-values (same order as ``pvalues``):
+    ``scipy.stats.false_discovery_control``."""
+    from scipy import stats
+
+    if not len(pvalues):
+        return []
+    return [float(p) for p in stats.false_discovery_control(pvalues, method="bh")]
 
 
 CORRECTIONS = {"holm": holm, "bh": benjamini_hochberg}
 
 
+def adjusted(pvalues, correction):
+    """``pvalues`` corrected by ``correction`` over the family of those that are
+    numbers; an undefined p-value (NaN: a test scipy cannot compute, such as the t-test
+    of differences that are all zero) stays NaN and does not count in the family."""
+    tested = [i for i, p in enumerate(pvalues) if not math.isnan(p)]
+    out = [float("nan")] * len(pvalues)
+    for i, p in zip(tested, CORRECTIONS[correction]([pvalues[i] for i in tested])):
+        out[i] = p
+    return out
+
+
 def paired(base, other):
     """The paired statistics of ``other`` against ``base`` (arrays over the same users;
     users missing in either, NaN, are left out): means, relative difference, 95 % CI of
-    the difference of means (absolute and relative), paired t and Wilcoxon p-values."""
+    the difference of means (absolute and relative), paired t and Wilcoxon p-values,
+    each as scipy computes it, degenerate cases included: differences that are all the
+    same non-zero value give the t-test's p of (nearly) 0 and Wilcoxon's exact p;
+    differences that are all zero an undefined t-test (NaN) and Wilcoxon's p of 1."""
+    import warnings
+
     import numpy as np
     from scipy import stats
 
@@ -67,22 +82,30 @@ def paired(base, other):
     base, other = base[keep], other[keep]
     n = len(base)
     diff = other - base
-    mean_base, mean_other, mean_diff = base.mean(), other.mean(), diff.mean()
-    if n > 1 and diff.std(ddof=1) > 0:
-        half = stats.t.ppf(0.975, n - 1) * diff.std(ddof=1) / math.sqrt(n)
-        p_t = float(stats.ttest_rel(other, base).pvalue)
-        p_w = float(stats.wilcoxon(diff).pvalue) if np.any(diff != 0) else 1.0
-    else:  # no variation: nothing to test
-        half, p_t, p_w = 0.0, 1.0, 1.0
-    rel = lambda x: x / mean_base if mean_base else float("nan")
+    nan = float("nan")
+    mean_base = float(base.mean()) if n else nan
+    mean_other = float(other.mean()) if n else nan
+    mean_diff = float(diff.mean()) if n else nan
+    low = high = p_t = p_w = nan
+    if n > 1:
+        with warnings.catch_warnings():
+            # scipy's notes on degenerate samples (no variance, all zero): the values
+            # it returns for them are what the table shows
+            warnings.simplefilter("ignore", RuntimeWarning)
+            test = stats.ttest_rel(other, base)
+            p_t = float(test.pvalue)
+            interval = test.confidence_interval(0.95)
+            low, high = float(interval.low), float(interval.high)
+            p_w = float(stats.wilcoxon(diff).pvalue)
+    rel = lambda x: x / mean_base if mean_base else nan
     return {
         "users": int(n),
-        "baseline": float(mean_base),
-        "mean": float(mean_other),
-        "difference": float(mean_diff),
+        "baseline": mean_base,
+        "mean": mean_other,
+        "difference": mean_diff,
         "relative": float(rel(mean_diff)),
-        "ci95": [float(mean_diff - half), float(mean_diff + half)],
-        "ci95_relative": [float(rel(mean_diff - half)), float(rel(mean_diff + half))],
+        "ci95": [low, high],
+        "ci95_relative": [float(rel(low)), float(rel(high))],
         "p_t": p_t,
         "p_wilcoxon": p_w,
     }
@@ -90,8 +113,9 @@ def paired(base, other):
 
 def load_inputs(paths, echo=print):
     """``[(label, meta, {user: {column: value}}, columns)]`` of per-user files or
-    checkpoints (evaluated here)."""
-    from recbole_attn.evaluator.per_user import read_per_user
+    checkpoints (evaluated here); every file checked
+    (:func:`recbole_attn.per_user_file.check_table`)."""
+    from recbole_attn.per_user_file import check_table, read_per_user, table_values
 
     loaded = []
     for path in paths:
@@ -99,15 +123,18 @@ def load_inputs(paths, echo=print):
             raise RecboleAttnError(f"not found: {path}")
         if path.endswith(".pth") or os.path.isdir(path):
             meta, header, rows = _evaluate(path, echo)
+            rows = [[str(cell) for cell in row] for row in rows]
+            check_table(path, header, rows)
         else:
             meta, header, rows = read_per_user(path)
-        table = {}
-        for row in rows:
-            table[row[0]] = {
-                h: (float(v) if v != "" else float("nan"))
-                for h, v in zip(header[1:], row[1:])
-            }
-        loaded.append((_label(path, meta), meta, table, header[2:]))
+        if len(rows) < 2:
+            raise RecboleAttnError(
+                f"{path} holds {len(rows)} user(s); a paired test over users needs at "
+                "least two"
+            )
+        loaded.append(
+            (_label(path, meta), meta, table_values(header, rows), header[2:])
+        )
     return loaded
 
 
@@ -161,10 +188,18 @@ def compare(paths, metrics=None, correction="holm", alpha=0.05, echo=print):
         raise RecboleAttnError(
             f"correction must be one of {list(CORRECTIONS)}, got {correction!r}"
         )
+    if metrics is not None:
+        metrics = [m.lower() for m in metrics]
+        twice = sorted({m for m in metrics if metrics.count(m) > 1})
+        if twice:
+            raise RecboleAttnError(
+                f"--metrics names {twice[0]} {metrics.count(twice[0])} times; name each "
+                "metric once (each is one test of the correction's family)"
+            )
     loaded = load_inputs(paths, echo)
     check_comparable(loaded)
     common = [c for c in loaded[0][3] if all(c in item[3] for item in loaded)]
-    columns = common if metrics is None else [m.lower() for m in metrics]
+    columns = common if metrics is None else metrics
     missing = [c for c in columns if c not in common]
     if missing or not columns:
         raise RecboleAttnError(
@@ -181,12 +216,11 @@ def compare(paths, metrics=None, correction="holm", alpha=0.05, echo=print):
                 np.array([table[u][column] for u in users]),
             )
             rows.append({"metric": column, "model": label, **stats})
-    adjust = CORRECTIONS[correction]
     for key in ("p_t", "p_wilcoxon"):
-        for row, value in zip(rows, adjust([r[key] for r in rows])):
+        for row, value in zip(rows, adjusted([r[key] for r in rows], correction)):
             row[f"{key}_{correction}"] = value
     for row in rows:
-        row["significant"] = bool(row[f"p_t_{correction}"] < alpha)
+        row["significant"] = bool(row[f"p_t_{correction}"] < alpha)  # NaN: False
     return {
         "baseline": base_label,
         "models": [item[0] for item in loaded],
@@ -223,22 +257,57 @@ def table_text(result):
     return "\n".join(lines)
 
 
+#: what ``--output`` writes, by its extension
+OUTPUT_KINDS = {".json": "JSON", ".csv": "CSV"}
+
+
+def output_kind(path):
+    """``.json`` or ``.csv``: how ``path`` is written; a :class:`RecboleAttnError` for
+    any other name (before any work)."""
+    extension = os.path.splitext(path)[1].lower()
+    if extension not in OUTPUT_KINDS:
+        raise RecboleAttnError(
+            f"--output={path}: the comparison is written as JSON (.json) or CSV "
+            "(.csv); give a file name ending in one of them"
+        )
+    return extension
+
+
+def _strict(value):
+    """``value`` with every float that is not finite (an undefined p-value) as None:
+    JSON has no NaN or Infinity, and strict readers refuse them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
+
+
+def _cell(value):
+    """A CSV cell: a float that is not finite is empty, as pandas writes NaN."""
+    return "" if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def write_result(result, path, overwrite=False):
-    """The comparison as JSON (``.json``) or CSV (one row per comparison)."""
+    """The comparison as strict JSON (``.json``; an undefined number is ``null``) or
+    CSV (``.csv``, one row per comparison; an undefined number is an empty cell)."""
     import csv
     import io
 
     from recbole_attn.files import write_files
 
-    if path.endswith(".json"):
-        text = json.dumps(result, indent=1) + "\n"
+    if output_kind(path) == ".json":
+        text = json.dumps(_strict(result), indent=1, allow_nan=False) + "\n"
     else:
         out = io.StringIO()
         keys = [k for k in result["rows"][0] if k not in ("ci95", "ci95_relative")]
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(keys + ["ci95_low", "ci95_high"])
         for row in result["rows"]:
-            writer.writerow([row[k] for k in keys] + row["ci95"])
+            cells = [row[k] for k in keys] + list(row["ci95"])
+            writer.writerow([_cell(v) for v in cells])
         text = out.getvalue()
     write_files({path: text}, "the comparison", overwrite)
 
@@ -262,17 +331,20 @@ def main(argv=None, prog=None):
     )
     parser.add_argument("--correction", choices=list(CORRECTIONS), default="holm")
     parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument("--output", default=None, help="a .json or .csv file")
+    parser.add_argument(
+        "--output", default=None, help="a .json (strict JSON) or .csv file"
+    )
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
 
     def run():
-        from recbole_attn.files import refuse_existing
+        from recbole_attn.files import check_output_file
 
         if not 0 < args.alpha < 1:
             raise RecboleAttnError(f"--alpha must be in (0, 1), got {args.alpha}")
-        if args.output:
-            refuse_existing([args.output], "the comparison", args.overwrite)
+        if args.output:  # before any input is read or evaluated
+            output_kind(args.output)
+            check_output_file([args.output], "the comparison", args.overwrite)
         metrics = None
         if args.metrics:
             metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]

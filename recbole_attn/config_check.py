@@ -219,9 +219,9 @@ class EvalArgs(Option):
             return f"a dict whose order is RO or TO, got order {value.get('order')!r}"
         if value.get("group_by") not in (None, "user", "none"):
             return "a dict whose group_by is user or none"
-        mode = value.get("mode")
+        mode = value.get("mode")  # absent: an earlier source's (entries merge)
         modes = mode.values() if isinstance(mode, dict) else [mode]
-        if mode is None or not all(
+        if mode is not None and not all(
             isinstance(m, str) and self.MODE.match(m) for m in modes
         ):
             return (
@@ -258,6 +258,9 @@ VALUE_RULES = {
     "topk": TopK(),
     "learner": Learner(),
     "eval_args": EvalArgs(),
+    # RecBole's KD_DAGFM: another phase was returned as a ValueError object and failed
+    # later (RecBole PR #2208)
+    "phase": OneOf("teacher_training", "distillation", "finetuning"),
 }
 
 

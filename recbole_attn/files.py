@@ -69,6 +69,35 @@ def refuse_existing(paths, what, overwrite=False, flag="--overwrite", error=None
         raise (error or ExistingOutputError)(_existing_message(what, existing, flag))
 
 
+def check_output_file(paths, what, overwrite=False, flag="--overwrite"):
+    """Before any work: each of ``paths`` (the files of one output) can be written. A
+    :class:`RecboleAttnError` when one is a folder, or lies under a file or in a folder
+    this process cannot write into (tried with a probe file in the nearest folder that
+    exists); an :class:`ExistingOutputError` when one exists, unless ``overwrite``."""
+    for path in paths:
+        if os.path.isdir(path):
+            raise RecboleAttnError(f"{what}: {path} is a folder; give a file name")
+    refuse_existing(paths, what, overwrite, flag)
+    for folder in sorted({os.path.dirname(os.path.abspath(p)) for p in paths}):
+        existing = folder
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):
+            raise RecboleAttnError(
+                f"{what}: cannot write into {folder} ({existing} is a file, not a "
+                "folder); choose a place you can write to"
+            )
+        try:
+            fd, probe = tempfile.mkstemp(dir=existing, prefix=".write-probe-")
+            os.close(fd)
+            os.remove(probe)
+        except OSError as err:
+            raise RecboleAttnError(
+                f"{what}: cannot write into {folder} ({err.strerror or err}); choose a "
+                "place you can write to"
+            ) from None
+
+
 def _existing_message(what, existing, flag):
     shown = ", ".join(existing[:3]) + (" ..." if len(existing) > 3 else "")
     return (

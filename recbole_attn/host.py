@@ -37,6 +37,15 @@ package that broke it, and is applied only there:
 * scipy >= 1.12: RecBole's graph models (LightGCN, NGCF, NCL, GCMC, SpectralCF, KGIN,
   MCCLK) fill their adjacency matrix with ``dok_matrix._update``, which scipy removed;
   ``dok_matrix`` gets that bulk insert back.
+* RecBole 1.2.1's own bugs a run can reach (docs/environment.md, "RecBole 1.2.1's own
+  bugs"): its samplers' endless loops where no negative is left (BERT4Rec's masking,
+  ``sample_by_key_ids``) and ``Sampler``'s traceback for a user with every item, each a
+  clear error (:func:`~recbole_attn.compat.mask_item_neg_sample`,
+  :func:`~recbole_attn.compat.sample_by_key_ids`); Pop's counts
+  (:func:`~recbole_attn.compat.pop_calculate_loss`); ``Collector.get_data_struct`` on
+  non-tensor values; a ``torch.Generator`` sent to a spawned data-loader worker
+  (:func:`~recbole_attn.compat.reduce_generator`). RecBole's replaced functions stay
+  reachable (:func:`recbole_original`).
 * autograd anomaly detection, which RecBole's ``sine.py`` switches on at import (several
   times slower backward, no change of results), is switched off again; a few warnings
   RecBole raises on every run are silenced where RecBole raises them
@@ -163,6 +172,10 @@ def _install():
     )
     _apply("exhaustive search", fixes and _hyperopt_generator(), _exhaustive_search)
     _apply("scipy dok_matrix", fixes and _dok_without_update(), _dok_update)
+    _apply("negative sampling", fixes, _negative_sampling)
+    _apply("Pop counts", fixes, _pop_counts)
+    _apply("collector values", fixes, _collector_values)
+    _apply("generator pickling", fixes, compat.register_generator_pickling)
     _apply("plugin models", True, _plugin_models)
     _apply("category metrics", True, _category_metrics)
     _apply("quick_start hook", True, _quick_start_hook)
@@ -211,6 +224,48 @@ def _dok_update():
         self._dict.update(entries)
 
     scipy.sparse.dok_matrix._update = _update
+
+
+#: (class, attribute) -> RecBole's own function, for each RecBole bug fixed below (the
+#: tests run RecBole's version to show the bug)
+_ORIGINALS = {}
+
+
+def recbole_original(cls, name):
+    """RecBole's own ``cls.name`` before a fix of :func:`install` replaced it."""
+    return _ORIGINALS.get((cls, name), getattr(cls, name))
+
+
+def _replace(cls, name, value):
+    _ORIGINALS.setdefault((cls, name), getattr(cls, name))
+    setattr(cls, name, value)
+
+
+def _negative_sampling():
+    """RecBole's samplers without their endless loops (RecBole #2193): BERT4Rec's
+    masking transform, ``AbstractSampler.sample_by_key_ids`` and ``Sampler``'s check of
+    users who have every item, each a clear error (or, where the negative is never read,
+    the padding item) instead of a hang or a traceback."""
+    from recbole.data.transform import MaskItemSequence
+    from recbole.sampler.sampler import AbstractSampler, Sampler
+
+    _replace(MaskItemSequence, "_neg_sample", compat.mask_item_neg_sample)
+    _replace(AbstractSampler, "sample_by_key_ids", compat.sample_by_key_ids)
+    _replace(Sampler, "get_used_ids", compat.sampler_used_ids(Sampler.get_used_ids))
+
+
+def _pop_counts():
+    from recbole.model.general_recommender.pop import Pop
+
+    _replace(Pop, "__init__", compat.pop_init(Pop.__init__))
+    _replace(Pop, "calculate_loss", compat.pop_calculate_loss)
+
+
+def _collector_values():
+    from recbole.evaluator.collector import Collector
+
+    fixed = compat.collector_data_struct(Collector.get_data_struct)
+    _replace(Collector, "get_data_struct", fixed)
 
 
 def _hyperopt_generator():
@@ -616,6 +671,7 @@ __all__ = [
     "install",
     "installed",
     "recbole_checkpoint_globals",
+    "recbole_original",
     "exhaustive_search",
     "load_data_and_model",
 ]

@@ -33,9 +33,11 @@ _LEVELS = {
 
 
 #: RecBole's four to five lines per epoch (training, evaluation, validation result,
-#: saving), which the console replaces by the trainer's one line
+#: saving) and its closing line (which counts epochs from 0), which the console replaces
+#: by the trainer's lines (epochs counted from 1)
 _EPOCH_RECORD = re.compile(
-    r"^(epoch \d+ (training|evaluating)|valid result|Saving current)"
+    r"^(epoch \d+ (training|evaluating)|valid result|Saving current"
+    r"|Finished training, best eval result in epoch)"
 )
 _COLOR = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -37,8 +37,17 @@ from recbole_attn.config import (  # noqa: F401  (re-exported: RecBole's quick_s
 )
 from recbole_attn.data.bucketing import bucket_train_dataloader
 from recbole_attn.data.categories import check_category_field_loads
-from recbole_attn.data.checks import check_atomic_files
-from recbole_attn.data.dataset import AttnSequentialDataset, recbole_dataset_class
+from recbole_attn.data.checks import (
+    check_atomic_files,
+    check_labeled_evaluation,
+    check_sequential_order,
+    has_label,
+)
+from recbole_attn.data.dataset import (
+    AttnSequentialDataset,
+    check_sequential_dataset_class,
+    recbole_dataset_class,
+)
 from recbole_attn.data.hints import converter_hint
 from recbole_attn.data.preparation import data_preparation
 from recbole_attn.evaluator.collector import check_metrics_category_field_loads
@@ -91,10 +100,13 @@ def check_before_loading(config, model_class, writes=True):
 
     check_valid_metric(config)
     check_recbole_negatives(config, model_class)
+    check_labeled_evaluation(config)
     check_dataset_exists(config)
     sequential = config["MODEL_TYPE"] == ModelType.SEQUENTIAL
     if sequential:
         check_model_training_mode(config, model_class)
+        check_sequential_order(config)
+        check_sequential_dataset_class(config, model_class)
     check_atomic_files(config, sequential)
     if any(
         getattr(c, "needs_item_categories", False)
@@ -144,6 +156,20 @@ def check_recbole_negatives(config, model_class):
             f"{name} trains on negatives from RecBole's sampler, which "
             "recbole_attn's defaults switch off; set --train_neg_sample_args=\"{"
             "'distribution': 'uniform', 'sample_num': 1}\""
+        )
+    # point-wise models (context-aware ones, DIN, DIEN, NeuMF, ...) train on labels,
+    # which RecBole's sampler makes (1, and 0 for each sampled negative) unless the
+    # data has them; Pop and the other traditional models count interactions
+    pointwise = getattr(model_class, "input_type", None) == InputType.POINTWISE
+    traditional = getattr(model_class, "type", None) == ModelType.TRADITIONAL
+    if pointwise and not traditional and sampling == "none" and not has_label(config):
+        raise ConfigError(
+            f"{model_class.__name__} trains on labelled interactions (1, or 0 for a "
+            f"negative), and the data has no {config['LABEL_FIELD']} field while "
+            "recbole_attn's defaults switch off RecBole's sampler, which would label "
+            "them; set --train_neg_sample_args=\"{'distribution': 'uniform', "
+            "'sample_num': 1}\", or load a label field (or --threshold=\"{'rating': "
+            '4}")'
         )
 
 
@@ -478,6 +504,9 @@ def load_run(model_file, config_dict=None):
     # reloads this file
     trainer.load_model_file(model_file)
     trainer.use_model_file(model_file)
+    # what fit collects from the training data first (RecBole's popularity metrics:
+    # item counts; ours: the item categories)
+    trainer.eval_collector.data_collect(splits[0])
     return config, net, trainer, dataset, splits
 
 

@@ -373,6 +373,9 @@ class AttnTrainer(Trainer):
             self._pending_generator_state = None
 
         def on_evaluated(epoch_idx, valid_score):
+            if self.cur_step == 0:  # a better score: RecBole's early_stopping reset it
+                self._best_epoch = epoch_idx
+            self._last_epoch = epoch_idx
             if saved:
                 self._save_resume_state(epoch_idx)
             if verbose:
@@ -383,8 +386,9 @@ class AttnTrainer(Trainer):
         if verbose and valid_data:
             self.logger.info(self._budget_line())
         self._epoch_seconds = []
+        self._last_epoch = None
         with epoch_lines_on_console():
-            return super().fit(
+            result = super().fit(
                 train_data,
                 valid_data,
                 verbose=verbose,
@@ -392,6 +396,25 @@ class AttnTrainer(Trainer):
                 show_progress=show_progress,
                 callback_fn=on_evaluated,
             )
+        if verbose and self._last_epoch is not None:
+            self.logger.info(self._closing_line())
+        return result
+
+    def _closing_line(self):
+        """The console's last training line, its epochs counted from 1 as the epoch
+        lines count them (RecBole's own closing line, in the log file, counts from 0).
+        """
+        trained = self._last_epoch + 1
+        if trained < self.epochs:
+            stop = f"stopped early after epoch {trained} of {self.epochs}"
+        else:
+            stop = f"done: all {self.epochs} epochs"
+        best = getattr(self, "_best_epoch", None)
+        where = f" in epoch {best + 1}" if best is not None else ""
+        return (
+            f"training {stop}; best {self.valid_metric} "
+            f"{self.best_valid_score:.4f}{where}"
+        )
 
     def _budget_line(self):
         """What the run will train at most, said before its first epoch."""
@@ -405,8 +428,6 @@ class AttnTrainer(Trainer):
         """The console's one line per evaluated epoch: the losses by name, the
         validation score, the time and what is left (at most, and if the score does not
         improve again)."""
-        if self.cur_step == 0:
-            self._best_epoch = epoch_idx
         losses = self._last_losses
         losses = losses if isinstance(losses, tuple) else (losses,)
         names = loss_names(self.model, len(losses))

@@ -2,6 +2,7 @@
 traceback) for every bad value, checkpoints that know their data, concise console output,
 and every command of the README run as written (on fixtures, one epoch)."""
 
+import logging
 import os
 import re
 import shlex
@@ -527,3 +528,48 @@ def test_the_epoch_line_says_what_is_left_and_when_it_stops(tiny_config):
     assert lines[0].endswith("left: at most 2 min, 6 s if it does not improve")
     assert lines[5].endswith("left: at most 2 min, 1 s if it does not improve")
     assert lines[6].endswith("stops here: no better ndcg@10 in 5 evaluations")
+
+
+def test_the_console_counts_epochs_from_one_everywhere(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    """The epoch lines count from 1 ("best ..., epoch 2"); RecBole's closing line counts
+    from 0 ("best eval result in epoch 1") and was on the console too (issue 53): the
+    console now closes with the trainer's line, RecBole's stays in the log file."""
+    import glob
+
+    from recbole.trainer import Trainer
+
+    scores = iter([0.3, 0.5, 0.4, 0.2, 0.1, 0.05])
+
+    def valid_epoch(self, valid_data, show_progress=False):
+        score = next(scores)
+        return score, {"ndcg@10": score}
+
+    monkeypatch.setattr(Trainer, "_valid_epoch", valid_epoch)
+    monkeypatch.chdir(tmp_path)
+    args = [
+        "--model=SASRecAP",
+        "--dataset=tiny",
+        f"--data_path={tiny_data_path}",
+        "--epochs=20",
+        "--stopping_step=2",
+        "--show_progress=False",
+        "--train_batch_size=16",
+    ] + TINY_ARGS
+    from recbole_attn.cli import main
+
+    logging.getLogger().handlers.clear()  # the run's own console, not pytest's capture
+    assert main(args) == 0
+    logging.getLogger().handlers.clear()
+    console = capsys.readouterr().err
+    assert "Finished training" not in console
+    best = re.findall(r"\(best 0\.5000, epoch (\d+)\)", console)
+    assert best and set(best) == {"2"}, console
+    assert re.search(r"epoch 5/20: .*stops here", console), console
+    assert (
+        "training stopped early after epoch 5 of 20; best ndcg@10 0.5000 in epoch 2"
+        in console
+    )
+    (log,) = glob.glob("log/SASRecAP/*.log")
+    assert "Finished training, best eval result in epoch 1" in open(log).read()

@@ -262,6 +262,42 @@ def test_undecodable_or_truncated_input_is_a_clean_error(tmp_path):
         amazon.parse_amazon_reviews(truncated)
 
 
+def _damaged_gz(path, text):
+    """A .gz file of ``text`` whose compressed data is damaged in the middle (its header
+    and length intact): gzip raises zlib.error, which is no OSError."""
+    data = bytearray(gzip.compress(text.encode()))
+    for position in range(200, 260):
+        data[position] ^= 0x55
+    with open(path, "wb") as f:
+        f.write(bytes(data))
+    return str(path)
+
+
+def test_damaged_compressed_input_is_a_clean_error(tmp_path, capsys):
+    """A .gz file damaged inside (not truncated): zlib.error escaped every converter as
+    a traceback (issue 53)."""
+    review = (
+        '{"reviewerID": "U%d", "asin": "A%d", "overall": 4.0, "unixReviewTime": %d}\n'
+    )
+    reviews = "".join(review % (i % 50, i % 37, 1000 + i) for i in range(20000))
+    damaged = _damaged_gz(tmp_path / "reviews_X_5.json.gz", reviews)
+    with pytest.raises(ConversionError, match="cannot read after line .*decompress"):
+        amazon.parse_amazon_reviews(damaged)
+    code = run(amazon, "--reviews", damaged, "--name", "X", "--output_dir", tmp_path)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    attributes = json.dumps({str(i): [i % 7] for i in range(1, 20000)})
+    damaged = _damaged_gz(tmp_path / "X_item2attributes.json.gz", attributes)
+    with pytest.raises(ConversionError, match="cannot read"):
+        seqfile.parse_item2attributes(damaged)
+    genres = "anime_id,name,genre\n" + "".join(
+        f'{i},name {i},"Action, Drama"\n' for i in range(1, 20000)
+    )
+    damaged = _damaged_gz(tmp_path / "anime.csv.gz", genres)
+    with pytest.raises(ConversionError, match="cannot read"):
+        anime.parse_anime_genres(damaged)
+
+
 def test_existing_dataset_needs_overwrite(tmp_path, capsys):
     seqs, attrs = seq_fixture(tmp_path)
     out = tmp_path / "out"

@@ -440,6 +440,49 @@ CASES = {
         lambda t, m, d: _run_args(d, "--model=SASRec", "--loss_type=bogus"),
         "SASRec cannot be built with these options: Make sure 'loss_type'",
     ),
+    # RecBole's own ValueError after the data loaded (issue 53)
+    "random order": (
+        lambda t, m, d: _run_args(d, "--eval_args={'order': 'RO'}"),
+        "eval_args order 'RO' (random order) cannot split a sequential model's data",
+    ),
+    "evaluate in random order": (
+        lambda t, m, d: [
+            "evaluate",
+            f"--model_file={m}",
+            "--eval_args={'order': 'RO'}",
+        ],
+        "use order 'TO'",
+    ),
+    # RecBole's models and evaluation modes that failed deep inside (issue 53)
+    "labeled with ranking metrics": (
+        lambda t, m, d: _run_args(d, "--eval_args={'mode': 'labeled'}"),
+        "ranking metrics ['Recall', 'NDCG', 'MRR'] have nothing to rank",
+    ),
+    "labeled without labels": (
+        lambda t, m, d: _run_args(
+            d,
+            "--eval_args={'mode': 'labeled'}",
+            "--metrics=['AUC']",
+            "--valid_metric=AUC",
+        ),
+        "evaluates the interactions' labels, and the data has no label field",
+    ),
+    "point-wise model without labels": (
+        lambda t, m, d: _run_args(d, "--model=FM"),
+        "FM trains on labelled interactions",
+    ),
+    "KD_DAGFM phase": (
+        lambda t, m, d: _run_args(d, "--model=KD_DAGFM", "--phase=bogus"),
+        "phase must be one of ['teacher_training', 'distillation', 'finetuning']",
+    ),
+    "DIEN": (
+        lambda t, m, d: _run_args(
+            d,
+            "--model=DIEN",
+            "--train_neg_sample_args={'distribution': 'uniform', 'sample_num': 1}",
+        ),
+        "DIEN trains on RecBole's own DIENDataset",
+    ),
     "viz positions 0": (
         lambda t, m, d: [
             "viz",

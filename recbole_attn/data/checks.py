@@ -6,6 +6,9 @@ Checks of a dataset's files and of its split, so that dirty data is a clear line
 wrong, in which file, what to do) instead of a traceback from inside RecBole or, worse, a
 silently wrong metric:
 
+* :func:`check_sequential_order`, :func:`check_labeled_evaluation` (before RecBole reads
+  anything): a sequential model's split is in time order; a ``labeled`` evaluation has
+  labels and value metrics;
 * :func:`check_atomic_files` (before RecBole reads anything): an empty file, a header that
   is not ``name:type`` fields, a missing user, item or time column, an interaction file
   without interactions, a non-numeric value in a ``float`` column;
@@ -91,6 +94,66 @@ def _check_numbers(path, fields, names, separator, encoding):
                 f"number ({name} is declared '{name}:float'; {len(bad)} such row(s)). "
                 "Fix the file, or declare the column ':token' if it is a label"
             )
+
+
+def check_sequential_order(config):
+    """A sequential model's users are split in time order: RecBole's
+    ``SequentialDataset.build`` raises a ``ValueError`` (a traceback after the data has
+    loaded) for any other ``eval_args`` order; a :class:`DataError` before."""
+    order = (config["eval_args"] or {}).get("order")
+    if order not in (None, "TO"):
+        raise DataError(
+            f"eval_args order {order!r} (random order) cannot split a sequential "
+            f"model's data: {config['model']} reads each user's interactions in time "
+            "order, and RecBole splits them in time order only; use order 'TO' "
+            "(--eval_args=\"{'order': 'TO'}\"), or a general model (BPR, ...) for a "
+            "random split"
+        )
+
+
+def has_label(config):
+    """Whether the interactions will carry ``LABEL_FIELD`` without RecBole's sampler:
+    from ``threshold``, or a loaded column of that name (every column loads without
+    ``load_col``)."""
+    load_col = config["load_col"]
+    loaded = load_col.get("inter") if isinstance(load_col, dict) else None
+    return (
+        bool(config["threshold"])
+        or load_col is None
+        or (config["LABEL_FIELD"] in (loaded or []))
+    )
+
+
+def check_labeled_evaluation(config):
+    """``eval_args`` mode ``labeled`` scores the labelled interactions as they are,
+    without ranking: RecBole's ranking metrics fail there with a ``TypeError``
+    (RecBole #2035, #1473), and data without labels with a ``KeyError``; a
+    :class:`DataError` before the data loads instead."""
+    from recbole.evaluator.register import metric_types
+    from recbole.utils import EvaluatorType
+
+    mode = (config["eval_args"] or {}).get("mode")
+    modes = set(mode.values()) if isinstance(mode, dict) else {mode}
+    if "labeled" not in modes:
+        return
+    ranking = [
+        m
+        for m in config["metrics"] or []
+        if metric_types.get(str(m).lower()) == EvaluatorType.RANKING
+    ]
+    if ranking:
+        raise DataError(
+            f"eval_args mode 'labeled' scores the labelled interactions without a "
+            f"ranking, so the ranking metrics {ranking} have nothing to rank (RecBole "
+            "1.2.1 fails with a TypeError, RecBole #2035); rank with mode 'full' (or "
+            "uni<N>), or evaluate value metrics (--metrics=\"['AUC','LogLoss']\")"
+        )
+    if not has_label(config):
+        raise DataError(
+            f"eval_args mode 'labeled' evaluates the interactions' labels, and the data "
+            f"has no {config['LABEL_FIELD']} field: load one (load_col), or derive it "
+            "from a rating (--threshold=\"{'rating': 4}\")"
+        )
 
 
 def check_atomic_files(config, sequential):

@@ -80,6 +80,27 @@ class AttnSequentialDataset(CheckedDataset, SequentialDataset):
         return datasets
 
 
+def check_sequential_dataset_class(config, model_class):
+    """A RecBole sequential model that needs a dataset class of its own (RecBole's
+    ``DIENDataset``: negative item sequences; ``GRU4RecKGDataset``, ``KSRDataset``: the
+    knowledge graph) cannot train on the pipeline's sequential dataset (a ``KeyError``
+    deep in training): a :class:`~recbole_attn.errors.ConfigError` before the data
+    loads."""
+    import importlib
+
+    from recbole_attn.errors import ConfigError
+
+    if hasattr(model_class, "dataset_class"):  # a recbole_attn model's own
+        return
+    name = f"{config['model']}Dataset"
+    if hasattr(importlib.import_module("recbole.data.dataset"), name):
+        raise ConfigError(
+            f"{config['model']} trains on RecBole's own {name}, which recbole-attn's "
+            "sequential pipeline does not build: this model is not supported by "
+            "recbole-attn; choose another model"
+        )
+
+
 def recbole_dataset_class(config):
     """The dataset class RecBole's ``create_dataset`` would build for a non-sequential
     model (its ``<Model>Dataset`` if RecBole has one, else by model type), with the checks of

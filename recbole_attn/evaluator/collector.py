@@ -11,9 +11,6 @@ item id, category token ids zero-padded (how RecBole stores a ``token_seq`` feat
 :class:`~recbole_attn.trainer.AttnTrainer` uses it for every model, ours or RecBole's.
 """
 
-import copy
-
-import torch
 from recbole.evaluator.collector import Collector
 
 from recbole_attn.data.categories import (
@@ -87,22 +84,9 @@ def collect_item_categories(collector, data):
 
 class CategoryCollector(Collector):
     """RecBole's Collector (which collects ``data.item_categories``:
-    :func:`collect_item_categories`) that can also collect it without ``fit``."""
-
-    def get_data_struct(self):
-        """RecBole's ``get_data_struct``, which calls ``.cpu()`` on every collected value and
-        so crashes in 1.2.1 on the non-tensor values its own ``data_collect`` stores
-        (``data.num_items`` is an int, ``data.count_items`` a Counter: ItemCoverage,
-        AveragePopularity, ...). Non-tensor values are set aside, then copied back."""
-        data = self.data_struct._data_dict
-        others = {k: v for k, v in data.items() if not isinstance(v, torch.Tensor)}
-        for key in others:
-            del self.data_struct[key]
-        returned = super().get_data_struct()
-        for key, value in others.items():
-            self.data_struct.set(key, value)
-            returned.set(key, copy.deepcopy(value))
-        return returned
+    :func:`collect_item_categories`; its ``get_data_struct`` keeps the non-tensor values
+    of RecBole's own metrics: :func:`recbole_attn.compat.collector_data_struct`) that can
+    also collect it without ``fit``."""
 
     def ensure_item_categories(self, data):
         """Collect the table from ``data`` (a dataloader or dataset) if a metric needs it

@@ -13,23 +13,22 @@ RecBole averages a top-K metric over users from a ``[users, K]`` matrix
 their means. F1 is a harmonic mean of dataset-level means and has no per-user value (it
 is left out of the file, and ``compare`` does not test it).
 
-File format (CSV): a first line ``# recbole-attn per-user results {json}`` whose JSON
-holds the model, the dataset, its data fingerprint, the split, the ranking options and
-the checkpoint; then a header ``user,rank,<metric@k>,...`` and one row per user (a cell
-is empty where a metric leaves the user out: ILD for a list without two categorized
-items).
+The file format (plain CSV, and its metadata in a JSON file beside it), its reading and
+writing: :mod:`recbole_attn.per_user_file` (no torch, no RecBole), whose names are
+re-exported here.
 """
 
 import contextlib
-import csv
-import io
-import json
 
 import numpy as np
 import torch
 
-#: the first characters of a per-user file
-MARK = "# recbole-attn per-user results "
+from recbole_attn.per_user_file import (  # noqa: F401  (re-exported)
+    MARK,
+    meta_path,
+    read_per_user,
+    write_per_user,
+)
 
 
 class PerUserRecorder:
@@ -94,7 +93,12 @@ def _cell(value):
 
 def per_user_values(evaluator, struct):
     """``{metric@k: [users] array}`` of every metric of ``evaluator`` (RecBole's
-    Evaluator) that has per-user values, from the evaluation's data ``struct``."""
+    Evaluator) that has per-user values, from the evaluation's data ``struct``: RecBole's
+    top-K metrics (Hit, MRR, MAP, Recall, NDCG, Precision), its AveragePopularity and
+    TailPercentage (the user's list's popularity and tail share), and our CC and ILD.
+    Each column's mean is the metric the evaluation prints."""
+    from recbole.evaluator.base_metric import TopkMetric
+
     out = {}
     for name, metric in evaluator.metric_class.items():
         topk = getattr(metric, "topk", None)
@@ -104,50 +108,18 @@ def per_user_values(evaluator, struct):
         if hasattr(metric, "per_user"):  # our category metrics
             rec_items, categories = metric.used_info(struct)
             matrix = metric.per_user(rec_items[:, : max(topk)], categories)
-        elif hasattr(metric, "metric_info"):  # RecBole's top-K metrics
+        elif isinstance(metric, TopkMetric):  # RecBole's top-K metrics
             pos_index, pos_len = metric.used_info(struct)
             takes = metric.metric_info.__code__.co_argcount - 1  # Hit, MRR: no pos_len
             matrix = metric.metric_info(*(pos_index, pos_len)[:takes])
+        elif hasattr(metric, "get_pop") or hasattr(metric, "get_tail"):
+            # RecBole's AveragePopularity, TailPercentage: a value per list position
+            item_matrix, counts = metric.used_info(struct)
+            convert = getattr(metric, "get_pop", None) or metric.get_tail
+            matrix = metric.metric_info(convert(item_matrix, counts))
         else:
-            continue
+            continue  # dataset-level (ItemCoverage, GiniIndex, ShannonEntropy, ...)
         matrix = np.asarray(matrix, dtype=np.float64)
         for k in topk:
             out[f"{name}@{k}"] = matrix[:, k - 1]
     return out
-
-
-def write_per_user(path, header, rows, meta, overwrite=False):
-    """Write a per-user file (module docstring) atomically."""
-    from recbole_attn.files import write_files
-
-    text = io.StringIO()
-    text.write(MARK + json.dumps(meta, sort_keys=True) + "\n")
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    write_files({path: text.getvalue()}, "the per-user results", overwrite)
-    return path
-
-
-def read_per_user(path):
-    """``(meta, header, rows)`` of a per-user file; a :class:`RecboleAttnError` when it
-    is not one."""
-    from recbole_attn.errors import RecboleAttnError
-    from recbole_attn.files import read_text
-
-    text = read_text(path, "per-user file")
-    first, _, rest = text.partition("\n")
-    try:
-        if not first.startswith(MARK):
-            raise ValueError("no first line '# recbole-attn per-user results {...}'")
-        meta = json.loads(first[len(MARK) :])
-        reader = csv.reader(io.StringIO(rest))
-        header = next(reader)
-        if header[:2] != ["user", "rank"]:
-            raise ValueError("its header does not start with user,rank")
-        rows = [r for r in reader if r]
-    except (ValueError, StopIteration) as err:
-        raise RecboleAttnError(
-            f"{path} is not a per-user file of recbole-attn evaluate --per_user ({err})"
-        ) from None
-    return meta, header, rows

@@ -29,7 +29,7 @@ from recbole_attn.data.convert.read import (
     _lines,
     _to_float,
 )
-from recbole_attn.data.convert.read import open_text
+from recbole_attn.data.convert.read import READ_ERRORS, open_text
 
 
 def parse_anime_ratings(path: str, bad: Optional[BadLines] = None) -> pd.DataFrame:
@@ -71,7 +71,7 @@ def parse_anime_genres(
     """
     try:
         return _anime_genres(path, bad or BadLines())
-    except (UnicodeDecodeError, OSError, EOFError, csv.Error) as exc:
+    except (UnicodeDecodeError, *READ_ERRORS, csv.Error) as exc:
         raise ConversionError(f"{path}: cannot read: {exc}") from None
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import zlib
 from typing import Iterator, Optional, Tuple
 
 import numpy as np
@@ -29,6 +30,12 @@ TIME = "timestamp"
 RATING = "rating"
 CATEGORIES = "categories"
 BRAND = "brand"
+
+
+#: what reading a damaged input raises: OSError (a file that is not gzip, a bad CRC),
+#: EOFError (a truncated .gz) and zlib.error (damaged compressed data, which is no
+#: OSError)
+READ_ERRORS = (OSError, EOFError, zlib.error)
 
 
 def _require_file(path: str) -> None:
@@ -84,7 +91,7 @@ def _lines(path: str, encoding: str = "utf-8") -> Iterator[Tuple[int, str]]:
                 if line.strip():
                     found = True
                     yield lineno, line
-        except (OSError, EOFError) as exc:  # e.g. a truncated .gz file
+        except READ_ERRORS as exc:  # e.g. a truncated or damaged .gz file
             raise ConversionError(
                 f"{path}: cannot read after line {lineno}: {exc}"
             ) from None

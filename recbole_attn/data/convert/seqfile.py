@@ -31,7 +31,7 @@ from recbole_attn.data.convert.read import (
     ConversionError,
     _lines,
 )
-from recbole_attn.data.convert.read import open_text
+from recbole_attn.data.convert.read import READ_ERRORS, open_text
 
 
 def parse_seqfile(path: str, bad: Optional[BadLines] = None) -> pd.DataFrame:
@@ -78,7 +78,7 @@ def parse_item2attributes(path: str) -> Dict[str, List[int]]:
             raise ConversionError(
                 f"{path}, line {exc.lineno}: not valid JSON ({exc.msg})"
             ) from None
-        except (UnicodeDecodeError, OSError, EOFError) as exc:
+        except (UnicodeDecodeError, *READ_ERRORS) as exc:
             raise ConversionError(f"{path}: cannot read: {exc}") from None
     if not isinstance(data, dict):
         raise ConversionError(f"{path}: expected a JSON object item id -> [attr ids]")
