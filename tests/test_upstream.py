@@ -527,3 +527,21 @@ def test_recbole_own_tests_pass_after_the_export(tmp_path):
         text=True,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_the_docs_show_stostas_pull_request_as_the_export_writes_it():
+    """docs/upstream.md's "One model's pull request" is what the export writes for
+    STOSA: its files with their line counts, how it trains, its test cases."""
+    from recbole_attn.upstream.recbole_files import (
+        case_names,
+        files_table,
+        training_text,
+    )
+
+    with open(os.path.join(os.path.dirname(HERE), "docs", "upstream.md")) as f:
+        quoted = [line[2:] for line in f.read().splitlines() if line.startswith("> ")]
+    text = "\n".join(quoted)
+    assert files_table("STOSA") in text
+    assert training_text("STOSA") in text
+    for case in case_names("STOSA"):
+        assert f"- `{case}`" in text
