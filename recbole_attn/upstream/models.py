@@ -131,6 +131,12 @@ MODELS = {
                 "train_neg_sample_args": RECBOLE_NEGATIVES,
             },
         },
+        # the refiners are L^3 per head (n x n matrices over the attention rows): at the
+        # backbones' T (SASRec 50, STOSA 100) a case cost 2.7-2.8x SASRec's on RecBole's
+        # CI stack; T 20 still runs every part of them (docs/upstream.md)
+        sizes={
+            case: {"MAX_ITEM_LIST_LENGTH": 20} for case in ("", "add", "stosa_stoc")
+        },
         also_reads=("STOSA",),
         notes="`refinement: value` must be set in a yaml file (`config_file_list`): "
         "`Config._convert_config_dict` calls `eval()` on every string of a config dict "
