@@ -306,13 +306,19 @@ class DPPAttention(nn.Module):
 
     def logits(self, sampler, valid, masks, category=None):
         r""":math:`-\lambda P^k(r, t)` of the per-prefix k-DPPs, :math:`-\lambda L_{tt}` on
-        the diagonal."""
-        masked = sampler * valid[:, None, :, None].to(sampler.dtype)  # padding rows 0
-        num, norm = self.pair_weights(
-            masked @ masked.transpose(-1, -2), valid, masks, category
-        )
-        logits = num * (-self.lam / norm).unsqueeze(-1)
-        return logits - torch.diag_embed(self.lam * (sampler * sampler).sum(-1))
+        the diagonal; in float32 at least, autocast off (the minors cancel)."""
+        low = (torch.float16, torch.bfloat16)
+        if sampler.dtype in low:
+            sampler = sampler.float()
+        if category is not None and category.dtype in low:
+            category = category.float()
+        with torch.autocast(sampler.device.type, enabled=False):
+            masked = sampler * valid[:, None, :, None].to(sampler.dtype)  # padding 0
+            num, norm = self.pair_weights(
+                masked @ masked.transpose(-1, -2), valid, masks, category
+            )
+            logits = num * (-self.lam / norm).unsqueeze(-1)
+            return logits - torch.diag_embed(self.lam * (sampler * sampler).sum(-1))
 
     def forward(self, hidden, attention_mask, valid, masks, category=None):
         logits = self.logits(self.sampler(hidden), valid, masks, category)

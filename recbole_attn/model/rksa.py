@@ -252,11 +252,17 @@ class SkewNormalScore(nn.Module):
         delta = alpha / torch.sqrt(1.0 + alpha.square())
         if not self.training:
             return msn_mean(xi, omega, delta)
-        psi = self.correlation(x, features)
-        eye = torch.eye(psi.size(-1), dtype=psi.dtype, device=psi.device)
-        chol = torch.linalg.cholesky((psi + self.jitter * eye) / (1.0 + self.jitter))
-        self.rank_loss = listnet_loss(psi, features["counting"], features["valid"])
-        return msn_sample(xi, omega, delta, chol)
+        # the kernels and their Cholesky factor in float32 at least, autocast off
+        with torch.autocast(x.device.type, enabled=False):
+            if x.dtype in (torch.float16, torch.bfloat16):
+                x = x.float()
+            psi = self.correlation(x, features)
+            eye = torch.eye(psi.size(-1), dtype=psi.dtype, device=psi.device)
+            chol = torch.linalg.cholesky(
+                (psi + self.jitter * eye) / (1.0 + self.jitter)
+            )
+            self.rank_loss = listnet_loss(psi, features["counting"], features["valid"])
+        return msn_sample(xi, omega, delta, chol.to(xi.dtype))
 
 
 class SkewNormalAttention(nn.Module):
@@ -451,14 +457,15 @@ class RKSA(SequentialRecommender):
         positions = self.position_ids(item_seq_len, item_seq.size(1))
         valid = item_seq > 0
         counts = self.cooccurrence.block(item_seq)  # [B, L, L]
-        features = {
-            "valid": valid,
-            "user": self.user_embedding(user),  # [B, d]: weighs the kernels of psi
-            "counting": counting_kernel(
-                counts, self.cooccurrence.occurrences(item_seq), valid
-            ),
-            "two_hop": two_hop_ratio(counts, valid),
-        }
+        with torch.autocast(item_seq.device.type, enabled=False):  # counts: exact
+            features = {
+                "valid": valid,
+                "user": self.user_embedding(user),  # [B, d]: weighs the kernels of psi
+                "counting": counting_kernel(
+                    counts, self.cooccurrence.occurrences(item_seq), valid
+                ),
+                "two_hop": two_hop_ratio(counts, valid),
+            }
         hidden = self.item_embedding(item_seq) + self.position_embedding(positions)
         hidden = self.dropout(self.LayerNorm(hidden))
         causal = torch.ones(

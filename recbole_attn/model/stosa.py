@@ -19,6 +19,7 @@ all pairwise distances are one matmul, :math:`\|x\|^2 + \|y\|^2 - 2 x y^\top` (A
 A.2).
 """
 
+import functools
 import math
 
 import torch
@@ -53,17 +54,33 @@ def elu_plus_one(x):
     return F.elu(x) + 1.0
 
 
+def full_precision(function):
+    """``function`` with autocast off and half-precision tensors in float32: under mixed
+    precision a distance in matmul form, :math:`\|x\|^2 + \|y\|^2 - 2 x y^\top`, would
+    lose its digits to cancellation."""
+
+    @functools.wraps(function)
+    def wrapped(*tensors):
+        low = (torch.float16, torch.bfloat16)
+        with torch.autocast(tensors[0].device.type, enabled=False):
+            return function(*(t.float() if t.dtype in low else t for t in tensors))
+
+    return wrapped
+
+
 def gaussian_vector(mean, cov):
     r""":math:`[\mu, \Sigma^{1/2}]` ``[..., 2d]``."""
     return torch.cat([mean, cov.clamp_min(COV_EPS).sqrt()], dim=-1)
 
 
+@full_precision
 def wasserstein2_squared(mean1, cov1, mean2, cov2):
     """Elementwise squared W2 distance over the last dimension (broadcasting)."""
     root1, root2 = cov1.clamp_min(COV_EPS).sqrt(), cov2.clamp_min(COV_EPS).sqrt()
     return ((mean1 - mean2) ** 2).sum(-1) + ((root1 - root2) ** 2).sum(-1)
 
 
+@full_precision
 def pairwise_wasserstein2_squared(mean1, cov1, mean2, cov2):
     """All squared W2 distances between ``[..., N, d]`` and ``[..., M, d]`` (or
     ``[M, d]``) Gaussians, ``[..., N, M]``, in matmul form; clamped at 0 against

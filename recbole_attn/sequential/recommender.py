@@ -323,9 +323,9 @@ class AttnSequentialRecommender:
             neg_mask = None
             if self.loss_type == "SSM" and not self.neg_exclude_seen:
                 neg_mask = neg_items != pos_items.unsqueeze(-1)  # accidental hits
-            loss = sampled_loss(
-                self.item_scores(output, pos_items),
-                self.item_scores(output, neg_items),
+            loss = sampled_loss(  # in float32 at least under mixed precision
+                _full(self.item_scores(output, pos_items)),
+                _full(self.item_scores(output, neg_items)),
                 self.loss_type,
                 neg_log_q,
                 neg_mask,
@@ -414,6 +414,11 @@ class AttnSequentialRecommender:
             for handle in handles:
                 handle.remove()
         return matrices
+
+
+def _full(scores):
+    """``scores`` in float32 where they are half precision (mixed precision)."""
+    return scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
 
 
 def _select(negs, index):
