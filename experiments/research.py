@@ -274,7 +274,8 @@ class ResearchDPPAttention(dpatt.DiversityDPPAttention):
         if self.row_normalize:
             return super().forward(hidden, attention_mask, valid, masks, category)
         logits = self.logits(self.sampler(hidden), valid, masks, category)
-        weights = torch.exp(torch.where(attention_mask, logits, 0.0)) * attention_mask
+        allowed = attention_mask == 0  # the additive mask's allowed keys
+        weights = torch.exp(torch.where(allowed, logits, 0.0)) * allowed
         probs = self.attn_dropout(weights)
         output = patt.merge_heads(probs @ patt.split_heads(hidden, self.n_heads))
         output = hidden + self.out_dropout(self.dense(output))
@@ -412,10 +413,7 @@ class PARecForms:
 
     def encode(self, item_seq, item_seq_len):
         positions = self.position_ids(item_seq_len, item_seq.size(1))
-        causal = torch.ones(
-            item_seq.size(1), item_seq.size(1), dtype=torch.bool, device=item_seq.device
-        ).tril()
-        attention_mask = (item_seq > 0)[:, None, None, :] & causal
+        attention_mask = self.get_attention_mask(item_seq)
         hidden = self.item_embedding(item_seq)
         if self.position_embedding is not None:
             hidden = hidden + self.position_embedding(positions)

@@ -129,7 +129,14 @@ class SASRecLayers(SequentialRecommender):
         return self.all_item_scores(output)
 
 
-class SASRecAP(AttnSequentialRecommender, SASRecLayers):
+class DotProductScores:
+    """The plugin's view of a model that scores item j as ``output . E[j]``."""
+
+    def item_weights(self):
+        return self.item_embedding.weight
+
+
+class SASRecAP(DotProductScores, AttnSequentialRecommender, SASRecLayers):
     r"""RecBole's SASRec (its layers, parameter names and initialization: a RecBole SASRec
     ``state_dict`` loads into it and predicts the same scores) with the plugin's training:
     by default one sequence per user with a loss at every position, as in the SASRec
@@ -226,7 +233,7 @@ dropout {0.3, 0.5, 0.7}, lr 1e-3, early stopping on NDCG@20 (patience 10). The m
 follows the official code but its two leaks (docs/patt.md)."""
 
 
-class PAtt(AttnSequentialRecommender, patt.PAtt):
+class PAtt(DotProductScores, AttnSequentialRecommender, patt.PAtt):
     __doc__ = patt.PAtt.__doc__
     yaml_header = PATT_HEADER
     options = {
@@ -369,6 +376,9 @@ refinement reuses the backbone's tuned settings)."""
         """The backbone's (AWRSR trains with its backbone's loss)."""
         return self.backbone.loss_type
 
+    def item_weights(self):
+        return None if self.on_stosa else self.backbone.item_embedding.weight
+
     recbole_loss_types = ("BPR", "CE")
 
     @property
@@ -387,7 +397,7 @@ refinement reuses the backbone's tuned settings)."""
         return (weight * self.backbone.pvn_loss(output, pos_items, neg_items),)
 
 
-class PARec(AttnSequentialRecommender, parec.PARec):
+class PARec(DotProductScores, AttnSequentialRecommender, parec.PARec):
     __doc__ = parec.PARec.__doc__
     yaml_header = """PARec ("Positional Attention for Sequential Recommendation"): pre-LN blocks whose
 attention is a learned matrix R_l over (query, key) positions, no query/key projection.
@@ -438,7 +448,7 @@ first). Paper: k >= 20 is robust (Table 5)."""
     )
 
 
-class RKSA(AttnSequentialRecommender, rksa.RKSA):
+class RKSA(DotProductScores, AttnSequentialRecommender, rksa.RKSA):
     __doc__ = rksa.RKSA.__doc__
     encode_reads_user = True
     yaml_header = """RKSA (Ji et al., AAAI 2020): SASRec with skew-normal latent attention logits whose

@@ -23,13 +23,15 @@ COMBINATIONS = [
 
 
 def _context(lengths, length, max_length, alignment):
-    """The mask ``[B, 1, L, L]``, position ids and valid positions of a batch."""
+    """The allowed (query, key) pairs and the models' additive mask ``[B, 1, L, L]``
+    (RecBole's: 0 or -10000), position ids and valid positions of a batch."""
     lengths = torch.tensor(lengths)
     valid = torch.arange(length).unsqueeze(0) < lengths.unsqueeze(1)
     model = SimpleNamespace(position_alignment=alignment, max_seq_length=max_length)
     causal = torch.ones(length, length, dtype=torch.bool).tril()
     return SimpleNamespace(
-        attention_mask=valid[:, None, None, :] & causal,
+        allowed=valid[:, None, None, :] & causal,
+        attention_mask=torch.where(valid[:, None, None, :] & causal, 0.0, -10000.0),
         positions=RefinedSASRec.position_ids(model, lengths, length),
         valid=valid,
     )
@@ -37,7 +39,7 @@ def _context(lengths, length, max_length, alignment):
 
 def _attention(context, heads, gen):
     """A random normalized, causally masked attention matrix [B, h, L, L]."""
-    mask = context.attention_mask
+    mask = context.allowed
     logits = torch.randn(*mask.shape[:1], heads, *mask.shape[2:], generator=gen)
     logits = logits.double().masked_fill(~mask, -math.inf)
     return torch.softmax(logits, -1).nan_to_num(0.0) * mask
@@ -100,7 +102,7 @@ def test_refiners_match_the_papers_equations(name, alignment):
     got = refiner(a, context.attention_mask, context.positions)
     weights = dict(refiner.named_parameters())
     for b in range(2):
-        allowed = context.attention_mask[b, 0]
+        allowed = context.allowed[b, 0]
         pos = context.positions[b].tolist()
         for h in range(heads):
             want = _direct(name, a[b, h], weights, pos, allowed, math.sqrt(head_size))

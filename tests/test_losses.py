@@ -22,7 +22,13 @@ from recbole_attn.data.histories import item_counts
 from recbole_attn.models import MODELS
 from recbole_attn.sequential import negatives
 from recbole_attn.sequential.batching import training_targets
-from recbole_attn.sequential.losses import LOSS_TYPES, sampled_loss
+from recbole_attn.sequential.losses import (
+    LINEAR_CE_CHUNK,
+    LOSS_TYPES,
+    LinearCrossEntropy,
+    linear_cross_entropy,
+    sampled_loss,
+)
 from test_model_contract import assert_trains, model_builder
 
 
@@ -71,6 +77,55 @@ def test_sampled_loss_gradients(loss_type):
     assert torch.autograd.gradcheck(
         lambda p, n: sampled_loss(p, n, loss_type, log_q), (pos, neg)
     )
+
+
+@pytest.mark.parametrize("rows", [1, 3, 7, 50])
+def test_linear_cross_entropy_is_the_cross_entropy_of_the_logits(rows):
+    """The fused CE (chunks of ``rows`` rows, the last one shorter) equals
+    ``F.cross_entropy(hidden @ weight^T)``: its value, its gradients for both inputs
+    under any upstream gradient, and gradcheck's finite differences."""
+    g = torch.Generator().manual_seed(2)
+    hidden = torch.randn(7, 5, generator=g, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(11, 5, generator=g, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 11, (7,), generator=g)
+    got = LinearCrossEntropy.apply(hidden, weight, targets, rows)
+    want = F.cross_entropy(hidden @ weight.T, targets)
+    assert abs(float(got) - float(want)) < 1e-12
+    (got * 3.0).backward()
+    fused = hidden.grad.clone(), weight.grad.clone()
+    hidden.grad = weight.grad = None
+    (want * 3.0).backward()
+    torch.testing.assert_close(fused[0], hidden.grad, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(fused[1], weight.grad, rtol=1e-12, atol=1e-14)
+    assert torch.autograd.gradcheck(
+        lambda h, w: LinearCrossEntropy.apply(h, w, targets, rows), (hidden, weight)
+    )
+
+
+def test_linear_cross_entropy_chunks_within_the_budget():
+    """Chunks of at most LINEAR_CE_CHUNK logits and at most the budget's rows (a 1 MB
+    budget over 100 000 items: one row per chunk), the value of the unchunked CE."""
+    g = torch.Generator().manual_seed(3)
+    hidden = torch.randn(6, 4, generator=g, dtype=torch.float64)
+    weight = torch.randn(100_000, 4, generator=g, dtype=torch.float64)
+    targets = torch.randint(0, 100_000, (6,), generator=g)
+    calls = []
+    original = LinearCrossEntropy.apply
+
+    def spy(h, w, t, rows):
+        calls.append(rows)
+        return original(h, w, t, rows)
+
+    LinearCrossEntropy.apply = spy
+    try:
+        got = linear_cross_entropy(hidden, weight, targets, budget_mb=1)
+        small = linear_cross_entropy(hidden[:, :2], weight[:50, :2], targets % 50, 1024)
+    finally:
+        LinearCrossEntropy.apply = original
+    assert calls == [1, LINEAR_CE_CHUNK // 50]
+    assert abs(float(got) - float(F.cross_entropy(hidden @ weight.T, targets))) < 1e-10
+    want = F.cross_entropy(hidden[:, :2] @ weight[:50, :2].T, targets % 50)
+    assert abs(float(small) - float(want)) < 1e-12
 
 
 def test_sampled_softmax_approaches_the_full_softmax():

@@ -30,7 +30,7 @@ def test_attention_sublayer_matches_direct_computation(tiny_config, model, align
     seq = torch.tensor([[3, 5, 7, 2], [4, 6, 0, 0]])
     lengths = torch.tensor([4, 2])
     positions = net.position_ids(lengths, seq.size(1))
-    mask = (seq > 0)[:, None, None, :] & torch.ones(4, 4, dtype=torch.bool).tril()
+    mask = net.get_attention_mask(seq)
     hidden = torch.randn(2, seq.size(1), net.hidden_size).double()
     with torch.no_grad():
         got = attention(hidden, mask, positions, alignment)

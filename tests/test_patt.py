@@ -105,7 +105,8 @@ def dpp_attention(
 
     def run(hidden):
         n = mask.size(1)
-        attention_mask = mask[:, None, None, :] & torch.ones(n, n).bool().tril()
+        allowed = mask[:, None, None, :] & torch.ones(n, n).bool().tril()
+        attention_mask = torch.where(allowed, 0.0, -10000.0)  # RecBole's
         masks = patt.causal_masks(mask, k, dtype=hidden.dtype)
         seen = []
         hook = layer.attn_dropout.register_forward_pre_hook(

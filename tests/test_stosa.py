@@ -162,3 +162,50 @@ def test_official_layer_means_pass_the_input_mean(tiny_config):
             )
         assert torch.allclose(mean, embedded) == (layer_means == "official")
         assert np.isfinite(cov.numpy()).all()
+
+
+def test_scaled_distances_are_the_scaled_formula():
+    """The attention's logits (eq. 5-6), ``-W_2^2 / sqrt(d)`` of every (query, key) pair,
+    by the per-dimension formula."""
+    gen = torch.Generator().manual_seed(1)
+    mu1, mu2 = (
+        torch.randn(2, n, 6, generator=gen, dtype=torch.float64) for n in (3, 4)
+    )
+    s1, s2 = (
+        torch.rand(2, n, 6, generator=gen, dtype=torch.float64) * 2 + 0.05
+        for n in (3, 4)
+    )
+    got = -pairwise_wasserstein2_squared(mu1, s1, mu2, s2, 1 / math.sqrt(6))
+    assert got.shape == (2, 3, 4)
+    for b, i, j in itertools.product(range(2), range(3), range(4)):
+        args = (t[b, k].tolist() for t, k in ((mu1, i), (s1, i), (mu2, j), (s2, j)))
+        want = -w2_squared_direct(*args) / math.sqrt(6)
+        assert got[b, i, j].item() == pytest.approx(want, rel=1e-10, abs=1e-12)
+
+
+@pytest.mark.parametrize("n_layers", [0, 1, 2])
+@pytest.mark.parametrize("preset", ["official", "paper"])
+def test_the_last_layer_at_the_last_items_is_the_full_encoding_there(
+    tiny_config, preset, n_layers
+):
+    """``forward`` computes only the last items' queries in the last layer: the same
+    Gaussians as the full encoding gathered at the last items (causal attention, row-wise
+    layers), in either preset and for any depth, and gradients that agree."""
+    config, net, _, _ = build(
+        "STOSA",
+        "tiny",
+        config_dict={**tiny_config, "stosa_preset": preset, "n_layers": n_layers},
+    )
+    net = net.double().eval()
+    seq, lengths = _seq(net, [[3, 5, 7, 2, 9], [4, 6], [8]])
+    last = lengths - 1
+    full = net.encode(seq, lengths)
+    want = tuple(net.gather_indexes(x, last) for x in full)
+    got = net.forward(seq, lengths)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+    grads = [
+        torch.autograd.grad(sum(x.sum() for x in out), net.cov_item_embedding.weight)[0]
+        for out in (got, want)
+    ]
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-10, atol=1e-12)

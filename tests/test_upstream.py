@@ -463,7 +463,11 @@ def test_sized_cases_are_the_variant_plus_sizes(files):
             sized += bool(sizes)
     assert configs["test_dpatt_product"]["MAX_ITEM_LIST_LENGTH"] == 10
     assert configs["test_rksa"]["train_batch_size"] == 2048
-    assert sized == 2
+    assert all(
+        configs[f"test_awrsr{suffix}"]["MAX_ITEM_LIST_LENGTH"] == 20
+        for suffix in ("", "_add", "_stosa_stoc")
+    )
+    assert sized == 5
 
 
 def test_bundle_refuses_a_name_defined_twice(tmp_path, monkeypatch):

@@ -31,7 +31,6 @@ from recbole.model.loss import BPRLoss
 from recbole_attn.model.stosa import (
     STOSA,
     elu_plus_one,
-    masked_softmax,
     pairwise_wasserstein2_squared,
 )
 
@@ -71,7 +70,7 @@ class AttentionWeightRefiner(nn.Module):
         raise NotImplementedError
 
     def forward(self, probs, mask, positions):
-        return masked_softmax(self.refine(probs, mask, positions), mask)
+        return torch.softmax(self.refine(probs, mask, positions) + mask, dim=-1)
 
 
 class SimpleRefiner(AttentionWeightRefiner):
@@ -109,7 +108,9 @@ class ValueRefiner(AttentionWeightRefiner):
     def refine(self, probs, mask, positions):
         query = probs @ self.rows(self.W_RQ, positions)
         key = probs @ self.rows(self.W_RK, positions)
-        weights = masked_softmax(query @ key.transpose(-1, -2) / self.scale, mask)
+        weights = torch.softmax(
+            query @ key.transpose(-1, -2) / self.scale + mask, dim=-1
+        )
         return weights @ (probs @ self.block(self.W_RV, positions))
 
 
@@ -149,7 +150,7 @@ class RefinedMultiHeadAttention(MultiHeadAttention):
         value = self.transpose_for_scores(self.value(input_tensor)).permute(0, 2, 1, 3)
         scores = torch.matmul(query, key) / self.sqrt_attention_head_size
         probs = self.refiner(
-            masked_softmax(scores, attention_mask), attention_mask, positions
+            torch.softmax(scores + attention_mask, dim=-1), attention_mask, positions
         )
         context = torch.matmul(self.attn_dropout(probs), value)
         context = context.permute(0, 2, 1, 3).reshape(input_tensor.shape)
@@ -255,10 +256,7 @@ class RefinedSASRec(SequentialRecommender):
         positions = self.position_ids(item_seq_len, item_seq.size(1))
         hidden = self.item_embedding(item_seq) + self.position_embedding(positions)
         hidden = self.dropout(self.LayerNorm(hidden))
-        causal = torch.ones(
-            item_seq.size(1), item_seq.size(1), dtype=torch.bool, device=item_seq.device
-        ).tril()
-        attention_mask = (item_seq > 0)[:, None, None, :] & causal  # [B, 1, L, L]
+        attention_mask = self.get_attention_mask(item_seq)  # [B, 1, L, L]
         return self.trm_encoder(hidden, attention_mask, positions)
 
     def forward(self, item_seq, item_seq_len):

@@ -50,12 +50,6 @@ def fixed_pattern(name, length, decay=0.5):
     return logits.tril().float()
 
 
-def masked_softmax(scores, mask):
-    """Softmax over the allowed keys, exactly 0 elsewhere (also on rows with none)."""
-    scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
-    return torch.softmax(scores, dim=-1) * mask
-
-
 class PositionalScore(nn.Module):
     """The positional logits ``R[h, pos(query), pos(key)] / sqrt(d_h)``.
 
@@ -149,7 +143,7 @@ class PositionalAttention(nn.Module):
     def forward(self, hidden, attention_mask, positions, alignment):
         batch, length, dim = hidden.shape
         logits = self.score(positions, alignment)
-        probs = self.attn_dropout(masked_softmax(logits, attention_mask))
+        probs = self.attn_dropout(torch.softmax(logits + attention_mask, dim=-1))
         value = self.value(self.LayerNorm(hidden))
         value = value.view(batch, length, self.n_heads, -1).transpose(1, 2)
         output = (probs @ value).transpose(1, 2).reshape(batch, length, dim)
@@ -307,10 +301,7 @@ class PARec(SequentialRecommender):
     def encode(self, item_seq, item_seq_len):
         """:math:`\\mathrm{LN}(F_L)` ``[B, L, d]`` at every position (eq. 9)."""
         positions = self.position_ids(item_seq_len, item_seq.size(1))
-        causal = torch.ones(
-            item_seq.size(1), item_seq.size(1), dtype=torch.bool, device=item_seq.device
-        ).tril()
-        attention_mask = (item_seq > 0)[:, None, None, :] & causal  # [B, 1, L, L]
+        attention_mask = self.get_attention_mask(item_seq)  # [B, 1, L, L]
         hidden = self.dropout(self.item_embedding(item_seq))  # F_0 = M[s]
         hidden = self.trm_encoder(
             hidden, attention_mask, positions, self.position_alignment

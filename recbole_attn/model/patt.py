@@ -243,10 +243,6 @@ def causal_pair_weights(
 
 
 # ---------------------------------------------------------------- the model
-def masked_softmax(scores, mask):
-    """Softmax over the allowed keys, exactly 0 elsewhere (also on rows with none)."""
-    scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
-    return torch.softmax(scores, dim=-1) * mask
 
 
 def split_heads(x, n_heads):
@@ -322,7 +318,7 @@ class DPPAttention(nn.Module):
 
     def forward(self, hidden, attention_mask, valid, masks, category=None):
         logits = self.logits(self.sampler(hidden), valid, masks, category)
-        probs = self.attn_dropout(masked_softmax(logits, attention_mask))
+        probs = self.attn_dropout(torch.softmax(logits + attention_mask, dim=-1))
         output = merge_heads(probs @ split_heads(hidden, self.n_heads))  # Z = D M
         output = hidden + self.out_dropout(self.dense(output))
         return self.LayerNorm(output)
@@ -500,10 +496,7 @@ class PAtt(SequentialRecommender):
         hidden = self.item_embedding(item_seq) + self.position_embedding(positions)
         hidden = self.dropout(self.LayerNorm(hidden))
         valid = item_seq > 0
-        causal = torch.ones(
-            item_seq.size(1), item_seq.size(1), dtype=torch.bool, device=item_seq.device
-        ).tril()
-        attention_mask = valid[:, None, None, :] & causal  # [B, 1, L, L]
+        attention_mask = self.get_attention_mask(item_seq)  # [B, 1, L, L]
         masks = causal_masks(valid, self.dpp_k, dtype=hidden.dtype)
         category = self.sequence_category_kernel(item_seq)
         return self.trm_encoder(hidden, attention_mask, valid, masks, category)

@@ -294,8 +294,7 @@ class SkewNormalAttention(nn.Module):
         query = split_heads(self.query(hidden), self.n_heads)
         key = split_heads(self.key(hidden), self.n_heads)
         logits = self.score(query, key, hidden, features)
-        logits = torch.where(attention_mask, logits, torch.finfo(logits.dtype).min)
-        probs = torch.softmax(logits, dim=-1) * attention_mask
+        probs = torch.softmax(logits + attention_mask, dim=-1)
         value = split_heads(self.value(hidden), self.n_heads)
         output = (self.attn_dropout(probs) @ value).transpose(1, 2)
         output = self.dense(output.reshape(batch, length, dim))
@@ -468,10 +467,7 @@ class RKSA(SequentialRecommender):
             }
         hidden = self.item_embedding(item_seq) + self.position_embedding(positions)
         hidden = self.dropout(self.LayerNorm(hidden))
-        causal = torch.ones(
-            item_seq.size(1), item_seq.size(1), dtype=torch.bool, device=item_seq.device
-        ).tril()
-        attention_mask = valid[:, None, None, :] & causal  # [B, 1, L, L]
+        attention_mask = self.get_attention_mask(item_seq)  # [B, 1, L, L]
         return self.trm_encoder(hidden, attention_mask, features)
 
     def forward(self, item_seq, item_seq_len, user):

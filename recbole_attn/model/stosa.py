@@ -55,15 +55,17 @@ def elu_plus_one(x):
 
 
 def full_precision(function):
-    """``function`` with autocast off and half-precision tensors in float32: under mixed
+    r"""``function`` with autocast off and half-precision tensors in float32: under mixed
     precision a distance in matmul form, :math:`\|x\|^2 + \|y\|^2 - 2 x y^\top`, would
     lose its digits to cancellation."""
 
     @functools.wraps(function)
-    def wrapped(*tensors):
+    def wrapped(*args):
         low = (torch.float16, torch.bfloat16)
-        with torch.autocast(tensors[0].device.type, enabled=False):
-            return function(*(t.float() if t.dtype in low else t for t in tensors))
+        with torch.autocast(args[0].device.type, enabled=False):
+            return function(
+                *(t.float() if getattr(t, "dtype", None) in low else t for t in args)
+            )
 
     return wrapped
 
@@ -81,22 +83,26 @@ def wasserstein2_squared(mean1, cov1, mean2, cov2):
 
 
 @full_precision
-def pairwise_wasserstein2_squared(mean1, cov1, mean2, cov2):
-    """All squared W2 distances between ``[..., N, d]`` and ``[..., M, d]`` (or
-    ``[M, d]``) Gaussians, ``[..., N, M]``, in matmul form; clamped at 0 against
+def pairwise_wasserstein2_squared(mean1, cov1, mean2, cov2, scale=1.0):
+    r"""``scale`` times all squared W2 distances between ``[..., N, d]`` and ``[..., M,
+    d]`` (or ``[M, d]``) Gaussians, ``[..., N, M]``, as one matmul: with :math:`x = [\mu,
+    \Sigma^{1/2}]`, :math:`\|x\|^2 + \|y\|^2 - 2 x y^\top` is the product of
+    :math:`[x, \|x\|^2, 1]` and :math:`[-2y, 1, \|y\|^2]`; clamped at 0 against
     round-off."""
     x = gaussian_vector(mean1, cov1)
     y = gaussian_vector(mean2, cov2)
-    sq_x = (x * x).sum(-1, keepdim=True)
-    sq_y = (y * y).sum(-1).unsqueeze(-2)
-    dist = sq_x + sq_y - 2.0 * torch.matmul(x, y.transpose(-1, -2))
-    return dist.clamp_min(0.0)
+    left = torch.cat(
+        [x, (x * x).sum(-1, keepdim=True), torch.ones_like(x[..., :1])], -1
+    )
+    right = torch.cat(
+        [-2.0 * y, torch.ones_like(y[..., :1]), (y * y).sum(-1, keepdim=True)], -1
+    )
+    return (scale * left @ right.transpose(-1, -2)).clamp_min(0.0)
 
 
-def masked_softmax(scores, mask):
-    """Softmax over the allowed keys, exactly 0 elsewhere (also on rows with none)."""
-    scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
-    return torch.softmax(scores, dim=-1) * mask
+def at(x, rows):
+    """``x[b, rows[b]]`` of ``[B, L, ...]`` as ``[B, 1, ...]``."""
+    return x[torch.arange(x.size(0), device=x.device), rows].unsqueeze(1)
 
 
 def split_heads(x, n_heads):
@@ -155,20 +161,27 @@ class WassersteinAttention(nn.Module):
         self.attn_dropout = nn.Dropout(attn_dropout_prob)
         self.out_dropout = nn.Dropout(hidden_dropout_prob)
 
-    def forward(self, mean, cov, attention_mask, positions):
-        """Outputs ``[B, L, d]`` of the streams in ``outputs``, as a tuple."""
+    def forward(self, mean, cov, attention_mask, positions, rows=None):
+        """Outputs ``[B, L, d]`` of the streams in ``outputs``, as a tuple; with ``rows``
+        ``[B]``, only those query positions, ``[B, 1, d]`` (no refiner)."""
         streams = {"mean": mean, "cov": cov}
+        queries = (
+            streams if rows is None else {n: at(x, rows) for n, x in streams.items()}
+        )
         q_mean, q_cov = (
-            split_heads(self.query[n](streams[n]), self.n_heads)
+            split_heads(self.query[n](queries[n]), self.n_heads)
             for n in ("mean", "cov")
         )
         k_mean, k_cov = (
             split_heads(self.key[n](streams[n]), self.n_heads) for n in ("mean", "cov")
         )
-        dist = pairwise_wasserstein2_squared(
-            q_mean, elu_plus_one(q_cov), k_mean, elu_plus_one(k_cov)
+        scale = 1.0 / math.sqrt(q_mean.size(-1))  # eq. 6: -W_2^2 / sqrt(d)
+        logits = -pairwise_wasserstein2_squared(
+            q_mean, elu_plus_one(q_cov), k_mean, elu_plus_one(k_cov), scale
         )
-        probs = masked_softmax(-dist / math.sqrt(q_mean.size(-1)), attention_mask)
+        if rows is not None:
+            attention_mask = at(attention_mask.squeeze(1), rows).unsqueeze(1)
+        probs = torch.softmax(logits + attention_mask, dim=-1)
         if self.refiner is not None:
             probs = self.refiner(probs, attention_mask, positions)
         probs = self.attn_dropout(probs)
@@ -177,7 +190,7 @@ class WassersteinAttention(nn.Module):
             weights = probs if name == "mean" else probs**2  # eq. 7: A and A o A
             value = split_heads(self.value[name](streams[name]), self.n_heads)
             hidden = self.dense[name](merge_heads(weights @ value))
-            hidden = streams[name] + self.out_dropout(hidden)
+            hidden = queries[name] + self.out_dropout(hidden)
             outputs.append(self.LayerNorm[name](hidden))
         return tuple(outputs)
 
@@ -216,25 +229,30 @@ class STOSALayer(nn.Module):
         self.multi_head_attention = attention
         self.feed_forward = nn.ModuleDict(feed_forward)
 
-    def forward(self, mean, cov, attention_mask, positions):
-        outputs = self.multi_head_attention(mean, cov, attention_mask, positions)
+    def forward(self, mean, cov, attention_mask, positions, rows=None):
+        outputs = self.multi_head_attention(mean, cov, attention_mask, positions, rows)
         streams = dict(zip(self.multi_head_attention.outputs, outputs))
         if "mean" in streams:
             mean = self.feed_forward["mean"](streams["mean"])
+        elif rows is not None:
+            mean = at(mean, rows)
         cov = elu_plus_one(self.feed_forward["cov"](streams["cov"]))
         return mean, cov
 
 
 class STOSAEncoder(nn.Module):
-    """A stack of :class:`STOSALayer`."""
+    """A stack of :class:`STOSALayer`; with ``rows`` ``[B]``, the last layer computes
+    only those query positions (the lower layers every position: the keys)."""
 
     def __init__(self, layers):
         super().__init__()
         self.layer = nn.ModuleList(layers)
 
-    def forward(self, mean, cov, attention_mask, positions):
-        for layer in self.layer:
-            mean, cov = layer(mean, cov, attention_mask, positions)
+    def forward(self, mean, cov, attention_mask, positions, rows=None):
+        last = len(self.layer) - 1
+        for index, layer in enumerate(self.layer):
+            query_rows = rows if index == last else None
+            mean, cov = layer(mean, cov, attention_mask, positions, query_rows)
         return mean, cov
 
 
@@ -405,8 +423,10 @@ class STOSA(SequentialRecommender):
             self.cov_item_embedding(items)
         )
 
-    def encode(self, item_seq, item_seq_len):
-        """Sequence Gaussians ``(mean, cov)`` at every position, each ``[B, L, d]``."""
+    def encode(self, item_seq, item_seq_len, rows=None):
+        """Sequence Gaussians ``(mean, cov)`` at every position, each ``[B, L, d]``; with
+        ``rows`` ``[B]``, at those positions, ``[B, 1, d]`` (the last layer computes no
+        other query: exact, the attention being causal and the layers row-wise)."""
         positions = self.position_ids(item_seq_len, item_seq.size(1))
         mean = self.mean_item_embedding(item_seq)  # [B, L, d]: M^mu E
         mean = mean + self.mean_position_embedding(positions)  # + P^mu
@@ -418,19 +438,27 @@ class STOSA(SequentialRecommender):
         else:
             mean = self.dropout(self.mean_layer_norm(mean))
             cov = self.dropout(self.cov_layer_norm(cov))
-        causal = torch.ones(
-            item_seq.size(1), item_seq.size(1), dtype=torch.bool, device=item_seq.device
-        ).tril()
-        attention_mask = (item_seq > 0)[:, None, None, :] & causal  # [B, 1, L, L]
-        return self.trm_encoder(mean, cov, attention_mask, positions)
+        attention_mask = self.get_attention_mask(item_seq)  # [B, 1, L, L]
+        if not self.trm_encoder.layer:
+            mean, cov = (x if rows is None else at(x, rows) for x in (mean, cov))
+            return mean, cov
+        return self.trm_encoder(mean, cov, attention_mask, positions, rows)
 
     def forward(self, item_seq, item_seq_len):
-        """The sequence Gaussian ``(mean, cov)`` ``[B, d]`` at the last item."""
-        mean, cov = self.encode(item_seq, item_seq_len)
-        return (
-            self.gather_indexes(mean, item_seq_len - 1),
-            self.gather_indexes(cov, item_seq_len - 1),
+        """The sequence Gaussian ``(mean, cov)`` ``[B, d]`` at the last item (the last
+        layer computes that query alone, unless a refiner reads every row: AWRSR)."""
+        refined = any(
+            layer.multi_head_attention.refiner is not None
+            for layer in self.trm_encoder.layer
         )
+        if refined:
+            mean, cov = self.encode(item_seq, item_seq_len)
+            return (
+                self.gather_indexes(mean, item_seq_len - 1),
+                self.gather_indexes(cov, item_seq_len - 1),
+            )
+        mean, cov = self.encode(item_seq, item_seq_len, item_seq_len - 1)
+        return mean.squeeze(1), cov.squeeze(1)
 
     def item_scores(self, output, items):
         """:math:`-W_2^2` between the sequence Gaussians ``output`` ``([N, d], [N, d])``

@@ -99,3 +99,54 @@ def cross_entropy(all_item_scores, output, targets, n_items, budget_mb):
             use_reentrant=False,
         )
     return total / targets.numel()
+
+
+#: the logits of one chunk of :class:`LinearCrossEntropy`: about this many elements (4 MB
+#: in float32, which the CPU's cache holds while the chunk's three matmuls read them)
+LINEAR_CE_CHUNK = 2**20
+
+
+class LinearCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of the softmax of ``hidden @ weight^T`` at every row, targets
+    ``[N]``, without the ``[N, n_items]`` logits ever in memory: chunk by chunk of rows,
+    the forward computes the loss and its gradients (``softmax - one-hot``, then one
+    matmul each for ``hidden`` and ``weight``) while the chunk's logits are in the cache;
+    the backward only scales them. The same three matmuls as ``F.cross_entropy`` on the
+    logits and its backward, nothing recomputed, no log-softmax stored."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, targets, rows):
+        n = targets.numel()
+        grad_hidden = torch.empty_like(hidden)
+        grad_weight = torch.zeros_like(weight)
+        total = hidden.new_zeros((), dtype=torch.float64)
+        for start in range(0, n, rows):
+            h, t = hidden[start : start + rows], targets[start : start + rows]
+            logits = (h @ weight.transpose(0, 1)).to(grad_weight.dtype)  # [c, n_items]
+            lse = torch.logsumexp(logits, dim=-1)
+            total += (lse - logits.gather(1, t.unsqueeze(1)).squeeze(1)).sum().double()
+            probs = logits.sub_(lse.unsqueeze(1)).exp_()  # the softmax, in place
+            probs[torch.arange(len(t), device=t.device), t] -= 1.0
+            grad_hidden[start : start + rows] = probs @ weight
+            grad_weight += probs.transpose(0, 1) @ h.to(probs.dtype)
+        ctx.save_for_backward(grad_hidden, grad_weight)
+        ctx.n = n
+        return (total / n).to(grad_weight.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_hidden, grad_weight = ctx.saved_tensors
+        scale = grad / ctx.n
+        return grad_hidden * scale, grad_weight * scale, None, None
+
+
+def linear_cross_entropy(hidden, weight, targets, budget_mb):
+    """Mean cross-entropy of the softmax over all rows of ``weight`` ``[n_items, d]`` at
+    every row of ``hidden`` ``[N, d]`` (:class:`LinearCrossEntropy`), chunks of at most
+    :data:`LINEAR_CE_CHUNK` logits and never above ``budget_mb``."""
+    n_items = weight.size(0)
+    rows = min(
+        max(1, LINEAR_CE_CHUNK // n_items),
+        chunk_rows(n_items, hidden.element_size(), budget_mb),
+    )
+    return LinearCrossEntropy.apply(hidden, weight, targets, rows)

@@ -43,6 +43,7 @@ from recbole_attn.sequential.losses import (
     LOSS_TYPES,
     SAMPLED_LOSS_TYPES,
     cross_entropy,
+    linear_cross_entropy,
     sampled_loss,
 )
 
@@ -174,6 +175,12 @@ class AttnSequentialRecommender:
     def aux_terms(self):
         """:class:`AuxLoss` terms of the last encoding (RKSA's listwise loss)."""
         return ()
+
+    def item_weights(self):
+        """``[n_items, d]`` where the model's score of item j is ``output . w_j`` (its
+        ``all_item_scores`` is ``output @ item_weights().T``: CE then runs as
+        :func:`~recbole_attn.sequential.losses.linear_cross_entropy`), else None."""
+        return None
 
     @property
     def needs_negatives(self):
@@ -311,7 +318,12 @@ class AttnSequentialRecommender:
         the outputs ``[N, ...]``, targets ``pos_items [N]`` and, for the sampled losses,
         ``neg_items [N, M]`` (with ``neg_log_q`` for SSM), then :meth:`position_terms`.
         """
-        if self.loss_type == "CE":
+        weights = self.item_weights() if self.loss_type == "CE" else None
+        if weights is not None:
+            loss = linear_cross_entropy(
+                output, weights, pos_items, self.ce_logits_budget_mb
+            )
+        elif self.loss_type == "CE":
             loss = cross_entropy(
                 self.all_item_scores,
                 output,
@@ -355,8 +367,11 @@ class AttnSequentialRecommender:
         return torch.cat(outputs)[inverse]
 
     def _last(self, item_seq, item_seq_len, users):
-        output = self._encode(item_seq, item_seq_len, users)
-        return map_output(lambda o: self.gather_indexes(o, item_seq_len - 1), output)
+        """The model file's own ``forward``: the outputs at the last items (STOSA's
+        computes only them in its last layer)."""
+        if self.encode_reads_user:
+            return self.forward(item_seq, item_seq_len, users)
+        return self.forward(item_seq, item_seq_len)
 
     def predict(self, interaction):
         """Scores of ``interaction[ITEM_ID]``. RecBole's sampled evaluation (``uni100``,
