@@ -8,9 +8,11 @@ unchanged), so on pandas 3 / numpy 2 the test checks the fixes of
 (token_seq categories with empty cells, float fields with missing values, float_seq cells,
 sequence lengths, the leave-one-out splits) is byte-identical.
 
-The metrics depend on torch's random streams: torch 2.6 draws other dropout masks and
-``nn.init.trunc_normal_`` values than torch 2.13 and later, for the same seed (every other
-random op we use is unchanged). They are recorded per :func:`random_streams`
+The metrics depend on torch's random streams: torch 2.6 draws other ``nn.Dropout`` masks
+and ``nn.init.trunc_normal_`` values than torch 2.13 and later, for the same seed (every
+other random op we use is unchanged; the plugin's dropout draws with ``torch.rand``, the
+same on both, so only the runs with a truncated-normal initialization (PARec, FPARec) and
+RecBole's SASRec differ between the two records). They are recorded per :func:`random_streams`
 fingerprint; a torch whose streams match no record skips the metric test (record it, and
 say why in the commit). On the stacks recorded, Python, numpy and pandas versions change
 no metric. Record the current stack (datasets must equal the record):

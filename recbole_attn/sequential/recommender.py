@@ -35,7 +35,7 @@ from recbole_attn.config_check import VALUE_RULES, Flag, Integer, Number, OneOf
 from recbole_attn.data.dataset import TRAINING_MODES, AttnSequentialDataset
 from recbole_attn.data.histories import item_counts
 from recbole_attn.options import Opt, load_options
-from recbole_attn.sequential import batching, negatives
+from recbole_attn.sequential import batching, fast, negatives
 from recbole_attn.sequential.batching import map_output
 from recbole_attn.sequential.length_groups import combine_group_losses, group_rows
 from recbole_attn.sequential.losses import (
@@ -158,6 +158,7 @@ class AttnSequentialRecommender:
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
+        fast.speed_up(self)  # faster dropout and GELU, the same functions
         load_options(self, config, AttnSequentialRecommender)
         if self.neg_sample_distribution == "popularity":
             # q of the sampled negatives: training interactions + 1 (not a parameter)
