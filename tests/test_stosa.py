@@ -11,6 +11,7 @@ from experiments import research
 from recbole_attn.model.stosa import (
     elu_plus_one,
     pairwise_wasserstein2_squared,
+    scaled_wasserstein2_squared,
     wasserstein2_squared,
 )
 from recbole_attn.quick_start import build
@@ -175,7 +176,7 @@ def test_scaled_distances_are_the_scaled_formula():
         torch.rand(2, n, 6, generator=gen, dtype=torch.float64) * 2 + 0.05
         for n in (3, 4)
     )
-    got = -pairwise_wasserstein2_squared(mu1, s1, mu2, s2, 1 / math.sqrt(6))
+    got = scaled_wasserstein2_squared(mu1, s1, mu2, s2, -1 / math.sqrt(6))
     assert got.shape == (2, 3, 4)
     for b, i, j in itertools.product(range(2), range(3), range(4)):
         args = (t[b, k].tolist() for t, k in ((mu1, i), (s1, i), (mu2, j), (s2, j)))

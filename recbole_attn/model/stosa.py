@@ -83,12 +83,12 @@ def wasserstein2_squared(mean1, cov1, mean2, cov2):
 
 
 @full_precision
-def pairwise_wasserstein2_squared(mean1, cov1, mean2, cov2, scale=1.0):
+def scaled_wasserstein2_squared(mean1, cov1, mean2, cov2, scale):
     r"""``scale`` times all squared W2 distances between ``[..., N, d]`` and ``[..., M,
     d]`` (or ``[M, d]``) Gaussians, ``[..., N, M]``, as one matmul: with :math:`x = [\mu,
     \Sigma^{1/2}]`, :math:`\|x\|^2 + \|y\|^2 - 2 x y^\top` is the product of
-    :math:`[x, \|x\|^2, 1]` and :math:`[-2y, 1, \|y\|^2]`; clamped at 0 against
-    round-off."""
+    :math:`[x, \|x\|^2, 1]` and :math:`[-2y, 1, \|y\|^2]` (round-off may leave a zero
+    distance slightly negative)."""
     x = gaussian_vector(mean1, cov1)
     y = gaussian_vector(mean2, cov2)
     left = torch.cat(
@@ -97,7 +97,12 @@ def pairwise_wasserstein2_squared(mean1, cov1, mean2, cov2, scale=1.0):
     right = torch.cat(
         [-2.0 * y, torch.ones_like(y[..., :1]), (y * y).sum(-1, keepdim=True)], -1
     )
-    return (scale * left @ right.transpose(-1, -2)).clamp_min(0.0)
+    return (scale * left) @ right.transpose(-1, -2)
+
+
+def pairwise_wasserstein2_squared(mean1, cov1, mean2, cov2):
+    """All squared W2 distances (:func:`scaled_wasserstein2_squared`), clamped at 0."""
+    return scaled_wasserstein2_squared(mean1, cov1, mean2, cov2, 1.0).clamp_min(0.0)
 
 
 def at(x, rows):
@@ -175,8 +180,8 @@ class WassersteinAttention(nn.Module):
         k_mean, k_cov = (
             split_heads(self.key[n](streams[n]), self.n_heads) for n in ("mean", "cov")
         )
-        scale = 1.0 / math.sqrt(q_mean.size(-1))  # eq. 6: -W_2^2 / sqrt(d)
-        logits = -pairwise_wasserstein2_squared(
+        scale = -1.0 / math.sqrt(q_mean.size(-1))  # eq. 6: -W_2^2 / sqrt(d)
+        logits = scaled_wasserstein2_squared(
             q_mean, elu_plus_one(q_cov), k_mean, elu_plus_one(k_cov), scale
         )
         if rows is not None:

@@ -27,8 +27,8 @@ class _Dropout(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, p):
-        keep = torch.rand(x.shape, device=x.device) >= p
-        mask = keep.to(x.dtype).mul_(1.0 / (1.0 - p))
+        mask = torch.rand(x.shape, device=x.device).ge_(p).mul_(1.0 / (1.0 - p))
+        mask = mask.to(x.dtype)  # a copy only under mixed precision
         ctx.save_for_backward(mask)
         return x * mask
 
