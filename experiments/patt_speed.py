@@ -62,9 +62,10 @@ def child(spec):
     from recbole_attn.quick_start import build
 
     os.chdir(spec["workdir"])
-    torch.set_num_threads(spec["threads"])
     config, net, trainer, (train, _, _) = build(
-        spec["model"], "synth", config_dict=spec["config"]
+        spec["model"],
+        "synth",
+        config_dict={**spec["config"], "threads": spec["threads"]},
     )
     logging.getLogger().setLevel(logging.ERROR)
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -31,7 +31,12 @@ def measure(model, dataset, data_path, topk, repeats):
     from recbole_attn.quick_start import load_data_and_model, run
     from recbole_attn.recommend import recommend
 
-    config = {"data_path": data_path, "epochs": 1, "state": "ERROR"}
+    config = {
+        "data_path": data_path,
+        "epochs": 1,
+        "state": "ERROR",
+        "threads": torch.get_num_threads(),  # as main() set them
+    }
     model_file = run(model, dataset, config_dict={**config, "show_progress": False})[
         "saved_model_file"
     ]

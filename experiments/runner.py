@@ -97,7 +97,7 @@ def run_one(study_name, label, seed, args, study=None):
     if args.stopping_step:
         config_dict["stopping_step"] = args.stopping_step
     if args.threads:
-        torch.set_num_threads(args.threads)
+        config_dict["threads"] = args.threads
     os.chdir(tempfile.mkdtemp(prefix="study-"))
     start = time.perf_counter()
     # a variant that sets a research-wing option (a leak) trains the research class

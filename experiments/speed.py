@@ -260,6 +260,8 @@ class Run:
         self.users = train.dataset.user_num - 1
         self.items = train.dataset.item_num - 1
         self.train_s, self.valid_s, self.peak = [], [], None
+        self.flops = self.matmul_share = None
+        self.others = ""
 
     def epoch(self, rep, device):
         sync(device)
@@ -271,6 +273,31 @@ class Run:
         sync(device)
         end = time.perf_counter()
         return mid - start, end - mid
+
+    def measure_flops(self):
+        """The matmul FLOPs of one training epoch, forward and backward
+        (``torch.utils.flop_counter``: matmuls only, elementwise work is not counted),
+        and where a profiled training epoch spends its time: the share in matmul kernels
+        and the three costliest other operations."""
+        from torch.profiler import ProfilerActivity, profile
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with FlopCounterMode(display=False) as counter:
+            self.trainer._train_epoch(self.train, 0)
+        self.flops = counter.get_total_flops()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            self.trainer._train_epoch(self.train, 0)
+        events = [e for e in prof.key_averages() if e.key.startswith("aten::")]
+        total = sum(e.self_cpu_time_total for e in events) or 1.0
+        matmul = [e for e in events if e.key in MATMUL_OPS]
+        self.matmul_share = sum(e.self_cpu_time_total for e in matmul) / total
+        others = sorted(
+            (e for e in events if e.key not in MATMUL_OPS),
+            key=lambda e: -e.self_cpu_time_total,
+        )[:3]
+        self.others = ", ".join(
+            f"{e.key[6:]} {100 * e.self_cpu_time_total / total:.0f} %" for e in others
+        )
 
     def measure_memory(self, device):
         if device.type == "cuda":
@@ -284,6 +311,25 @@ class Run:
             with PeakRSS() as peak:
                 self.epoch(0, device)
             self.peak = peak.growth
+
+
+#: the operations whose FLOPs the counter counts (matrix products)
+MATMUL_OPS = {"aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addbmm"}
+
+
+def peak_gflops(device, size=1024, repeats=20):
+    """The machine's fp32 matmul rate at the run's threads: ``size``-square products,
+    the best of ``repeats`` (GFLOP/s)."""
+    a = torch.randn(size, size, device=device)
+    b = torch.randn(size, size, device=device)
+    best = float("inf")
+    for _ in range(repeats):
+        sync(device)
+        start = time.perf_counter()
+        a @ b
+        sync(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best / 1e9
 
 
 def sync(device):
@@ -314,6 +360,7 @@ def shared_config(args, data_path, max_len, device):
         "show_progress": False,
         "device": str(device),
         "use_gpu": device.type == "cuda",
+        "threads": torch.get_num_threads(),  # as main() set them
     }
     if args.quick:
         config.update(QUICK_EXTRA)
@@ -357,6 +404,9 @@ def measure(runs, args, device):
     if not args.no_memory:
         for run in runs:
             run.measure_memory(device)
+    if device.type == "cpu":
+        for run in runs:
+            run.measure_flops()
 
 
 def median_ratio(values, base_values):
@@ -400,6 +450,17 @@ def rows_of(runs, section):
                     if peak_mb is None or not base_mb
                     else round(peak_mb / base_mb, 3)
                 ),
+                "gflop": None if run.flops is None else round(run.flops / 1e9, 2),
+                "gflops": (
+                    None
+                    if run.flops is None
+                    else round(run.flops / 1e9 / statistics.median(run.train_s), 1)
+                ),
+                "peak_share": None,  # filled by write(), against the measured peak
+                "matmul_share": (
+                    None if run.matmul_share is None else round(run.matmul_share, 2)
+                ),
+                "others": run.others,
             }
         )
     return rows
@@ -439,6 +500,11 @@ COLUMNS = [
     ("epoch_ratio", "epoch ratio"),
     ("peak_mb", "peak MB"),
     ("peak_ratio", "peak ratio"),
+    ("gflop", "matmul GFLOP / epoch"),
+    ("gflops", "GFLOP/s"),
+    ("peak_share", "of fp32 peak"),
+    ("matmul_share", "time in matmuls"),
+    ("others", "costliest other ops"),
 ]
 
 
@@ -462,6 +528,10 @@ def write(args, argv, device, rows, runs, notes, title, key_columns, stem):
     )
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, args.name or stem)
+    peak = peak_gflops(device) if device.type == "cpu" else None
+    for row in rows:
+        if peak and row["gflops"] is not None:
+            row["peak_share"] = f"{100 * row['gflops'] / peak:.0f} %"
     with open(path + ".csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -499,6 +569,19 @@ def write(args, argv, device, rows, runs, notes, title, key_columns, stem):
         f"report). Peak memory: {memory}.",
         "",
     ]
+    if peak:
+        lines += [
+            f"Distance to the machine's limit (CPU, {torch.get_num_threads()} "
+            f"thread(s)): its fp32 matmul peak, measured in this run, is {peak:.0f} "
+            "GFLOP/s (1024-square products, the best of 20). Per variant: the matmul "
+            "FLOPs of a training epoch, forward and backward (torch.utils."
+            "flop_counter: matmuls only), and the rate they reach over the epoch's "
+            "median time, against that peak; what stands between a model and the "
+            "peak is the time outside matmuls: the share of a profiled training "
+            "epoch's operator time in matmul kernels, and its three costliest other "
+            "operations.",
+            "",
+        ]
     if not key_columns:
         lines += [
             f"Dataset: {rows[0]['dataset']}, {rows[0]['users']} users, "

@@ -256,6 +256,7 @@ VALUE_RULES = {
     "attn_dropout_prob": Number("probability"),
     "dropout_prob": Number("probability"),
     "topk": TopK(),
+    "threads": Integer(1),
     "learner": Learner(),
     "eval_args": EvalArgs(),
     # RecBole's KD_DAGFM: another phase was returned as a ValueError object and failed

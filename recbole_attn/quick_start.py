@@ -71,6 +71,7 @@ from recbole_attn.logs import (  # noqa: F401  (re-exported)
 )
 from recbole_attn.sequential.recommender import AttnSequentialRecommender
 from recbole_attn.trainer import CHECKPOINT_FORMAT, AttnTrainer, data_signature
+from recbole_attn.threads import set_threads
 
 
 def check_dataset_exists(config):
@@ -240,6 +241,7 @@ def _build(
     config, model_class, warnings = prepare(
         model, dataset, config_file_list, config_dict, writes=not loaded
     )
+    threads = set_threads(config)
     init_seed(config["seed"], config["reproducibility"])
     log_file = init_logging(config, verbose, log_file=not loaded)
     logger = getLogger()
@@ -250,6 +252,7 @@ def _build(
         )
     for message in warnings:
         logger.warning(message)
+    logger.info(threads, extra=DETAIL)
     logger.info(config, extra=DETAIL)
 
     with log_file_only():

@@ -22,11 +22,9 @@ def ray_trial(
     params, model, dataset, config_file_list=None, config_dict=None, threads=1
 ):
     """One Ray Tune trial: its own checkpoint folder, a report after every evaluation."""
-    import torch
     from ray import tune
 
-    torch.set_num_threads(max(1, int(threads)))
-    config_dict = dict(config_dict or {})
+    config_dict = {**(config_dict or {}), "threads": max(1, int(threads))}
     # one checkpoint folder per trial: RecBole names files by model and second, so
     # concurrent trials would overwrite each other's best model
     base = config_dict.get("checkpoint_dir") or os.path.join(os.getcwd(), "saved")
