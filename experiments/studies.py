@@ -804,6 +804,36 @@ STUDIES["recbole_training_office"] = {
 }
 
 
+# ------------------------------------------------------------------ precision
+#: the models of the mixed-precision comparison: the Wasserstein attention, the k-DPP
+#: attention, the positional attention and the dot-product baseline
+PRECISION_MODELS = {
+    "SASRec": ("SASRecAP", {"loss_type": "CE"}),
+    "STOSA": ("STOSA", {}),
+    "PAtt": ("PAtt", {}),
+    "PARec": ("PARec", {}),
+}
+STUDIES["precision_ml_100k"] = {
+    "dataset": "ml-100k",
+    "protocol": dict(REPRODUCE_ACCURACY_PROTOCOL),
+    "columns": list(ACCURACY),
+    "baseline": "SASRec (fp32)",
+    "variants": {
+        f"{label} ({precision})": (model, {**overrides, "enable_amp": amp})
+        for label, (model, overrides) in PRECISION_MODELS.items()
+        for precision, amp in (("fp32", False), ("bf16", True))
+    },
+    "seeds": (2020, 2021, 2022),
+    #: model -> (float32, bf16 autocast): the report's second table, one line per model
+    "pairs": {
+        label: (f"{label} (fp32)", f"{label} (bf16)") for label in PRECISION_MODELS
+    },
+    "paper": "none: training under bf16 autocast (RecBole's enable_amp; on the CPU) "
+    "against float32, the parts that need float32 kept in it (docs/models.md, "
+    "\"Mixed precision\"); evaluation runs in float32 either way",
+}
+
+
 # ------------------------------------------------------------------ archive
 #: The accuracy-and-diversity tables of PAtt/DPAtt against SASRec and STOSA (one seed, one
 #: run each, T = 30), recorded by benchmarks/quality_table.py (deleted; last in commit

@@ -139,7 +139,8 @@ class AttnSequentialRecommender:
             512,
             Number("positive"),
             "CE never materializes a [positions, n_items] logits tensor above this "
-            "many MB (chunks, recomputed in the backward: same loss and gradients)",
+            "many MB (chunks: same loss and gradients; dot-product models compute each "
+            "chunk's gradients with its loss, the others recompute it in the backward)",
         ),
     }
     #: whether a batch may be split into length groups (``length_groups``): False for a
