@@ -169,12 +169,26 @@ def first_table(report_text):
     return "\n".join(lines[first:last])
 
 
+def tables_onward(report_text):
+    """A report from its first table to its end (every table and the lines between)."""
+    lines = report_text.rstrip("\n").splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    return "\n".join(lines[first:])
+
+
+def docs_block(study, report_text):
+    """What a docs page shows of a study's report: its first table, or every table from
+    the first on (``docs_all_tables``)."""
+    if study.get("docs_all_tables"):
+        return tables_onward(report_text)
+    return first_table(report_text)
+
+
 def with_docs_table(page, study_name, report_text):
-    """``page`` with the block between the study's markers replaced by the first table
-    of its report; a ValueError if the page lacks the markers."""
-    return with_docs_block(
-        page, docs_markers(study_name), first_table(report_text), study_name
-    )
+    """``page`` with the block between the study's markers replaced by the study's
+    :func:`docs_block`; a ValueError if the page lacks the markers."""
+    block = docs_block(studies.STUDIES.get(study_name, {}), report_text)
+    return with_docs_block(page, docs_markers(study_name), block, study_name)
 
 
 #: the reproduce page's last section as docs/results.md shows it

@@ -320,7 +320,7 @@ def report(study_name, root=HERE, study=None):
         write_docs_block(
             study["docs"],
             reports.docs_markers(study_name),
-            reports.first_table(text),
+            reports.docs_block(study, text),
             study_name,
         )
     return text

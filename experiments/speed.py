@@ -69,6 +69,8 @@ VARIANTS = [
     ("STOSA, no grouping", "STOSA", {"length_groups": 1}),
     ("SASRecAP, bucket batches", "SASRecAP", {"train_batch_grouping": "bucket"}),
     ("STOSA, bucket batches", "STOSA", {"train_batch_grouping": "bucket"}),
+    ("SASRecAP, bf16 autocast", "SASRecAP", {"enable_amp": True}),
+    ("STOSA, bf16 autocast", "STOSA", {"enable_amp": True}),
     ("PAtt2", "PAtt", {"dpp_k": 2}),
     ("PAtt3", "PAtt", {"dpp_k": 3}),
     ("DPAtt2", "DPAtt", {"dpp_k": 2}),

@@ -828,9 +828,12 @@ STUDIES["precision_ml_100k"] = {
     "pairs": {
         label: (f"{label} (fp32)", f"{label} (bf16)") for label in PRECISION_MODELS
     },
+    "docs": "docs/results.md",
+    #: the docs show both tables: the runs and the pairs with their paired tests
+    "docs_all_tables": True,
     "paper": "none: training under bf16 autocast (RecBole's enable_amp; on the CPU) "
     "against float32, the parts that need float32 kept in it (docs/models.md, "
-    "\"Mixed precision\"); evaluation runs in float32 either way",
+    '"Mixed precision"); evaluation runs in float32 either way',
 }
 
 
