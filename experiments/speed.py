@@ -452,7 +452,7 @@ def rows_of(runs, section):
                     if peak_mb is None or not base_mb
                     else round(peak_mb / base_mb, 3)
                 ),
-                "gflop": None if run.flops is None else round(run.flops / 1e9, 2),
+                "gflop": None if run.flops is None else float(f"{run.flops / 1e9:.4g}"),
                 "gflops": (
                     None
                     if run.flops is None

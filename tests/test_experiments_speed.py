@@ -47,6 +47,12 @@ def check_tables(markdown, rows):
         assert float(row["peak_mb"]) >= 0
         assert f"| {row['variant']} |" in markdown
         assert int(row["repeats"]) == 1 and int(row["train_samples"]) > 0
+        # the distance to the machine's limit (CPU runs): matmul FLOPs counted, their
+        # rate against the peak measured in the run, the share of time in matmuls
+        assert float(row["gflop"]) > 0 and float(row["gflops"]) > 0
+        assert 0 < float(row["matmul_share"]) <= 1
+        assert row["peak_share"].endswith(" %") and row["others"].count(" %") == 3
+    assert "fp32 matmul peak, measured in this run" in markdown
 
 
 @pytest.mark.slow
