@@ -456,7 +456,9 @@ def rows_of(runs, section):
                 "gflops": (
                     None
                     if run.flops is None
-                    else round(run.flops / 1e9 / statistics.median(run.train_s), 1)
+                    else float(
+                        f"{run.flops / 1e9 / max(statistics.median(run.train_s), 1e-9):.3g}"
+                    )
                 ),
                 "peak_share": None,  # filled by write(), against the measured peak
                 "matmul_share": (
@@ -533,7 +535,7 @@ def write(args, argv, device, rows, runs, notes, title, key_columns, stem):
     peak = peak_gflops(device) if device.type == "cpu" else None
     for row in rows:
         if peak and row["gflops"] is not None:
-            row["peak_share"] = f"{100 * row['gflops'] / peak:.0f} %"
+            row["peak_share"] = f"{100 * row['gflops'] / peak:.2g} %"
     with open(path + ".csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
