@@ -76,7 +76,10 @@ class SASRecLayers(SequentialRecommender):
         if isinstance(module, nn.Linear) and module.bias is not None:
             module.bias.data.zero_()
 
-    def encode(self, item_seq, item_seq_len):
+    def encode(self, item_seq, item_seq_len, last_only=False):
+        """The outputs ``[B, L, H]`` at every position; ``last_only``: ``[B, H]`` at the
+        last item of every sequence, its last layer computed for that row alone (the
+        same numbers: a query row's output depends on no other query row)."""
         steps = torch.arange(item_seq.size(1), device=item_seq.device).unsqueeze(0)
         if self.position_alignment == "first":
             positions = steps.expand_as(item_seq)
@@ -86,14 +89,20 @@ class SASRecLayers(SequentialRecommender):
         hidden = self.item_embedding(item_seq) + self.position_embedding(positions)
         hidden = self.dropout(self.LayerNorm(hidden))
         mask = self.get_attention_mask(item_seq)
-        for layer in self.trm_encoder.layer:
+        layers = list(self.trm_encoder.layer)
+        last = layers.pop() if last_only and layers else None
+        for layer in layers:
             hidden = layer(hidden, mask)
-        return hidden
+        if not last_only:
+            return hidden
+        if last is None:  # n_layers: 0
+            return self.gather_indexes(hidden, item_seq_len - 1)
+        rows = (item_seq_len - 1).view(-1, 1, 1)
+        mask = mask.gather(2, rows.unsqueeze(1).expand(-1, 1, 1, mask.size(-1)))
+        return _last_row_layer(last, hidden, mask, rows).squeeze(1)
 
     def forward(self, item_seq, item_seq_len):
-        return self.gather_indexes(
-            self.encode(item_seq, item_seq_len), item_seq_len - 1
-        )
+        return self.encode(item_seq, item_seq_len, last_only=True)
 
     def item_scores(self, output, items):
         items_emb = self.item_embedding(items)
@@ -127,6 +136,29 @@ class SASRecLayers(SequentialRecommender):
             interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
         )
         return self.all_item_scores(output)
+
+
+def _last_row_layer(layer, hidden, mask, rows):
+    """RecBole's ``TransformerLayer`` ``layer`` (its modules, its computation) for one
+    query row per sequence: ``hidden`` ``[B, L, H]``, ``mask`` ``[B, 1, 1, L]`` that row's
+    additive mask, ``rows`` ``[B, 1, 1]`` its index -> ``[B, 1, H]``, what
+    ``layer(hidden, full_mask)`` holds at those rows."""
+    attention = layer.multi_head_attention
+    row = hidden.gather(1, rows.expand(-1, 1, hidden.size(-1)))
+
+    def heads(x):  # [B, n, H] -> [B, h, n, d]
+        return attention.transpose_for_scores(x).permute(0, 2, 1, 3)
+
+    query, key, value = (
+        heads(attention.query(row)),
+        heads(attention.key(hidden)),
+        heads(attention.value(hidden)),
+    )
+    scores = query @ key.transpose(-1, -2) / attention.sqrt_attention_head_size
+    probs = attention.attn_dropout(attention.softmax(scores + mask))
+    context = (probs @ value).permute(0, 2, 1, 3).reshape(row.shape)
+    output = attention.LayerNorm(attention.out_dropout(attention.dense(context)) + row)
+    return layer.feed_forward(output)
 
 
 class DotProductScores:

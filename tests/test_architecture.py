@@ -54,6 +54,37 @@ def test_recbole_sasrec_state_dict_loads_into_sasrec_ap(tiny_config):
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("n_layers", [0, 1, 2])
+@pytest.mark.parametrize("alignment", ["first", "last"])
+def test_sasrec_ap_last_row_forward_is_the_last_row_of_encode(
+    tiny_config, n_layers, alignment
+):
+    """forward computes its last layer for the last query row alone: the same outputs
+    and gradients as gathering that row from the full encode (float64, training mode
+    without dropout, RecBole's layers as the reference)."""
+    config = {**tiny_config, "n_layers": n_layers, "position_alignment": alignment}
+    config.update(hidden_dropout_prob=0.0, attn_dropout_prob=0.0)
+    _, net, _, (train, _, _) = _build("SASRecAP", config)
+    net = net.double().train()
+    seq = torch.tensor([[3, 5, 7, 2, 0, 0], [4, 0, 0, 0, 0, 0], [1, 2, 3, 4, 5, 6]])
+    lengths = torch.tensor([4, 1, 6])
+    weights = torch.randn(3, net.hidden_size, dtype=torch.float64)
+    outputs, grads = [], []
+    for full in (True, False):
+        net.zero_grad()
+        if full:
+            out = net.gather_indexes(net.encode(seq, lengths), lengths - 1)
+        else:
+            out = net(seq, lengths)
+        (out * weights).sum().backward()
+        outputs.append(out.detach())
+        grads.append([p.grad.clone() for p in net.parameters() if p.grad is not None])
+    torch.testing.assert_close(outputs[1], outputs[0], rtol=1e-12, atol=1e-12)
+    assert len(grads[0]) == len(grads[1]) > 0
+    for got, want in zip(grads[1], grads[0]):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
 def test_position_ids_under_both_alignments():
     lengths = torch.tensor([3, 1, 4])
     first = position_ids(lengths, 4, 10, "first")
