@@ -14,7 +14,6 @@ from deep inside RecBole or torch, or worse, a run that silently does something 
   warning (a misspelled ``--hiden_size=32`` was silently ignored before).
 """
 
-import difflib
 import functools
 import glob
 import math
@@ -24,6 +23,7 @@ import re
 import yaml
 
 from recbole_attn.errors import ConfigError
+from recbole_attn.names import closest
 
 # ---------------------------------------------------------------------- yaml files
 
@@ -487,8 +487,8 @@ def unknown_keys(given, known, owners, model_name):
                 "it has no effect"
             )
             continue
-        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        close = closest(key, known)
+        hint = f"; did you mean {close!r}?" if close else ""
         messages.append(
             f"{key!r} is not a RecBole, recbole_attn or {model_name} key and has no "
             f"effect{hint}"

@@ -59,12 +59,19 @@ def known_model_names():
     return list(MODEL_NAMES) + [n for n in theirs if n not in MODEL_NAMES]
 
 
-def did_you_mean(name, candidates):
-    """`` (did you mean X?)`` for the closest of ``candidates`` (case-insensitive), or
-    an empty string."""
-    lowered = {c.lower(): c for c in candidates}
+def closest(name, candidates):
+    """The one of ``candidates`` closest to ``name`` (case-insensitive,
+    ``difflib.get_close_matches``), or None: the "did you mean" of every error message.
+    """
+    lowered = {c.lower(): c for c in sorted(candidates)}
     close = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
-    return f" (did you mean {lowered[close[0]]}?)" if close else ""
+    return lowered[close[0]] if close else None
+
+
+def did_you_mean(name, candidates):
+    """`` (did you mean X?)`` for the closest of ``candidates``, or an empty string."""
+    close = closest(name, candidates)
+    return f" (did you mean {close}?)" if close else ""
 
 
 def unknown_model_message(name):

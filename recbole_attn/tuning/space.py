@@ -115,14 +115,12 @@ def check_space(params, known, model_name, algo):
     ``choice`` parameters."""
     unknown = [p.name for p in params if p.name not in known]
     if unknown:
-        import difflib
+        from recbole_attn.names import closest
 
         hints = []
         for name in unknown:
-            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-            hints.append(
-                f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
-            )
+            close = closest(name, known)
+            hints.append(f"{name!r}" + (f" (did you mean {close!r}?)" if close else ""))
         raise RecboleAttnError(
             f"not a config key of {model_name} or of the pipeline: {', '.join(hints)}; "
             "a searched parameter must be one the run reads"
