@@ -97,7 +97,11 @@ def test_paired_statistics_against_scipy_and_a_permutation_test():
     # missing in one model are left out
     same = paired(base, base)
     assert math.isnan(same["p_t"]) and math.isnan(stats.ttest_rel(base, base).pvalue)
-    assert same["p_wilcoxon"] == stats.wilcoxon(base - base).pvalue == 1.0
+    assert same["p_wilcoxon"] == 1.0
+    try:  # scipy >= 1.15 defines this p as 1; 1.13 (the oldest stack) raises
+        assert stats.wilcoxon(base - base).pvalue == 1.0
+    except ValueError:
+        pass
     with_gap = other.copy()
     with_gap[0] = np.nan
     assert paired(base, with_gap)["users"] == 11
