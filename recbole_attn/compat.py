@@ -6,10 +6,6 @@ The fixes that RecBole 1.2.1 needs on today's stack (torch >= 2.6, numpy >= 2, p
 3), as functions; :mod:`recbole_attn.host` says which of them ``import recbole_attn``
 installs into RecBole, when, and why.
 
-* Checkpoints. recbole_attn's checkpoints contain only tensors, numbers, strings, lists
-  and dicts (:func:`to_plain`) and are loaded with :func:`load_checkpoint`, which always
-  passes ``weights_only=True`` (torch >= 2.6 refuses RecBole's pickled ``Config`` by
-  default; switching weights-only loading off would execute whatever code a file holds).
 * Anomaly detection. RecBole 1.2.1's ``recbole/model/sequential_recommender/sine.py`` calls
   ``torch.autograd.set_detect_anomaly(True)`` at import time, and ``recbole.model`` imports
   it, so every RecBole training run (SASRec included) does autograd's debugging checks on
@@ -38,16 +34,13 @@ installs into RecBole, when, and why.
 """
 
 import functools
-import os
 import warnings
-import zipfile
-from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 import torch
 
-from recbole_attn.errors import CheckpointError, RecboleAttnError
+from recbole_attn.errors import RecboleAttnError
 
 #: the RecBole release the fixes were written for (and checked against)
 RECBOLE_VERSION = "1.2.1"
@@ -101,10 +94,6 @@ __all__ = [
     "remap",
     "benchmark_presets",
     "refusing_float_seq",
-    "to_plain",
-    "save_checkpoint",
-    "load_checkpoint",
-    "CheckpointError",
     "undo_recbole_anomaly_detection",
     "silence_harmless_recbole_warnings",
 ]
@@ -346,90 +335,6 @@ def silence_harmless_recbole_warnings():
     RecBole's modules raise them (other code keeps every warning)."""
     for message, category, module in HARMLESS_RECBOLE_WARNINGS:
         warnings.filterwarnings("ignore", message, category, module)
-
-
-def to_plain(value):
-    """Convert ``value`` into types that ``torch.load(weights_only=True)`` accepts.
-
-    numpy scalars become Python numbers and numpy arrays become tensors; mappings become
-    plain dicts. Raises :class:`TypeError` for anything else that is not a tensor, number,
-    string, bool, ``None``, list or tuple, so that an unsafe checkpoint is never written.
-    """
-    if value is None or isinstance(value, (bool, int, float, str, torch.Tensor)):
-        return value
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return torch.from_numpy(value.copy())
-    if isinstance(value, torch.device):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {to_plain(k): to_plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(to_plain(v) for v in value)
-    raise TypeError(
-        f"cannot store a value of type {type(value).__name__} in a weights-only "
-        "checkpoint; convert it to tensors, numbers, strings, lists or dicts"
-    )
-
-
-def save_checkpoint(state, path):
-    """Write ``state`` (made plain by :func:`to_plain`) to ``path`` atomically.
-
-    The file is written next to ``path`` and renamed over it, so an interrupted save never
-    leaves a truncated checkpoint behind. Its permissions follow the user's umask, like any
-    file the user writes.
-    """
-    from recbole_attn.files import write_replacing
-
-    state = to_plain(state)
-    try:
-        write_replacing(path, lambda f: torch.save(state, f), binary=True)
-    except (OSError, RuntimeError) as err:  # torch's zip writer: RuntimeError
-        reason = getattr(err, "strerror", None) or str(err).splitlines()[0]
-        directory = os.path.dirname(os.path.abspath(path))
-        raise CheckpointError(
-            f"cannot write the checkpoint {path} ({reason}); free space under "
-            f"{directory}, or choose another --checkpoint_dir"
-        ) from None
-
-
-_UNREADABLE = (
-    "{path} is not a readable checkpoint (truncated, or not a file written by "
-    "torch.save); use the .pth files that run_recbole_attn.py writes in checkpoint_dir "
-    "(saved/)"
-)
-
-
-def load_checkpoint(path, map_location="cpu"):
-    """Load a checkpoint written by :func:`save_checkpoint` with ``weights_only=True``.
-
-    A checkpoint written by RecBole's own trainer (it pickles the ``Config`` object) is
-    refused with an explanation instead of an unpickling trace.
-    """
-    path = str(path)
-    if not os.path.isfile(path):
-        raise CheckpointError(f"checkpoint file not found: {path}")
-    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive
-        raise CheckpointError(_UNREADABLE.format(path=path))
-    try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as err:  # torch raises UnpicklingError or RuntimeError here
-        if "Weights only load failed" in str(err):
-            # a readable torch file with pickled objects (RecBole's Trainer saves its Config)
-            raise CheckpointError(
-                f"{path} is not a recbole_attn checkpoint: it holds pickled Python "
-                "objects (RecBole's own Trainer saves its Config object that way), which "
-                "recbole_attn never unpickles (weights-only loading). Retrain with "
-                "run_recbole_attn.py, or, only if you trust the file, load its "
-                "'state_dict' yourself."
-            ) from None
-        raise CheckpointError(_UNREADABLE.format(path=path)) from None
-    if not isinstance(state, dict) or "state_dict" not in state:
-        raise CheckpointError(
-            f"{path} is not a recbole_attn checkpoint (no 'state_dict' entry)"
-        )
-    return state
 
 
 # ---- RecBole 1.2.1's own bugs that a run through recbole_attn (or RecBole's API after

@@ -91,6 +91,7 @@ import pandas as pd
 import torch
 
 from recbole_attn import compat
+from recbole_attn.errors import CheckpointError
 
 # the RecBole release the fixes were written for (and checked against), and the private
 # methods the pipeline's own subclasses override: compat.py holds both
@@ -369,18 +370,18 @@ def _allowed_global(name):
 
 def recbole_checkpoint_globals(path):
     """The globals a RecBole checkpoint at ``path`` holds, resolved, for
-    ``torch.serialization.safe_globals``; a :class:`~recbole_attn.compat.CheckpointError`
+    ``torch.serialization.safe_globals``; a :class:`~recbole_attn.errors.CheckpointError`
     for a file that is not one (it needs other globals, or cannot be read weights-only:
     RecBole before recbole_attn's fix wrote pickle protocol 4)."""
     path = str(path)
     if not os.path.isfile(path):
-        raise compat.CheckpointError(f"checkpoint file not found: {path}")
+        raise CheckpointError(f"checkpoint file not found: {path}")
     try:
         names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
     except Exception:  # not a torch zip file, or a pickle the scanner cannot read
         names = None
     if names is None:
-        raise compat.CheckpointError(
+        raise CheckpointError(
             f"{path} cannot be loaded weights-only: RecBole wrote it with pickle protocol "
             "4 (before `import recbole_attn`, or with torch < 2.6), which torch's "
             "weights-only loader cannot read. Retrain it, or, only if you trust the file, "
@@ -388,7 +389,7 @@ def recbole_checkpoint_globals(path):
         )
     refused = [name for name in names if not _allowed_global(name)]
     if refused:
-        raise compat.CheckpointError(
+        raise CheckpointError(
             f"{path} holds {', '.join(refused)}, which a RecBole checkpoint does not: "
             "not loaded (weights-only loading). Only if you trust the file, set "
             "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for that one load."

@@ -19,7 +19,8 @@ from recbole.utils import init_seed, set_color
 
 from recbole_attn import distributed
 from recbole_attn.evaluator import validate_dataset
-from recbole_attn.compat import CheckpointError, check_recbole_version, load_checkpoint
+from recbole_attn.checkpoint import CHECKPOINT_FORMAT, data_signature, load_checkpoint
+from recbole_attn.compat import check_recbole_version
 from recbole_attn.config import (  # noqa: F401  (re-exported: RecBole's quick_start names)
     AttnConfig,
     available_models,
@@ -54,6 +55,7 @@ from recbole_attn.evaluator.collector import check_metrics_category_field_loads
 from recbole_attn.files import check_writable_folder
 from recbole_attn.errors import (  # noqa: F401  (re-exported)
     CategoryFieldError,
+    CheckpointError,
     ConfigError,
     DatasetNotFoundError,
     Interrupted,
@@ -70,7 +72,7 @@ from recbole_attn.logs import (  # noqa: F401  (re-exported)
     show_progress,
 )
 from recbole_attn.sequential.recommender import AttnSequentialRecommender
-from recbole_attn.trainer import CHECKPOINT_FORMAT, AttnTrainer, data_signature
+from recbole_attn.trainer import AttnTrainer
 from recbole_attn.threads import set_threads
 
 

@@ -23,8 +23,6 @@ recbole_attn.trainer
 """
 
 import contextlib
-import hashlib
-import json
 import time
 
 import numpy as np
@@ -33,105 +31,16 @@ from recbole.trainer import Trainer
 from torch.nn.parallel import DistributedDataParallel
 
 from recbole_attn import distributed
-from recbole_attn.compat import CheckpointError, load_checkpoint, save_checkpoint
+from recbole_attn.checkpoint import (
+    load_weights,
+    non_finite_parameters,
+    save_checkpoint,
+    training_state,
+)
 from recbole_attn.evaluator.collector import CategoryCollector
 from recbole_attn.errors import ConfigError, TrainingError
 from recbole_attn.files import claim_file, release_if_empty, run_stem
 from recbole_attn.logs import epoch_lines_on_console
-
-CHECKPOINT_FORMAT = "recbole_attn-checkpoint-1"
-
-
-def _plain_result(result):
-    return None if result is None else {k: float(v) for k, v in result.items()}
-
-
-def data_signature(dataset):
-    """What a checkpoint records about its data: the dataset's name, its numbers of
-    users and items (RecBole's ids, padding included) and of interactions, and a
-    fingerprint of the data that defines the model and its split: the user and item
-    tokens behind the ids and every interaction's (user, item, time) after filtering and
-    remapping. Other data of the same name and sizes has another fingerprint."""
-    digest = hashlib.sha256()
-    for field in (dataset.uid_field, dataset.iid_field):
-        digest.update("\x1f".join(map(str, dataset.field2id_token[field])).encode())
-        digest.update(b"\x1e")
-    columns = [dataset.uid_field, dataset.iid_field]
-    if dataset.time_field and dataset.time_field in dataset.inter_feat:
-        columns.append(dataset.time_field)
-    for field in columns:
-        values = dataset.inter_feat[field]
-        values = values.numpy() if torch.is_tensor(values) else np.asarray(values)
-        digest.update(np.ascontiguousarray(values, dtype=np.float64).tobytes())
-    return {
-        "dataset": str(dataset.dataset_name),
-        "n_users": int(dataset.user_num),
-        "n_items": int(dataset.item_num),
-        "n_interactions": int(len(dataset.inter_feat)),
-        "fingerprint": digest.hexdigest()[:16],
-    }
-
-
-def _data_difference(saved, current):
-    """What differs between two :func:`data_signature` s, on the keys both have (a
-    checkpoint from before a key was recorded is checked on the others); None if
-    nothing."""
-    shared = [k for k in saved if k in current]
-    if all(saved[k] == current[k] for k in shared):
-        return None
-    if any(saved[k] != current[k] for k in shared if k != "fingerprint"):
-        return f"{_describe(saved)}, but this run uses {_describe(current)}"
-    return (
-        f"other data named {saved['dataset']!r} with the same numbers of users, items "
-        "and interactions: its interactions or its user and item tokens differ (data "
-        f"fingerprint {saved['fingerprint']} there, {current['fingerprint']} here)"
-    )
-
-
-def non_finite_parameters(model_or_state):
-    """The names of the parameters (of a module, or tensors of a state dict) that hold a
-    NaN or an infinity, a few of them; empty when all are finite."""
-    items = (
-        model_or_state.named_parameters()
-        if isinstance(model_or_state, torch.nn.Module)
-        else model_or_state.items()
-    )
-    bad = [
-        name
-        for name, tensor in items
-        if torch.is_tensor(tensor)
-        and tensor.is_floating_point()
-        and not bool(torch.isfinite(tensor).all())
-    ]
-    return ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
-
-
-def _shape_differences(saved, current):
-    """The parameters whose shapes differ (or that only one side has), a few of them."""
-    lines = []
-    for key in sorted(set(saved) | set(current)):
-        a, b = saved.get(key), current.get(key)
-        if a is None or b is None:
-            lines.append(f"{key} {'only in the checkpoint' if b is None else 'is new'}")
-        elif tuple(a.shape) != tuple(b.shape):
-            lines.append(f"{key} is {list(a.shape)} there, {list(b.shape)} here")
-    return "; ".join(lines[:3]) + ("; ..." if len(lines) > 3 else "")
-
-
-def _options_text(checkpoint):
-    """The options a checkpoint's run was given (its user-given configuration)."""
-    given = json.loads(checkpoint.get("external_config_json") or "{}")
-    shown = {k: v for k, v in given.items() if k not in ("data_path", "checkpoint_dir")}
-    return ", ".join(f"{k}={v}" for k, v in sorted(shown.items())) or "the defaults"
-
-
-def _describe(signature):
-    interactions = signature.get("n_interactions")
-    return (
-        f"{signature['dataset']!r} ({signature['n_users']} users, "
-        f"{signature['n_items']} items"
-        + (f", {interactions} interactions)" if interactions is not None else ")")
-    )
 
 
 def _duration(seconds):
@@ -195,7 +104,7 @@ class AttnTrainer(Trainer):
     r"""RecBole's Trainer with safe, resumable checkpoints and optional history masking."""
 
     def __init__(self, config, model, data=None, loaded=False):
-        """``data``: :func:`data_signature` of the run's dataset, stored in every
+        """``data``: :func:`~recbole_attn.checkpoint.data_signature` of the run's dataset, stored in every
         checkpoint and checked when one is loaded (None: not recorded, not checked).
         ``loaded``: the trainer of a loaded checkpoint (evaluate, recommend, viz): it
         creates no folder, TensorBoard writer or model file (:meth:`use_model_file`
@@ -247,23 +156,7 @@ class AttnTrainer(Trainer):
 
     # ------------------------------------------------------------------ checkpoints
     def _state(self, epoch):
-        # the user-given configuration, enough to rebuild config, data and model
-        external = json.dumps(self.config.external_config_dict, default=str)
-        return {
-            "format": CHECKPOINT_FORMAT,
-            "model": self.config["model"],
-            "dataset": self.config["dataset"],
-            "data": self.data_signature,
-            "external_config_json": external,
-            "epoch": int(epoch),
-            "cur_step": int(self.cur_step),
-            "best_valid_score": float(self.best_valid_score),
-            "best_valid_result": _plain_result(self.best_valid_result),
-            "saved_model_file": self.saved_model_file,
-            "state_dict": self.model.state_dict(),
-            "other_parameter": self.model.other_parameter(),
-            "optimizer": self.optimizer.state_dict(),
-        }
+        return training_state(self, epoch)
 
     def _save_checkpoint(self, epoch, verbose=True, **kwargs):
         """Save the best model (RecBole's hook), weights-only loadable."""
@@ -286,38 +179,11 @@ class AttnTrainer(Trainer):
 
     def load_model_file(self, path):
         """Load the model weights of checkpoint ``path`` (its model and data checked
-        against this run); returns the checkpoint."""
-        checkpoint = load_checkpoint(path, map_location=self.device)
-        if checkpoint.get("model", "").lower() != self.config["model"].lower():
-            raise ConfigError(
-                f"checkpoint {path} was trained with model {checkpoint.get('model')!r}, "
-                f"not {self.config['model']!r}; pass --model={checkpoint.get('model')}"
-            )
-        saved, current = checkpoint.get("data"), self.data_signature
-        difference = saved and current and _data_difference(saved, current)
-        if difference:
-            raise CheckpointError(
-                f"checkpoint {path} was trained on {difference}; pass "
-                f"--dataset={saved['dataset']} and the --data_path of the data it was "
-                "trained on, or train a new model on this data"
-            )
-        try:
-            self.model.load_state_dict(checkpoint["state_dict"])
-        except RuntimeError:
-            raise CheckpointError(
-                f"checkpoint {path} does not fit this model: "
-                f"{_shape_differences(checkpoint['state_dict'], self.model.state_dict())}"
-                f". It was trained with {_options_text(checkpoint)}; pass the same "
-                "model options (or train a new model with these)"
-            ) from None
-        bad = non_finite_parameters(checkpoint["state_dict"])
-        if bad:
-            raise CheckpointError(
-                f"checkpoint {path} holds NaN or infinite weights ({bad}): its training "
-                "diverged; train again with a lower --learning_rate"
-            )
-        self.model.load_other_parameter(checkpoint.get("other_parameter"))
-        return checkpoint
+        against this run: :func:`~recbole_attn.checkpoint.load_weights`); returns the
+        checkpoint."""
+        return load_weights(
+            self.model, path, self.config["model"], self.data_signature, self.device
+        )
 
     def use_model_file(self, path):
         """Make ``path`` (a checkpoint written by an earlier run) this trainer's model

@@ -15,7 +15,8 @@ import torch
 
 from conftest import REPO, TINY_MODEL, write_tiny_dataset
 from recbole_attn import config_check
-from recbole_attn.compat import CheckpointError, load_checkpoint, save_checkpoint
+from recbole_attn.checkpoint import load_checkpoint, save_checkpoint
+from recbole_attn.errors import CheckpointError
 from recbole_attn.errors import ConfigError
 from recbole_attn.quick_start import (
     config_files,

@@ -13,7 +13,7 @@ import torch
 
 import recbole_attn
 from recbole_attn import host
-from recbole_attn.compat import CheckpointError
+from recbole_attn.errors import CheckpointError
 
 #: the evaluation protocol of recbole-attn (properties/overall.yaml), given to both
 #: pipelines, so that "the same configuration" is the same in both

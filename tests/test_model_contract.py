@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from experiments import research
-from recbole_attn.compat import load_checkpoint, save_checkpoint
+from recbole_attn.checkpoint import load_checkpoint, save_checkpoint
 from recbole_attn.models import MODELS, awrsr_combinations
 from recbole_attn.quick_start import build
 from recbole_attn.sequential.recommender import AttnSequentialRecommender

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from conftest import raw_sequences
-from recbole_attn.compat import CheckpointError, load_checkpoint, save_checkpoint
+from recbole_attn.checkpoint import load_checkpoint, save_checkpoint
+from recbole_attn.errors import CheckpointError
 from recbole_attn.data.dataset import last_sample_per_user
 from recbole_attn.sequential.batching import training_targets
 from recbole_attn.quick_start import (
