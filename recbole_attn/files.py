@@ -180,13 +180,9 @@ def write_replacing(path, write, binary=False):
     ``tempfile.mkstemp`` would force 0o600). ``OSError`` and what ``write`` raises
     propagate: the caller says what to do. Several files at once, all or nothing, and
     never over another run's: :func:`write_files`."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(
-        directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp"
-    )
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fd, tmp = _temporary(path)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with (
             os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")
         ) as f:
@@ -195,6 +191,17 @@ def write_replacing(path, write, binary=False):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def _temporary(path):
+    """``(fd, name)`` of a new file beside ``path``, open for writing: created exclusively
+    under a random name, mode 0o666 before the user's umask (``tempfile.mkstemp`` would
+    force 0o600)."""
+    tmp = os.path.join(
+        os.path.dirname(os.path.abspath(path)),
+        f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp",
+    )
+    return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
 
 
 def write_files(files, what="the output", overwrite=False, remove=(), error=None):
@@ -224,18 +231,13 @@ def write_files(files, what="the output", overwrite=False, remove=(), error=None
             folder = os.path.dirname(os.path.abspath(target))
             try:
                 os.makedirs(folder, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(
-                    dir=folder,
-                    prefix="." + os.path.basename(target) + ".",
-                    suffix=".tmp",
-                )
+                fd, tmp = _temporary(target)
             except OSError as err:
                 raise failure(
                     f"{what}: cannot write into {folder} ({_why(folder, err)}); "
                     "choose a place you can write to"
                 ) from None
             temps[target] = tmp
-            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600 files
             try:
                 with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
                     if callable(content):
@@ -298,9 +300,3 @@ def _unlink_quietly(path):
         os.unlink(path)
     except OSError:
         pass
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
