@@ -165,3 +165,99 @@ def show_progress(config):
 def quiet_logging():
     """Silence RecBole's console output (tests, tuning)."""
     logging.getLogger().setLevel(logging.ERROR)
+
+
+def duration(seconds):
+    """``42 s``, ``3 min``, ``1.5 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def loss_names(model, count):
+    """Names of the ``count`` terms of a training loss (the model's ``loss_names``, else
+    ``loss1``, ``loss2``, ...)."""
+    names = getattr(model, "loss_names", None)
+    names = tuple(names(count)) if callable(names) else ()
+    if len(names) != count:
+        names = ("",) if count == 1 else tuple(f"loss{i + 1}" for i in range(count))
+    return names
+
+
+class EpochLines:
+    """The console's lines of one training by ``trainer`` (an
+    :class:`~recbole_attn.trainer.AttnTrainer`): what it will train at most, one line
+    per evaluated epoch and a closing line, epochs counted from 1 (RecBole's own closing
+    line, in the log file, counts from 0). :meth:`evaluated` follows the best and last
+    epochs whether or not the lines are shown."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+        self.seconds = []  # training + validation of every evaluated epoch
+        self.best_epoch = None
+        self.last_epoch = None
+
+    def evaluated(self, epoch_idx):
+        """Epoch ``epoch_idx`` was evaluated (RecBole's early stopping has just reset
+        ``cur_step`` to 0 if its score is the best)."""
+        if self.trainer.cur_step == 0:
+            self.best_epoch = epoch_idx
+        self.last_epoch = epoch_idx
+        self.seconds.append(sum(self.trainer.last_epoch_seconds.values()))
+
+    def budget_line(self):
+        """What the run will train at most, said before its first epoch."""
+        t = self.trainer
+        return (
+            f"training {t.config['model']} for up to {t.epochs} epochs (from "
+            f"epoch {t.start_epoch}); it stops early after {t.stopping_step} "
+            f"evaluations without a better {t.valid_metric}"
+        )
+
+    def epoch_line(self, epoch_idx, valid_score):
+        """The losses by name, the validation score, the time and what is left (at
+        most, and if the score does not improve again)."""
+        t = self.trainer
+        losses = t.last_losses if isinstance(t.last_losses, tuple) else (t.last_losses,)
+        names = loss_names(t.model, len(losses))
+        loss_text = ", ".join(f"{n} {float(v):.4f}" for n, v in zip(names, losses))
+        seconds = self.seconds[-1] if self.seconds else 0.0
+        per_epoch = sum(self.seconds) / len(self.seconds) if self.seconds else 0.0
+        left = t.epochs - epoch_idx - 1
+        # RecBole stops once cur_step exceeds stopping_step: this many epochs more
+        patience = (t.stopping_step - t.cur_step + 1) * t.eval_step
+        best = self.best_epoch if self.best_epoch is not None else epoch_idx
+        line = (
+            f"epoch {epoch_idx + 1}/{t.epochs}: loss {loss_text} | "
+            f"{t.valid_metric} {valid_score:.4f} (best {t.best_valid_score:.4f}, "
+            f"epoch {best + 1}) | {seconds:.1f} s"
+        )
+        if left > 0 and patience <= 0:
+            line += (
+                f" | stops here: no better {t.valid_metric} in "
+                f"{t.stopping_step} evaluations"
+            )
+        elif left > 0:
+            line += f" | left: at most {duration(left * per_epoch)}"
+            if patience < left:
+                line += f", {duration(patience * per_epoch)} if it does not improve"
+        return line
+
+    def closing_line(self):
+        """How the training ended: early or after all epochs, the best score and its
+        epoch."""
+        t = self.trainer
+        trained = self.last_epoch + 1
+        if trained < t.epochs:
+            stop = f"stopped early after epoch {trained} of {t.epochs}"
+        else:
+            stop = f"done: all {t.epochs} epochs"
+        where = (
+            f" in epoch {self.best_epoch + 1}" if self.best_epoch is not None else ""
+        )
+        return (
+            f"training {stop}; best {t.valid_metric} "
+            f"{t.best_valid_score:.4f}{where}"
+        )

@@ -40,16 +40,7 @@ from recbole_attn.checkpoint import (
 from recbole_attn.evaluator.collector import CategoryCollector
 from recbole_attn.errors import ConfigError, TrainingError
 from recbole_attn.files import claim_file, release_if_empty, run_stem
-from recbole_attn.logs import epoch_lines_on_console
-
-
-def _duration(seconds):
-    """``42 s``, ``3 min``, ``1.5 h``."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+from recbole_attn.logs import EpochLines, epoch_lines_on_console
 
 
 class _CountingEvaluator:
@@ -88,16 +79,6 @@ def _writing_nothing():
         yield
     finally:
         module.get_tensorboard, module.ensure_dir = saved
-
-
-def loss_names(model, count):
-    """Names of the ``count`` terms of a training loss (the model's ``loss_names``, else
-    ``loss1``, ``loss2``, ...)."""
-    names = getattr(model, "loss_names", None)
-    names = tuple(names(count)) if callable(names) else ()
-    if len(names) != count:
-        names = ("",) if count == 1 else tuple(f"loss{i + 1}" for i in range(count))
-    return names
 
 
 class AttnTrainer(Trainer):
@@ -152,6 +133,9 @@ class AttnTrainer(Trainer):
         self._pending_generator_state = None
         self.last_valid_result = None
         self.epoch = None  # the epoch being trained
+        # the last epoch's training losses and seconds of training and validation
+        self.last_losses = None
+        self.last_epoch_seconds = {"train": 0.0, "valid": 0.0}
         self.resume_epoch = None  # the epoch whose state the resume file holds
 
     # ------------------------------------------------------------------ checkpoints
@@ -238,21 +222,19 @@ class AttnTrainer(Trainer):
             self._train_generator.set_state(self._pending_generator_state)
             self._pending_generator_state = None
 
+        lines = EpochLines(self)
+
         def on_evaluated(epoch_idx, valid_score):
-            if self.cur_step == 0:  # a better score: RecBole's early_stopping reset it
-                self._best_epoch = epoch_idx
-            self._last_epoch = epoch_idx
+            lines.evaluated(epoch_idx)
             if saved:
                 self._save_resume_state(epoch_idx)
             if verbose:
-                self.logger.info(self._epoch_line(epoch_idx, valid_score))
+                self.logger.info(lines.epoch_line(epoch_idx, valid_score))
             if callback_fn is not None:
                 callback_fn(epoch_idx, valid_score)
 
         if verbose and valid_data:
-            self.logger.info(self._budget_line())
-        self._epoch_seconds = []
-        self._last_epoch = None
+            self.logger.info(lines.budget_line())
         with epoch_lines_on_console():
             result = super().fit(
                 train_data,
@@ -262,71 +244,17 @@ class AttnTrainer(Trainer):
                 show_progress=show_progress,
                 callback_fn=on_evaluated,
             )
-        if verbose and self._last_epoch is not None:
-            self.logger.info(self._closing_line())
+        if verbose and lines.last_epoch is not None:
+            self.logger.info(lines.closing_line())
         return result
-
-    def _closing_line(self):
-        """The console's last training line, its epochs counted from 1 as the epoch
-        lines count them (RecBole's own closing line, in the log file, counts from 0).
-        """
-        trained = self._last_epoch + 1
-        if trained < self.epochs:
-            stop = f"stopped early after epoch {trained} of {self.epochs}"
-        else:
-            stop = f"done: all {self.epochs} epochs"
-        best = getattr(self, "_best_epoch", None)
-        where = f" in epoch {best + 1}" if best is not None else ""
-        return (
-            f"training {stop}; best {self.valid_metric} "
-            f"{self.best_valid_score:.4f}{where}"
-        )
-
-    def _budget_line(self):
-        """What the run will train at most, said before its first epoch."""
-        return (
-            f"training {self.config['model']} for up to {self.epochs} epochs (from "
-            f"epoch {self.start_epoch}); it stops early after {self.stopping_step} "
-            f"evaluations without a better {self.valid_metric}"
-        )
-
-    def _epoch_line(self, epoch_idx, valid_score):
-        """The console's one line per evaluated epoch: the losses by name, the
-        validation score, the time and what is left (at most, and if the score does not
-        improve again)."""
-        losses = self._last_losses
-        losses = losses if isinstance(losses, tuple) else (losses,)
-        names = loss_names(self.model, len(losses))
-        loss_text = ", ".join(f"{n} {float(v):.4f}" for n, v in zip(names, losses))
-        seconds = self._last_train_seconds + self._last_valid_seconds
-        self._epoch_seconds.append(seconds)
-        per_epoch = sum(self._epoch_seconds) / len(self._epoch_seconds)
-        left = self.epochs - epoch_idx - 1
-        # RecBole stops once cur_step exceeds stopping_step: this many epochs more
-        patience = (self.stopping_step - self.cur_step + 1) * self.eval_step
-        line = (
-            f"epoch {epoch_idx + 1}/{self.epochs}: loss {loss_text} | "
-            f"{self.valid_metric} {valid_score:.4f} (best {self.best_valid_score:.4f}, "
-            f"epoch {getattr(self, '_best_epoch', epoch_idx) + 1}) | {seconds:.1f} s"
-        )
-        if left > 0 and patience <= 0:
-            line += (
-                f" | stops here: no better {self.valid_metric} in "
-                f"{self.stopping_step} evaluations"
-            )
-        elif left > 0:
-            line += f" | left: at most {_duration(left * per_epoch)}"
-            if patience < left:
-                line += f", {_duration(patience * per_epoch)} if it does not improve"
-        return line
 
     def _train_epoch(self, train_data, epoch_idx, *args, **kwargs):
         self.epoch = epoch_idx
         started = time.monotonic()
         losses = super()._train_epoch(train_data, epoch_idx, *args, **kwargs)
         self._check_weights(epoch_idx)
-        self._last_train_seconds = time.monotonic() - started
-        self._last_losses = losses
+        self.last_epoch_seconds["train"] = time.monotonic() - started
+        self.last_losses = losses
         return losses
 
     def _check_nan(self, loss):
@@ -364,7 +292,7 @@ class AttnTrainer(Trainer):
     def _valid_epoch(self, valid_data, show_progress=False):
         started = time.monotonic()
         valid_score, valid_result = super()._valid_epoch(valid_data, show_progress)
-        self._last_valid_seconds = time.monotonic() - started
+        self.last_epoch_seconds["valid"] = time.monotonic() - started
         # RecBole's callback only receives the score; tuning reports every metric
         self.last_valid_result = valid_result
         return valid_score, valid_result

@@ -518,14 +518,17 @@ def test_the_epoch_line_says_what_is_left_and_when_it_stops(tiny_config):
         "tiny",
         config_dict={**tiny_config, "epochs": 100, "stopping_step": 5},
     )
-    trainer._epoch_seconds = []
-    trainer._last_train_seconds, trainer._last_valid_seconds = 1.0, 0.0
-    trainer._last_losses = 0.5
+    from recbole_attn.logs import EpochLines
+
+    trainer.last_epoch_seconds = {"train": 1.0, "valid": 0.0}
+    trainer.last_losses = 0.5
     trainer.best_valid_score = 0.1
     lines = {}
     for step in (0, 5, 6):
         trainer.cur_step = step
-        lines[step] = trainer._epoch_line(9, 0.05)
+        epochs = EpochLines(trainer)
+        epochs.evaluated(9)
+        lines[step] = epochs.epoch_line(9, 0.05)
     assert lines[0].endswith("left: at most 2 min, 6 s if it does not improve")
     assert lines[5].endswith("left: at most 2 min, 1 s if it does not improve")
     assert lines[6].endswith("stops here: no better ndcg@10 in 5 evaluations")
