@@ -4,8 +4,9 @@ recbole_attn.trainer
 
 :class:`AttnTrainer` is RecBole's :class:`~recbole.trainer.Trainer` with
 
-* weights-only checkpoints (docs/environment.md): the best model is saved as plain tensors and numbers
-  and reloaded with ``torch.load(weights_only=True)``;
+* weights-only checkpoints (docs/environment.md; their format, writing, reading and
+  checks: :mod:`recbole_attn.checkpoint`): the best model is saved as plain tensors and
+  numbers and reloaded with ``torch.load(weights_only=True)``;
 * run files no other run can take: the best model goes to
   ``<checkpoint_dir>/<model>-<time>-<token>.pth``, claimed by exclusive creation when the
   trainer is built (RecBole's ``<model>-<time>.pth`` is shared by runs started in the
@@ -19,7 +20,8 @@ recbole_attn.trainer
   tensor size mismatch (or, worse, a silent run on the wrong items);
 * the evaluation option ``eval_mask_history`` (docs/metrics.md): in sequential full ranking,
   the items of the input sequence are excluded from the ranking (STOSA's and PAtt's protocol).
-  RecBole does not do this; it is off by default.
+  RecBole does not do this; it is off by default;
+* the console's lines of a training (:class:`recbole_attn.logs.EpochLines`).
 """
 
 import contextlib
