@@ -40,11 +40,11 @@ package that broke it, and is applied only there:
 * RecBole 1.2.1's own bugs a run can reach (docs/environment.md, "RecBole 1.2.1's own
   bugs"): its samplers' endless loops where no negative is left (BERT4Rec's masking,
   ``sample_by_key_ids``) and ``Sampler``'s traceback for a user with every item, each a
-  clear error (:func:`~recbole_attn.compat.mask_item_neg_sample`,
-  :func:`~recbole_attn.compat.sample_by_key_ids`); Pop's counts
-  (:func:`~recbole_attn.compat.pop_calculate_loss`); ``Collector.get_data_struct`` on
+  clear error (:func:`~recbole_attn.recbole_bugs.mask_item_neg_sample`,
+  :func:`~recbole_attn.recbole_bugs.sample_by_key_ids`); Pop's counts
+  (:func:`~recbole_attn.recbole_bugs.pop_calculate_loss`); ``Collector.get_data_struct`` on
   non-tensor values; a ``torch.Generator`` sent to a spawned data-loader worker
-  (:func:`~recbole_attn.compat.reduce_generator`). RecBole's replaced functions stay
+  (:func:`~recbole_attn.recbole_bugs.reduce_generator`). RecBole's replaced functions stay
   reachable (:func:`recbole_original`).
 * autograd anomaly detection, which RecBole's ``sine.py`` switches on at import (several
   times slower backward, no change of results), is switched off again; a few warnings
@@ -90,7 +90,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from recbole_attn import compat
+from recbole_attn import compat, recbole_bugs
 from recbole_attn.errors import CheckpointError
 
 # the RecBole release the fixes were written for (and checked against), and the private
@@ -176,7 +176,7 @@ def _install():
     _apply("negative sampling", fixes, _negative_sampling)
     _apply("Pop counts", fixes, _pop_counts)
     _apply("collector values", fixes, _collector_values)
-    _apply("generator pickling", fixes, compat.register_generator_pickling)
+    _apply("generator pickling", fixes, recbole_bugs.register_generator_pickling)
     _apply("plugin models", True, _plugin_models)
     _apply("category metrics", True, _category_metrics)
     _apply("quick_start hook", True, _quick_start_hook)
@@ -250,22 +250,24 @@ def _negative_sampling():
     from recbole.data.transform import MaskItemSequence
     from recbole.sampler.sampler import AbstractSampler, Sampler
 
-    _replace(MaskItemSequence, "_neg_sample", compat.mask_item_neg_sample)
-    _replace(AbstractSampler, "sample_by_key_ids", compat.sample_by_key_ids)
-    _replace(Sampler, "get_used_ids", compat.sampler_used_ids(Sampler.get_used_ids))
+    _replace(MaskItemSequence, "_neg_sample", recbole_bugs.mask_item_neg_sample)
+    _replace(AbstractSampler, "sample_by_key_ids", recbole_bugs.sample_by_key_ids)
+    _replace(
+        Sampler, "get_used_ids", recbole_bugs.sampler_used_ids(Sampler.get_used_ids)
+    )
 
 
 def _pop_counts():
     from recbole.model.general_recommender.pop import Pop
 
-    _replace(Pop, "__init__", compat.pop_init(Pop.__init__))
-    _replace(Pop, "calculate_loss", compat.pop_calculate_loss)
+    _replace(Pop, "__init__", recbole_bugs.pop_init(Pop.__init__))
+    _replace(Pop, "calculate_loss", recbole_bugs.pop_calculate_loss)
 
 
 def _collector_values():
     from recbole.evaluator.collector import Collector
 
-    fixed = compat.collector_data_struct(Collector.get_data_struct)
+    fixed = recbole_bugs.collector_data_struct(Collector.get_data_struct)
     _replace(Collector, "get_data_struct", fixed)
 
 

@@ -576,12 +576,12 @@ def test_a_full_disk_under_the_checkpoint_folder_is_one_line(
 ):
     import errno
 
-    from recbole_attn import compat
+    from recbole_attn import checkpoint
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(compat.torch, "save", full)
+    monkeypatch.setattr(checkpoint.torch, "save", full)
     monkeypatch.chdir(tmp_path)
     code, err = main(_run_args(trained[1]["data_path"]), capsys)
     _one_line(code, err, "cannot write the checkpoint")

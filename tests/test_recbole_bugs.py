@@ -19,7 +19,7 @@ import torch
 
 from conftest import TINY_MODEL
 from generator_collate import collate_with_generator
-from recbole_attn import compat, host
+from recbole_attn import host, recbole_bugs
 from recbole_attn.cli import main as cli_main
 from recbole_attn.errors import DataError
 
@@ -150,7 +150,7 @@ def test_bert4rec_masking_draws_forever_in_recbole_and_ends_here(monkeypatch):
         recboles(_Transform("CE"), every, n_items)
     monkeypatch.setattr(random, "randint", counting(randint))
     assert MaskItemSequence._neg_sample(_Transform("CE"), every, n_items) == 0
-    assert random.randint.calls[0] == compat.SAMPLING_ROUNDS
+    assert random.randint.calls[0] == recbole_bugs.SAMPLING_ROUNDS
     with pytest.raises(DataError, match="BERT4Rec with loss_type BPR draws a negative"):
         MaskItemSequence._neg_sample(_Transform("BPR"), every, n_items)
     # an item left (the last): found, by RecBole's own draws
@@ -211,7 +211,7 @@ def test_recboles_sampler_draws_forever_for_a_user_with_every_drawable_item():
         sampler = _PopularSampler()
         with pytest.raises(DataError, match="0 already has every one of the 3 items"):
             AbstractSampler.sample_by_key_ids(sampler, keys, 1)
-        assert sampler.sampling.calls[0] <= compat.SAMPLING_ROUNDS
+        assert sampler.sampling.calls[0] <= recbole_bugs.SAMPLING_ROUNDS
     # where an item is left, the draws are RecBole's
     sampler, other = _PopularSampler(), _PopularSampler()
     np.random.seed(0)
@@ -350,18 +350,18 @@ def test_a_dataloader_worker_started_by_spawn_gets_the_generator():
     from multiprocessing.reduction import ForkingPickler
 
     reducers = ForkingPickler._extra_reducers
-    assert reducers.get(torch.Generator) is compat.reduce_generator
+    assert reducers.get(torch.Generator) is recbole_bugs.reduce_generator
     assert _spawned_loader_batches() == [1234, 1234]
     del reducers[torch.Generator]
     try:
         with pytest.raises(RuntimeError, match="DataLoader worker"):
             _spawned_loader_batches()
     finally:
-        compat.register_generator_pickling()
+        recbole_bugs.register_generator_pickling()
     # the state itself travels: the rebuilt generator draws what the original draws
     generator = torch.Generator().manual_seed(7)
     torch.rand(3, generator=generator)
-    rebuild, args = compat.reduce_generator(generator)
+    rebuild, args = recbole_bugs.reduce_generator(generator)
     assert torch.equal(
         torch.rand(4, generator=rebuild(*args)), torch.rand(4, generator=generator)
     )
