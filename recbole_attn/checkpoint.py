@@ -61,7 +61,7 @@ def data_signature(dataset):
     }
 
 
-def data_difference(saved, current):
+def _data_difference(saved, current):
     """What differs between two :func:`data_signature` s, on the keys both have (a
     checkpoint from before a key was recorded is checked on the others); None if
     nothing."""
@@ -69,7 +69,7 @@ def data_difference(saved, current):
     if all(saved[k] == current[k] for k in shared):
         return None
     if any(saved[k] != current[k] for k in shared if k != "fingerprint"):
-        return f"{describe(saved)}, but this run uses {describe(current)}"
+        return f"{_describe(saved)}, but this run uses {_describe(current)}"
     return (
         f"other data named {saved['dataset']!r} with the same numbers of users, items "
         "and interactions: its interactions or its user and item tokens differ (data "
@@ -95,7 +95,7 @@ def non_finite_parameters(model_or_state):
     return ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
 
 
-def shape_differences(saved, current):
+def _shape_differences(saved, current):
     """The parameters whose shapes differ (or that only one side has), a few of them."""
     lines = []
     for key in sorted(set(saved) | set(current)):
@@ -107,14 +107,14 @@ def shape_differences(saved, current):
     return "; ".join(lines[:3]) + ("; ..." if len(lines) > 3 else "")
 
 
-def options_text(checkpoint):
+def _options_text(checkpoint):
     """The options a checkpoint's run was given (its user-given configuration)."""
     given = json.loads(checkpoint.get("external_config_json") or "{}")
     shown = {k: v for k, v in given.items() if k not in ("data_path", "checkpoint_dir")}
     return ", ".join(f"{k}={v}" for k, v in sorted(shown.items())) or "the defaults"
 
 
-def describe(signature):
+def _describe(signature):
     interactions = signature.get("n_interactions")
     return (
         f"{signature['dataset']!r} ({signature['n_users']} users, "
@@ -207,7 +207,7 @@ def load_checkpoint(path, map_location="cpu"):
     return state
 
 
-def plain_result(result):
+def _plain_result(result):
     """A metrics result as plain floats (None stays None)."""
     return None if result is None else {k: float(v) for k, v in result.items()}
 
@@ -227,7 +227,7 @@ def training_state(trainer, epoch):
         "epoch": int(epoch),
         "cur_step": int(trainer.cur_step),
         "best_valid_score": float(trainer.best_valid_score),
-        "best_valid_result": plain_result(trainer.best_valid_result),
+        "best_valid_result": _plain_result(trainer.best_valid_result),
         "saved_model_file": trainer.saved_model_file,
         "state_dict": trainer.model.state_dict(),
         "other_parameter": trainer.model.other_parameter(),
@@ -247,7 +247,7 @@ def load_weights(model, path, model_name, data=None, map_location="cpu"):
             f"not {model_name!r}; pass --model={checkpoint.get('model')}"
         )
     saved = checkpoint.get("data")
-    difference = saved and data and data_difference(saved, data)
+    difference = saved and data and _data_difference(saved, data)
     if difference:
         raise CheckpointError(
             f"checkpoint {path} was trained on {difference}; pass "
@@ -259,8 +259,8 @@ def load_weights(model, path, model_name, data=None, map_location="cpu"):
     except RuntimeError:
         raise CheckpointError(
             f"checkpoint {path} does not fit this model: "
-            f"{shape_differences(checkpoint['state_dict'], model.state_dict())}"
-            f". It was trained with {options_text(checkpoint)}; pass the same "
+            f"{_shape_differences(checkpoint['state_dict'], model.state_dict())}"
+            f". It was trained with {_options_text(checkpoint)}; pass the same "
             "model options (or train a new model with these)"
         ) from None
     bad = non_finite_parameters(checkpoint["state_dict"])
