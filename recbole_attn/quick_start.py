@@ -2,282 +2,46 @@
 recbole_attn.quick_start
 ########################
 
-Our own thin pipeline (Config -> dataset -> model -> trainer), which ``recbole-attn``
-runs: our models first and RecBole's built-in models otherwise, so that every comparison
-goes through one pipeline, with every check before the data loads, weights-only
-checkpoints and no pickled datasets. RecBole's own ``run_recbole`` and
+Our own thin pipeline (Config -> dataset -> model -> trainer, built by
+:mod:`recbole_attn.pipeline`), which ``recbole-attn`` runs, with RecBole's quick_start
+names: our models first and RecBole's built-in models otherwise, so that every
+comparison goes through one pipeline, with every check before the data loads,
+weights-only checkpoints and no pickled datasets. RecBole's own ``run_recbole`` and
 ``load_data_and_model`` run our models too after ``import recbole_attn``
 (:mod:`recbole_attn.host`).
 """
 
 import contextlib
 import json
-import os
 from logging import getLogger
 
-from recbole.utils import init_seed, set_color
+from recbole.utils import set_color
 
 from recbole_attn import distributed
-from recbole_attn.evaluator import validate_dataset
-from recbole_attn.checkpoint import CHECKPOINT_FORMAT, data_signature, load_checkpoint
-from recbole_attn.compat import check_recbole_version
-from recbole_attn.config import (  # noqa: F401  (re-exported: RecBole's quick_start names)
+from recbole_attn.checkpoint import CHECKPOINT_FORMAT, load_checkpoint
+from recbole_attn.config import (  # noqa: F401  (re-exported)
     AttnConfig,
     available_models,
-    check_model_training_mode,
-    check_valid_metric,
     config_files,
-    config_warnings,
     convert_value,
     get_model_class,
     has_categories,
-    model_classes,
     known_config_keys,
     make_config,
     properties_dir,
 )
-from recbole_attn.data.bucketing import bucket_train_dataloader
-from recbole_attn.data.categories import check_category_field_loads
-from recbole_attn.data.checks import (
-    check_atomic_files,
-    check_labeled_evaluation,
-    check_sequential_order,
-    has_label,
-)
-from recbole_attn.data.dataset import (
-    AttnSequentialDataset,
-    check_sequential_dataset_class,
-    recbole_dataset_class,
-)
-from recbole_attn.data.hints import converter_hint
-from recbole_attn.data.preparation import data_preparation
-from recbole_attn.evaluator.collector import check_metrics_category_field_loads
-from recbole_attn.files import check_writable_folder
 from recbole_attn.errors import (  # noqa: F401  (re-exported)
-    CategoryFieldError,
     CheckpointError,
     ConfigError,
-    DatasetNotFoundError,
     Interrupted,
-    MetricConfigError,
-    RecboleAttnError,
-    UnknownModelError,
 )
-from recbole_attn.memory import check_memory
-from recbole_attn.logs import (  # noqa: F401  (re-exported)
-    DETAIL,
-    init_logging,
-    log_file_only,
-    quiet_logging,
-    show_progress,
+from recbole_attn.logs import DETAIL, show_progress
+from recbole_attn.pipeline import (  # noqa: F401  (re-exported)
+    _build,
+    build,
+    create_dataset,
+    prepare,
 )
-from recbole_attn.sequential.recommender import AttnSequentialRecommender
-from recbole_attn.trainer import AttnTrainer
-from recbole_attn.threads import set_threads
-
-
-def check_dataset_exists(config):
-    """Fail early (before RecBole tries to download anything) when the atomic files of
-    ``config['dataset']`` are missing."""
-    dataset, data_path = config["dataset"], config["data_path"]
-    names = [f"{dataset}.inter"]
-    if config["benchmark_filename"]:
-        names = [f"{dataset}.{part}.inter" for part in config["benchmark_filename"]]
-    missing = [n for n in names if not os.path.isfile(os.path.join(data_path, n))]
-    if missing:
-        hint = converter_hint(dataset, os.path.dirname(os.path.normpath(data_path)))
-        raise DatasetNotFoundError(
-            f"dataset {dataset!r} not found: no {', '.join(missing)} in "
-            f"{os.path.abspath(data_path)}; create it with: {hint}; or point "
-            f"--data_path to the folder that holds {dataset}/"
-        )
-
-
-def check_before_loading(config, model_class, writes=True):
-    """Everything about a run that can be checked before its data loads, so that a bad
-    value, a broken file or a folder that cannot be written fails in seconds, not after
-    an epoch: the validation metric, the dataset's files (:func:`check_dataset_exists`,
-    :func:`~recbole_attn.data.checks.check_atomic_files`), the category field the model
-    or the metrics need, and the checkpoint folder."""
-    from recbole.utils import ModelType
-
-    check_valid_metric(config)
-    check_recbole_negatives(config, model_class)
-    check_labeled_evaluation(config)
-    check_dataset_exists(config)
-    sequential = config["MODEL_TYPE"] == ModelType.SEQUENTIAL
-    if sequential:
-        check_model_training_mode(config, model_class)
-        check_sequential_order(config)
-        check_sequential_dataset_class(config, model_class)
-    check_atomic_files(config, sequential)
-    if any(
-        getattr(c, "needs_item_categories", False)
-        for c in model_classes(model_class, config)
-    ):
-        name = model_class.__name__
-        check_category_field_loads(
-            config, f"{name} needs", "use a model that needs no categories (PAtt)"
-        )
-    check_metrics_category_field_loads(config)
-    if writes:  # a loaded checkpoint writes nothing
-        check_writable_folder(config["checkpoint_dir"], "checkpoint_dir")
-
-
-def check_recbole_negatives(config, model_class):
-    """RecBole's own models that train on sampled negatives (pairwise models such as
-    BPR, and its sequential models with ``loss_type: BPR``) need RecBole's sampler, which
-    our defaults switch off (our models sample inside the model): say how to switch it on
-    instead of RecBole's ``KeyError: 'neg_item_id'`` after loading the data. Our models
-    train on RecBole's negatives only the way RecBole trains their model files: on its
-    prefix samples, with the loss of the model file."""
-    from recbole.utils import InputType, ModelType
-
-    sampling = (config["train_neg_sample_args"] or {}).get("distribution", "none")
-    name = model_class.__name__
-    if issubclass(model_class, AttnSequentialRecommender):
-        losses = getattr(model_class, "recbole_loss_types", ())
-        sampled = [loss for loss in losses if loss != "CE"]
-        if sampling == "none":
-            return
-        if config["training_mode"] != "last_position" or config["loss_type"] not in (
-            sampled
-        ):
-            raise ConfigError(
-                f"train_neg_sample_args: RecBole's sampler draws the negatives {name} "
-                "trains on RecBole's way only (training_mode: last_position, loss_type: "
-                f"{' or '.join(sampled) or 'none'}); otherwise {name} draws its own "
-                "(neg_sample_num): remove train_neg_sample_args"
-            )
-        return
-    pairwise = getattr(model_class, "input_type", None) == InputType.PAIRWISE
-    sequential_bpr = (
-        config["MODEL_TYPE"] == ModelType.SEQUENTIAL and config["loss_type"] == "BPR"
-    )
-    if (pairwise or sequential_bpr) and sampling == "none":
-        raise ConfigError(
-            f"{name} trains on negatives from RecBole's sampler, which "
-            "recbole_attn's defaults switch off; set --train_neg_sample_args=\"{"
-            "'distribution': 'uniform', 'sample_num': 1}\""
-        )
-    # point-wise models (context-aware ones, DIN, DIEN, NeuMF, ...) train on labels,
-    # which RecBole's sampler makes (1, and 0 for each sampled negative) unless the
-    # data has them; Pop and the other traditional models count interactions
-    pointwise = getattr(model_class, "input_type", None) == InputType.POINTWISE
-    traditional = getattr(model_class, "type", None) == ModelType.TRADITIONAL
-    if pointwise and not traditional and sampling == "none" and not has_label(config):
-        raise ConfigError(
-            f"{model_class.__name__} trains on labelled interactions (1, or 0 for a "
-            f"negative), and the data has no {config['LABEL_FIELD']} field while "
-            "recbole_attn's defaults switch off RecBole's sampler, which would label "
-            "them; set --train_neg_sample_args=\"{'distribution': 'uniform', "
-            "'sample_num': 1}\", or load a label field (or --threshold=\"{'rating': "
-            '4}")'
-        )
-
-
-def create_dataset(config, model_class=None):
-    """Our sequential dataset (training modes) for sequential models; RecBole's dataset
-    class otherwise (:func:`~recbole_attn.data.dataset.recbole_dataset_class`), after
-    checking that its files exist and (with ``model_class``) that the model can train in
-    ``training_mode``. A run (:func:`prepare`) checks both once, before."""
-    from recbole.utils import ModelType
-
-    check_dataset_exists(config)
-    if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:
-        check_model_training_mode(config, model_class)
-    return _load_dataset(config, model_class)
-
-
-def _load_dataset(config, model_class):
-    from recbole.utils import ModelType
-
-    if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:
-        # a model may train on a dataset class of its own (the research wing's records
-        # the held-out items); RecBole's models train on ours
-        return getattr(model_class, "dataset_class", AttnSequentialDataset)(config)
-    return recbole_dataset_class(config)(config)
-
-
-def prepare(model, dataset, config_file_list=None, config_dict=None, writes=True):
-    """Everything a run settles before its data loads, in this order, each step once and
-    every yaml file read once (:func:`~recbole_attn.files.read_once`):
-
-    1. the configuration (:func:`~recbole_attn.config.make_config`): the yaml files
-       well-formed, the user's overrides, the common keys' values, the research-wing
-       keys, the model's declared options and their rules, its presets, the batch
-       grouping and the dataset's saved files;
-    2. the run against its inputs (:func:`check_before_loading`): the validation
-       metric, the model's negatives, the dataset's files, the training mode, the
-       category field, the checkpoint folder (``writes``);
-    3. the user's keys that nothing reads (warnings, logged by the caller).
-
-    Returns ``(config, model_class, warnings)``. First of all, the installed RecBole must
-    be the release the pipeline was written for (:func:`~recbole_attn.compat.
-    check_recbole_version`)."""
-    check_recbole_version()
-    config = make_config(model, dataset, config_file_list, config_dict)
-    model_class = get_model_class(model)
-    check_before_loading(config, model_class, writes=writes)
-    warnings = config_warnings(config, model_class, config_file_list, config_dict)
-    return config, model_class, warnings
-
-
-def build(model, dataset, config_file_list=None, config_dict=None, verbose=False):
-    """Config, model, trainer and dataloaders, as ``run`` uses them. The configuration,
-    dataset and model summaries go to the log file (and to the console with
-    ``verbose``)."""
-    config, net, trainer, _, splits = _build(
-        model, dataset, config_file_list, config_dict, verbose
-    )
-    return config, net, trainer, splits
-
-
-def _build(
-    model, dataset, config_file_list=None, config_dict=None, verbose=False, loaded=False
-):
-    """:func:`build`'s, and the whole dataset (before its split) before the splits.
-    ``loaded``: for a checkpoint that is loaded, not trained: nothing is written (no
-    log file, no TensorBoard folder, no model file claimed), so that evaluate and
-    recommend work in a read-only folder."""
-    config, model_class, warnings = prepare(
-        model, dataset, config_file_list, config_dict, writes=not loaded
-    )
-    threads = set_threads(config)
-    init_seed(config["seed"], config["reproducibility"])
-    log_file = init_logging(config, verbose, log_file=not loaded)
-    logger = getLogger()
-    if log_file and not verbose:
-        logger.info(
-            f"log: {os.path.relpath(log_file)} (configuration, dataset and model "
-            "summaries; --verbose prints them here too)"
-        )
-    for message in warnings:
-        logger.warning(message)
-    logger.info(threads, extra=DETAIL)
-    logger.info(config, extra=DETAIL)
-
-    with log_file_only():
-        data = _load_dataset(config, model_class)  # checked by prepare()
-        logger.info(data)
-        validate_dataset(config, data)
-        train_data, valid_data, test_data = data_preparation(config, data)
-        train_data = bucket_train_dataloader(config, train_data)
-
-        check_memory(config, data, model_class, training=not loaded)
-        init_seed(config["seed"], config["reproducibility"])
-        try:
-            net = model_class(config, train_data._dataset).to(config["device"])
-        except NotImplementedError as err:
-            # RecBole's models refuse an option value this way ("Make sure 'loss_type'
-            # in ['BPR', 'CE']!")
-            raise ConfigError(
-                f"{config['model']} cannot be built with these options: {err} "
-                f"(RecBole's words); change the option it names"
-            ) from None
-        logger.info(net)
-    trainer = AttnTrainer(config, net, data=data_signature(data), loaded=loaded)
-    return config, net, trainer, data, (train_data, valid_data, test_data)
 
 
 def train_and_evaluate(

@@ -18,9 +18,9 @@ from recbole_attn import config_check
 from recbole_attn.checkpoint import load_checkpoint, save_checkpoint
 from recbole_attn.errors import CheckpointError
 from recbole_attn.errors import ConfigError
+from recbole_attn.config import config_warnings
 from recbole_attn.quick_start import (
     config_files,
-    config_warnings,
     get_model_class,
     load_data_and_model,
     make_config,
@@ -417,7 +417,7 @@ def test_progress_bar_on_a_terminal_unless_set(monkeypatch, value, tty, expected
 def test_repeated_runs_do_not_nest_the_console_streams(tiny_data_path):
     """RecBole's init_logger wraps sys.stdout/sys.stderr (colorama) on every call; an
     in-process search builds hundreds of runs."""
-    from recbole_attn.quick_start import init_logging
+    from recbole_attn.logs import init_logging
 
     config = make_config("SASRecAP", "tiny", config_dict={"data_path": tiny_data_path})
     before = (sys.stdout, sys.stderr)
@@ -435,20 +435,20 @@ def test_value_conversion_is_silent(recwarn):
 
 def _changed_stosa_defaults(monkeypatch, tmp_path, changes):
     """Make the shipped STOSA.yaml read as if its defaults had changed."""
-    from recbole_attn import quick_start
+    from recbole_attn import config
 
-    shipped = os.path.join(quick_start.properties_dir(), "model", "STOSA.yaml")
+    shipped = os.path.join(config.properties_dir(), "model", "STOSA.yaml")
     changed = tmp_path / "STOSA.yaml"
     text = open(shipped).read()
     for key, value in changes.items():
         text = re.sub(rf"(?m)^{key}:.*$", f"{key}: {value}", text)
     changed.write_text(text)
-    original = quick_start.config_files
+    original = config.config_files
 
     def config_files(*args, **kwargs):
         return [str(changed) if p == shipped else p for p in original(*args, **kwargs)]
 
-    monkeypatch.setattr(quick_start, "config_files", config_files)
+    monkeypatch.setattr(config, "config_files", config_files)
 
 
 PAPER_STOSA = {"stosa_preset": "paper"}
@@ -462,6 +462,10 @@ def test_checkpoint_rebuilds_the_model_it_was_trained_with(
     config = {**tiny_config, "epochs": 1}
     result = run("STOSA", "tiny", config_dict=config)
     _changed_stosa_defaults(monkeypatch, tmp_path, PAPER_STOSA)
+    from recbole_attn.config import make_config
+
+    changed = make_config("STOSA", "tiny", config_dict=tiny_config)
+    assert changed["stosa_preset"] == "paper"  # a new run reads the changed default
     config, net, trainer, (_, _, test_data) = load_data_and_model(
         result["saved_model_file"]
     )

@@ -23,8 +23,8 @@ from recbole_attn.evaluator import (
     f1_score,
     register_metrics,
 )
+from recbole_attn.errors import RecboleAttnError
 from recbole_attn.quick_start import (
-    RecboleAttnError,
     build,
     load_data_and_model,
     run,

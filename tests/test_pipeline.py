@@ -10,8 +10,8 @@ from recbole_attn.checkpoint import load_checkpoint, save_checkpoint
 from recbole_attn.errors import CheckpointError
 from recbole_attn.data.dataset import last_sample_per_user
 from recbole_attn.sequential.batching import training_targets
+from recbole_attn.errors import UnknownModelError
 from recbole_attn.quick_start import (
-    UnknownModelError,
     build,
     get_model_class,
     load_data_and_model,

@@ -1,10 +1,10 @@
-"""One preparation step (``recbole_attn.quick_start.prepare``): every check of a run once,
+"""One preparation step (``recbole_attn.pipeline.prepare``): every check of a run once,
 in one ordered place, and every yaml file read from disk once."""
 
 import builtins
 import logging
 
-from recbole_attn import files, quick_start
+from recbole_attn import files, pipeline, quick_start
 
 
 def test_a_run_reads_each_yaml_file_once_and_checks_once(
@@ -21,8 +21,8 @@ def test_a_run_reads_each_yaml_file_once_and_checks_once(
         return real_open(path, *args, **kwargs)
 
     exists, mode = (
-        quick_start.check_dataset_exists,
-        quick_start.check_model_training_mode,
+        pipeline.check_dataset_exists,
+        pipeline.check_model_training_mode,
     )
 
     def counting_exists(config):
@@ -34,8 +34,8 @@ def test_a_run_reads_each_yaml_file_once_and_checks_once(
         return mode(*args)
 
     monkeypatch.setattr(builtins, "open", counting_open)
-    monkeypatch.setattr(quick_start, "check_dataset_exists", counting_exists)
-    monkeypatch.setattr(quick_start, "check_model_training_mode", counting_mode)
+    monkeypatch.setattr(pipeline, "check_dataset_exists", counting_exists)
+    monkeypatch.setattr(pipeline, "check_model_training_mode", counting_mode)
     monkeypatch.chdir(tmp_path)
     config, net, _, _ = quick_start.build(
         "PAtt", "tiny", config_file_list=[str(user)], config_dict=tiny_config
