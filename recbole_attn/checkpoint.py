@@ -15,13 +15,11 @@ and read, and the checks that a loaded one fits the run.
 * :func:`load_weights` loads a checkpoint's weights into a model after checking, each
   with one actionable error, its model name, its data, its parameter shapes and that its
   weights are finite.
-* RecBole's own checkpoints (its ``Config`` pickled), read weights-only too
-  (:func:`recbole_checkpoint_globals`: exactly the classes such a checkpoint holds;
-  :mod:`recbole_attn.host` installs the reading into RecBole's ``Trainer``).
+* RecBole's own checkpoints (its ``Config`` pickled) are read weights-only too:
+  :mod:`recbole_attn.compat`.
 """
 
 import hashlib
-import importlib
 import json
 import os
 import zipfile
@@ -271,95 +269,3 @@ def load_weights(model, path, model_name, data=None, map_location="cpu"):
         )
     model.load_other_parameter(checkpoint.get("other_parameter"))
     return checkpoint
-
-
-# ---------------------------------------------------------------- RecBole's checkpoints
-#: the classes, other than the model's, that a RecBole 1.2.1 checkpoint holds
-_CHECKPOINT_CLASSES = (
-    "recbole.config.configurator.Config",
-    "recbole.utils.enum_type.ModelType",
-    "recbole.utils.enum_type.InputType",
-    "recbole.utils.enum_type.EvaluatorType",
-    "recbole.utils.enum_type.FeatureType",
-    "recbole.utils.enum_type.FeatureSource",
-    "yaml.loader.FullLoader",
-)
-
-
-def _resolve(name):
-    """The object a pickled global ``module.qualname`` names (None if it does not
-    import)."""
-    parts = name.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        try:
-            for attr in parts[cut:]:
-                obj = getattr(obj, attr)
-        except AttributeError:
-            return None
-        return obj
-    return None
-
-
-def _allowed_global(name):
-    """Whether a RecBole checkpoint may hold the global ``name``: the classes of
-    :data:`_CHECKPOINT_CLASSES`, numpy's scalars and dtypes, and model classes of RecBole
-    or recbole_attn (the ``Config`` keeps its model's class)."""
-    from recbole.model.abstract_recommender import AbstractRecommender
-
-    if name in _CHECKPOINT_CLASSES:
-        return True
-    if name.startswith("numpy.") and (
-        name.endswith("multiarray.scalar")
-        or name == "numpy.dtype"
-        or name.startswith("numpy.dtypes.")
-    ):
-        return True
-    if name.startswith(("recbole.model.", "recbole_attn.model.")):
-        obj = _resolve(name)
-        return isinstance(obj, type) and issubclass(obj, AbstractRecommender)
-    return False
-
-
-def recbole_checkpoint_globals(path):
-    """The globals a RecBole checkpoint at ``path`` holds, resolved, for
-    ``torch.serialization.safe_globals``; a :class:`~recbole_attn.errors.CheckpointError`
-    for a file that is not one (it needs other globals, or cannot be read weights-only:
-    RecBole before recbole_attn's fix wrote pickle protocol 4)."""
-    path = str(path)
-    if not os.path.isfile(path):
-        raise CheckpointError(f"checkpoint file not found: {path}")
-    try:
-        names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
-    except Exception:  # not a torch zip file, or a pickle the scanner cannot read
-        names = None
-    if names is None:
-        raise CheckpointError(
-            f"{path} cannot be loaded weights-only: RecBole wrote it with pickle protocol "
-            "4 (before `import recbole_attn`, or with torch < 2.6), which torch's "
-            "weights-only loader cannot read. Retrain it, or, only if you trust the file, "
-            "set TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for that one load."
-        )
-    refused = [name for name in names if not _allowed_global(name)]
-    if refused:
-        raise CheckpointError(
-            f"{path} holds {', '.join(refused)}, which a RecBole checkpoint does not: "
-            "not loaded (weights-only loading). Only if you trust the file, set "
-            "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for that one load."
-        )
-    # numpy's dtypes are rebuilt from their classes, which the scan does not list
-    dtypes = [
-        cls
-        for cls in vars(getattr(np, "dtypes", np)).values()
-        if isinstance(cls, type) and issubclass(cls, np.dtype)
-    ]
-    return [(_resolve(name), name) for name in names] + dtypes
-
-
-def loading_recbole_checkpoint(path):
-    """A context in which ``torch.load`` (weights-only) reads the RecBole checkpoint at
-    ``path``: its globals allowed (:func:`recbole_checkpoint_globals`)."""
-    return torch.serialization.safe_globals(recbole_checkpoint_globals(path))

@@ -2,26 +2,42 @@
 recbole_attn.compat
 ###################
 
-The fixes that RecBole 1.2.1 needs on today's stack (torch >= 2.6, numpy >= 2, pandas >=
-3), as functions; :mod:`recbole_attn.host` says which of them ``import recbole_attn``
-installs into RecBole, when, and why.
+The fixes that RecBole 1.2.1 needs on today's stack, each with the function that installs
+it (``import recbole_attn`` runs :func:`recbole_attn.host.install`, which applies each
+for RecBole 1.2.1 and the release of the package that broke it only):
 
 * Anomaly detection. RecBole 1.2.1's ``recbole/model/sequential_recommender/sine.py`` calls
   ``torch.autograd.set_detect_anomaly(True)`` at import time, and ``recbole.model`` imports
   it, so every RecBole training run (SASRec included) does autograd's debugging checks on
   every backward node (several times slower backward, measured on Office).
-  :func:`undo_recbole_anomaly_detection` switches it off again.
+  :func:`undo_recbole_anomaly_detection` switches it off again; a few warnings RecBole
+  raises on every run are silenced where RecBole raises them
+  (:data:`HARMLESS_RECBOLE_WARNINGS`).
 * numpy 2. RecBole's ``Config.compatibility_settings`` re-creates numpy's removed aliases
   (``np.float``, ``np.int``, ...) from ``np.float_``, ``np.complex_`` and ``np.unicode_``,
   which numpy 2 removed too, so every ``Config()`` fails. RecBole's own code still uses the
   aliases (``np.float`` in its metrics, interactions and NaN filling), so
   :func:`set_numpy_aliases` gives them the values RecBole gives them, from numpy 2's names.
-* pandas 3. Copy-on-Write makes RecBole's chained in-place fills
-  (``df[field].fillna(x, inplace=True)``) no-ops, and ``Series.agg(len)`` over array
-  cells returns the length of the Series instead of one length per cell.
-  :func:`load_feat`, :func:`fill_nan`, :func:`remap` and :func:`benchmark_presets` are
-  the methods of RecBole's ``Dataset`` and ``SequentialDataset`` that do either, with the same results by assignment and ``Series.map(len)``;
-  :func:`refusing_float_seq` refuses what cannot be fixed that way.
+* torch >= 2.6 (``torch.load`` is weights-only by default): RecBole pickles its
+  ``Config`` into checkpoints with pickle protocol 4, which the weights-only loader
+  cannot read at all, so RecBole's ``evaluate`` after ``fit`` fails for every model.
+  :func:`install_recbole_checkpoints`: ``Trainer``'s checkpoints are written with
+  protocol 2, and ``Trainer.resume_checkpoint``, ``Trainer.evaluate`` and
+  ``load_data_and_model`` load them weights-only with exactly the classes such a
+  checkpoint holds allowed (:func:`recbole_checkpoint_globals`); a file that needs
+  anything else is refused with what it holds. Weights-only loading is never switched
+  off.
+* pandas 3: :mod:`recbole_attn.pandas3`.
+* scipy >= 1.12: RecBole's graph models (LightGCN, NGCF, NCL, GCMC, SpectralCF, KGIN,
+  MCCLK) fill their adjacency matrix with ``dok_matrix._update``, which scipy removed;
+  :func:`install_dok_update` gives ``dok_matrix`` that bulk insert back.
+* hyperopt >= 0.2.7: RecBole's ``exhaustive_search`` (``run_hyper``'s default) hands
+  hyperopt a ``RandomState``; hyperopt draws with ``Generator.integers``.
+  :func:`exhaustive_search` is the same search with a ``Generator`` (every combination
+  once; the order of the trials differs from hyperopt 0.2.5's).
+* Ray >= 2.7: ``objective_function`` (``run_hyper``'s) calls ``tune.report(**result)``,
+  which Ray's current API (``tune.report(metrics)``) refuses; it gets a ``tune`` whose
+  ``report`` takes both forms (:class:`Tune`).
 * RecBole 1.2.1's own bugs, reported upstream after the release, that a run can reach:
   :mod:`recbole_attn.recbole_bugs`.
 * Couplings. :data:`PRIVATE_OVERRIDES` lists every private RecBole method that the
@@ -30,13 +46,15 @@ installs into RecBole, when, and why.
 """
 
 import functools
+import importlib
+import os
+import re
 import warnings
 
 import numpy as np
-import pandas as pd
 import torch
 
-from recbole_attn.errors import RecboleAttnError
+from recbole_attn.errors import CheckpointError, RecboleAttnError
 
 #: the RecBole release the fixes were written for (and checked against)
 RECBOLE_VERSION = "1.2.1"
@@ -82,17 +100,11 @@ def check_recbole_version():
         )
 
 
-__all__ = [
-    "PANDAS_3",
-    "set_numpy_aliases",
-    "load_feat",
-    "fill_nan",
-    "remap",
-    "benchmark_presets",
-    "refusing_float_seq",
-    "undo_recbole_anomaly_detection",
-    "silence_harmless_recbole_warnings",
-]
+def installed_version(module_name):
+    """The installed release of ``module_name`` as ``(major, minor, micro)``."""
+    module = importlib.import_module(module_name)
+    numbers = [int(n) for n in re.findall(r"\d+", module.__version__)[:3]]
+    return tuple(numbers + [0] * (3 - len(numbers)))
 
 
 def set_numpy_aliases():
@@ -111,181 +123,6 @@ def set_numpy_aliases():
         "unicode": np.str_,
     }.items():
         setattr(np, name, value)
-
-
-#: pandas >= 3 (Copy-on-Write; ``Series.agg(len)`` aggregates; :func:`load_feat` & co.)
-PANDAS_3 = int(pd.__version__.split(".")[0]) >= 3
-
-
-def cell_lengths(series):
-    """The length of every array cell of ``series`` (RecBole: ``series.agg(len)``, which
-    pandas 3 turns into the length of the Series)."""
-    return series.map(len).to_numpy()
-
-
-# ---- pandas >= 3: RecBole 1.2.1's Dataset methods that pandas 3 changes, by assignment.
-# recbole_attn.host installs them on RecBole's Dataset (pandas >= 3 only); on pandas 2
-# RecBole's own methods run unchanged.
-
-
-def load_feat(self, filepath, source):
-    """RecBole's ``Dataset._load_feat`` (the atomic-file reader); the missing cells of
-    ``token_seq`` and ``float_seq`` fields become empty sequences (RecBole fills them in
-    place, which Copy-on-Write makes a no-op)."""
-    from recbole.utils import FeatureSource, FeatureType
-
-    load_col, unload_col = self._get_load_and_unload_col(source)
-    if load_col == set():
-        return None
-    separator, encoding = self.config["field_separator"], self.config["encoding"]
-    with open(filepath, "r", encoding=encoding) as f:
-        head = f.readline()[:-1]
-    columns, usecols, dtype = [], [], {}
-    for field_type in head.split(separator):
-        field, ftype = field_type.split(":")
-        try:
-            ftype = FeatureType(ftype)
-        except ValueError:
-            raise ValueError(f"Type {ftype} from field {field} is not supported.")
-        if (load_col is not None and field not in load_col) or (
-            unload_col is not None and field in unload_col
-        ):
-            continue
-        if isinstance(source, FeatureSource) or source != "link":
-            self.field2source[field] = source
-            self.field2type[field] = ftype
-            if not ftype.value.endswith("seq"):
-                self.field2seqlen[field] = 1
-            if "float" in ftype.value:
-                self.field2bucketnum[field] = 2
-        columns.append(field)
-        usecols.append(field_type)
-        dtype[field_type] = np.float64 if ftype == FeatureType.FLOAT else str
-    if not columns:
-        self.logger.warning(f"No columns has been loaded from [{source}]")
-        return None
-    df = pd.read_csv(
-        filepath,
-        delimiter=separator,
-        usecols=usecols,
-        dtype=dtype,
-        encoding=encoding,
-        engine="python",
-    )
-    df.columns = columns
-    seq_separator, seq_len = self.config["seq_separator"], self.config["seq_len"]
-    for field in columns:
-        ftype = self.field2type[field]
-        if not ftype.value.endswith("seq"):
-            continue
-        cast = float if ftype == FeatureType.FLOAT_SEQ else str
-        cells = df[field].fillna("").to_numpy()
-        df[field] = [
-            np.array([cast(t) for t in cell.split(seq_separator) if t])
-            for cell in cells
-        ]
-        longest = max(map(len, df[field].values))
-        if seq_len and field in seq_len:
-            df[field] = [seq[: seq_len[field]] for seq in df[field].values]
-            self.field2seqlen[field] = min(seq_len[field], longest)
-        else:
-            self.field2seqlen[field] = longest
-    return df
-
-
-def fill_nan(self):
-    """RecBole's ``Dataset._fill_nan`` (tokens: 0, floats: the mean, sequences: empty),
-    by assignment."""
-    from recbole.utils import FeatureType
-
-    for feat_name in self.feat_name_list:
-        feat = getattr(self, feat_name)
-        for field in feat:
-            ftype = self.field2type[field]
-            if ftype == FeatureType.TOKEN:
-                feat[field] = feat[field].fillna(value=0)
-            elif ftype == FeatureType.FLOAT:
-                feat[field] = feat[field].fillna(value=feat[field].mean())
-            else:
-                dtype = np.int64 if ftype == FeatureType.TOKEN_SEQ else np.float64
-                empty = np.array([], dtype=dtype)
-                feat[field] = feat[field].apply(
-                    lambda x: empty if isinstance(x, float) else x
-                )
-
-
-def remap(self, remap_list):
-    """RecBole's ``Dataset._remap`` (token remapping), with the sequence lengths of
-    ``token_seq`` fields taken cell by cell."""
-    from recbole.utils import FeatureType
-
-    if len(remap_list) == 0:
-        return
-    tokens, split_point = self._concat_remaped_tokens(remap_list)
-    new_ids_list, mp = pd.factorize(tokens)
-    new_ids_list = np.split(new_ids_list + 1, split_point)
-    mp = np.array(["[PAD]"] + list(mp))
-    token_id = {t: i for i, t in enumerate(mp)}
-    for (feat, field, ftype), new_ids in zip(remap_list, new_ids_list):
-        if field not in self.field2id_token:
-            self.field2id_token[field] = mp
-            self.field2token_id[field] = token_id
-        if ftype == FeatureType.TOKEN:
-            feat[field] = new_ids
-        elif ftype == FeatureType.TOKEN_SEQ:
-            split = np.cumsum(cell_lengths(feat[field]))[:-1]
-            feat[field] = np.split(new_ids, split)
-
-
-def benchmark_presets(self):
-    """RecBole's ``SequentialDataset._benchmark_presets`` (a dataset given as benchmark
-    files with ``<field>_list`` columns), with the lengths of the item lists taken cell by
-    cell."""
-    from recbole.utils import FeatureSource, FeatureType
-
-    list_suffix = self.config["LIST_SUFFIX"]
-    for field in self.inter_feat:
-        if field + list_suffix in self.inter_feat:
-            setattr(self, f"{field}_list_field", field + list_suffix)
-    self.set_field_property(
-        self.item_list_length_field, FeatureType.TOKEN, FeatureSource.INTERACTION, 1
-    )
-    lengths = cell_lengths(self.inter_feat[self.item_id_list_field])
-    self.inter_feat[self.item_list_length_field] = lengths
-
-
-def normalized_fields(dataset):
-    """The fields RecBole's ``_normalize`` normalizes."""
-    config = dataset.config
-    return config["normalize_field"] or (
-        dataset.float_like_fields if config["normalize_all"] else []
-    )
-
-
-def discretized_fields(dataset):
-    """The fields RecBole's ``_discretization`` discretizes."""
-    return dataset.config["numerical_features"] or []
-
-
-def refusing_float_seq(method, keys, fields):
-    """RecBole's ``method`` (``_normalize`` / ``_discretization``), which splits the
-    values of ``float_seq`` fields with ``Series.agg(len)`` (a wrong result on pandas 3),
-    refusing those fields (``fields(dataset)``) with an error that names them."""
-    from recbole.utils import FeatureType
-
-    @functools.wraps(method)
-    def refusing(self):
-        chosen = fields(self)
-        seq = [f for f in chosen if self.field2type.get(f) == FeatureType.FLOAT_SEQ]
-        if seq:
-            raise RecboleAttnError(
-                f"{keys} on the float_seq fields {seq} is not supported with pandas 3 "
-                "(RecBole 1.2.1 splits their values with Series.agg(len)); leave these "
-                "fields out of load_col or of those keys, or install pandas<3"
-            )
-        return method(self)
-
-    return refusing
 
 
 def undo_recbole_anomaly_detection():
@@ -331,3 +168,245 @@ def silence_harmless_recbole_warnings():
     RecBole's modules raise them (other code keeps every warning)."""
     for message, category, module in HARMLESS_RECBOLE_WARNINGS:
         warnings.filterwarnings("ignore", message, category, module)
+
+
+def install_numpy_aliases():
+    """RecBole's ``Config.compatibility_settings`` as :func:`set_numpy_aliases`."""
+    from recbole.config import Config
+
+    def compatibility_settings(self):
+        set_numpy_aliases()
+
+    Config.compatibility_settings = compatibility_settings
+
+
+def dok_without_update():
+    """Whether scipy's ``dok_matrix`` lacks the ``_update`` RecBole's graph models call."""
+    import scipy.sparse
+
+    return not hasattr(scipy.sparse.dok_matrix, "_update")
+
+
+def install_dok_update():
+    """``dok_matrix._update(dict)``, removed in scipy 1.12: the same bulk insert into its
+    ``_dict`` (a DOK matrix is no dict any more)."""
+    import scipy.sparse
+
+    def _update(self, entries):
+        self._dict.update(entries)
+
+    scipy.sparse.dok_matrix._update = _update
+
+
+def hyperopt_draws_with_generator():
+    """Whether hyperopt (>= 0.2.7) draws with ``Generator.integers``."""
+    try:
+        return installed_version("hyperopt") >= (0, 2, 7)
+    except ImportError:
+        return False
+
+
+def exhaustive_search(new_ids, domain, trials, seed, nbMaxSucessiveFailures=1000):
+    """RecBole 1.2.1's ``exhaustive_search`` with the random ``Generator`` that hyperopt
+    >= 0.2.7 draws with: new samples of the space until one not tried before, for each
+    new trial id."""
+    from hyperopt import pyll
+    from hyperopt.base import miscs_update_idxs_vals
+
+    def key(vals):
+        return frozenset(
+            (name, value[0] if len(value) > 0 else None) for name, value in vals.items()
+        )
+
+    seen = {key(trial["misc"]["vals"]) for trial in trials.trials}
+    rng = np.random.default_rng(seed)
+    rval = []
+    for new_id in new_ids:
+        failures = 0
+        while True:
+            idxs, vals = pyll.rec_eval(
+                domain.s_idxs_vals,
+                memo={domain.s_new_ids: [new_id], domain.s_rng: rng},
+            )
+            new_result = domain.new_result()
+            new_misc = dict(tid=new_id, cmd=domain.cmd, workdir=domain.workdir)
+            miscs_update_idxs_vals([new_misc], idxs, vals)
+            if key(new_misc["vals"]) not in seen:
+                seen.add(key(new_misc["vals"]))
+                break
+            failures += 1
+            if failures > nbMaxSucessiveFailures:
+                return []  # the space is exhausted
+        rval.extend(trials.new_trial_docs([new_id], [None], [new_result], [new_misc]))
+    return rval
+
+
+def install_exhaustive_search():
+    import recbole.trainer.hyper_tuning as hyper_tuning
+
+    hyper_tuning.exhaustive_search = exhaustive_search
+
+
+class Tune:
+    """``ray.tune`` for RecBole's ``objective_function``: ``report(**metrics)`` (Ray <=
+    2.6) as Ray's current ``report(metrics)``."""
+
+    def __init__(self, tune):
+        self._tune = tune
+
+    def report(self, *args, **metrics):
+        return self._tune.report(*args) if args else self._tune.report(metrics)
+
+    def __getattr__(self, name):
+        return getattr(self._tune, name)
+
+
+# ------------------------------------------------ torch >= 2.6: RecBole's checkpoints
+#: the classes, other than the model's, that a RecBole 1.2.1 checkpoint holds
+_CHECKPOINT_CLASSES = (
+    "recbole.config.configurator.Config",
+    "recbole.utils.enum_type.ModelType",
+    "recbole.utils.enum_type.InputType",
+    "recbole.utils.enum_type.EvaluatorType",
+    "recbole.utils.enum_type.FeatureType",
+    "recbole.utils.enum_type.FeatureSource",
+    "yaml.loader.FullLoader",
+)
+
+
+def _resolve(name):
+    """The object a pickled global ``module.qualname`` names (None if it does not
+    import)."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            return None
+        return obj
+    return None
+
+
+def _allowed_global(name):
+    """Whether a RecBole checkpoint may hold the global ``name``: the classes of
+    :data:`_CHECKPOINT_CLASSES`, numpy's scalars and dtypes, and model classes of RecBole
+    or recbole_attn (the ``Config`` keeps its model's class)."""
+    from recbole.model.abstract_recommender import AbstractRecommender
+
+    if name in _CHECKPOINT_CLASSES:
+        return True
+    if name.startswith("numpy.") and (
+        name.endswith("multiarray.scalar")
+        or name == "numpy.dtype"
+        or name.startswith("numpy.dtypes.")
+    ):
+        return True
+    if name.startswith(("recbole.model.", "recbole_attn.model.")):
+        obj = _resolve(name)
+        return isinstance(obj, type) and issubclass(obj, AbstractRecommender)
+    return False
+
+
+def recbole_checkpoint_globals(path):
+    """The globals a RecBole checkpoint at ``path`` holds, resolved, for
+    ``torch.serialization.safe_globals``; a :class:`~recbole_attn.errors.CheckpointError`
+    for a file that is not one (it needs other globals, or cannot be read weights-only:
+    RecBole before recbole_attn's fix wrote pickle protocol 4)."""
+    path = str(path)
+    if not os.path.isfile(path):
+        raise CheckpointError(f"checkpoint file not found: {path}")
+    try:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except Exception:  # not a torch zip file, or a pickle the scanner cannot read
+        names = None
+    if names is None:
+        raise CheckpointError(
+            f"{path} cannot be loaded weights-only: RecBole wrote it with pickle protocol "
+            "4 (before `import recbole_attn`, or with torch < 2.6), which torch's "
+            "weights-only loader cannot read. Retrain it, or, only if you trust the file, "
+            "set TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for that one load."
+        )
+    refused = [name for name in names if not _allowed_global(name)]
+    if refused:
+        raise CheckpointError(
+            f"{path} holds {', '.join(refused)}, which a RecBole checkpoint does not: "
+            "not loaded (weights-only loading). Only if you trust the file, set "
+            "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for that one load."
+        )
+    # numpy's dtypes are rebuilt from their classes, which the scan does not list
+    dtypes = [
+        cls
+        for cls in vars(getattr(np, "dtypes", np)).values()
+        if isinstance(cls, type) and issubclass(cls, np.dtype)
+    ]
+    return [(_resolve(name), name) for name in names] + dtypes
+
+
+def loading_recbole_checkpoint(path):
+    """A context in which ``torch.load`` (weights-only) reads the RecBole checkpoint at
+    ``path``: its globals allowed (:func:`recbole_checkpoint_globals`)."""
+    return torch.serialization.safe_globals(recbole_checkpoint_globals(path))
+
+
+def recbole_checkpoints_need_fix():
+    """torch >= 2.6 loads weights-only by default, which RecBole's checkpoints (its
+    ``Config`` pickled with protocol 4) cannot pass."""
+    return installed_version("torch") >= (2, 6, 0) and hasattr(
+        torch.serialization, "get_unsafe_globals_in_checkpoint"
+    )
+
+
+def install_recbole_checkpoints():
+    """RecBole's ``Trainer`` writes its checkpoints with pickle protocol 2, and
+    ``resume_checkpoint`` and ``evaluate`` load them weights-only with exactly the
+    classes such a checkpoint holds allowed (:func:`recbole_checkpoint_globals`; a file
+    that needs anything else is refused with what it holds). Weights-only loading is
+    never switched off."""
+    from recbole.trainer import Trainer
+    from recbole.utils import set_color
+
+    def _save_checkpoint(self, epoch, verbose=True, **kwargs):
+        # RecBole 1.2.1's, with pickle protocol 2 (the weights-only loader reads it)
+        if not self.config["single_spec"] and self.config["local_rank"] != 0:
+            return
+        saved_model_file = kwargs.pop("saved_model_file", self.saved_model_file)
+        state = {
+            "config": self.config,
+            "epoch": epoch,
+            "cur_step": self.cur_step,
+            "best_valid_score": self.best_valid_score,
+            "state_dict": self.model.state_dict(),
+            "other_parameter": self.model.other_parameter(),
+            "optimizer": self.optimizer.state_dict(),
+        }
+        torch.save(state, saved_model_file, pickle_protocol=2)
+        if verbose:
+            self.logger.info(
+                set_color("Saving current", "blue") + f": {saved_model_file}"
+            )
+
+    resume = Trainer.resume_checkpoint
+    evaluate = Trainer.evaluate
+
+    @functools.wraps(resume)
+    def resume_checkpoint(self, resume_file):
+        with loading_recbole_checkpoint(resume_file):
+            return resume(self, resume_file)
+
+    @functools.wraps(evaluate)
+    def evaluate_(
+        self, eval_data, load_best_model=True, model_file=None, show_progress=False
+    ):
+        if not (eval_data and load_best_model):
+            return evaluate(self, eval_data, load_best_model, model_file, show_progress)
+        with loading_recbole_checkpoint(model_file or self.saved_model_file):
+            return evaluate(self, eval_data, load_best_model, model_file, show_progress)
+
+    Trainer._save_checkpoint = _save_checkpoint
+    Trainer.resume_checkpoint = resume_checkpoint
+    Trainer.evaluate = evaluate_

@@ -12,6 +12,9 @@ functions; :mod:`recbole_attn.host` installs them into RecBole 1.2.1 only
 * :func:`pop_init` / :func:`pop_calculate_loss`: Pop's counts;
 * :func:`collector_data_struct`: non-tensor metric values;
 * :func:`reduce_generator`: generators sent to spawned data-loader workers.
+
+``install_*`` put each fix in place of RecBole's function, which stays reachable
+(:func:`recbole_original`: the tests run it to show the bug).
 """
 
 import functools
@@ -308,3 +311,44 @@ def register_generator_pickling():
     from multiprocessing.reduction import ForkingPickler
 
     ForkingPickler.register(torch.Generator, reduce_generator)
+
+
+#: (class, attribute) -> RecBole's own function, for each fix installed here
+_ORIGINALS = {}
+
+
+def recbole_original(cls, name):
+    """RecBole's own ``cls.name`` before a fix of this module replaced it."""
+    return _ORIGINALS.get((cls, name), getattr(cls, name))
+
+
+def _replace(cls, name, value):
+    _ORIGINALS.setdefault((cls, name), getattr(cls, name))
+    setattr(cls, name, value)
+
+
+def install_negative_sampling():
+    """RecBole's samplers without their endless loops (RecBole #2193): BERT4Rec's
+    masking transform, ``AbstractSampler.sample_by_key_ids`` and ``Sampler``'s check of
+    users who have every item."""
+    from recbole.data.transform import MaskItemSequence
+    from recbole.sampler.sampler import AbstractSampler, Sampler
+
+    _replace(MaskItemSequence, "_neg_sample", mask_item_neg_sample)
+    _replace(AbstractSampler, "sample_by_key_ids", sample_by_key_ids)
+    _replace(Sampler, "get_used_ids", sampler_used_ids(Sampler.get_used_ids))
+
+
+def install_pop_counts():
+    from recbole.model.general_recommender.pop import Pop
+
+    _replace(Pop, "__init__", pop_init(Pop.__init__))
+    _replace(Pop, "calculate_loss", pop_calculate_loss)
+
+
+def install_collector_values():
+    from recbole.evaluator.collector import Collector
+
+    _replace(
+        Collector, "get_data_struct", collector_data_struct(Collector.get_data_struct)
+    )

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recbole_attn import compat
+from recbole_attn import compat, pandas3
 from recbole_attn.errors import RecboleAttnError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -23,7 +23,7 @@ ODD_LOAD_COL = {
 
 def test_version_flags_follow_the_installed_stack():
     assert int(np.__version__.split(".")[0]) >= 2  # what pyproject.toml requires
-    assert compat.PANDAS_3 == (int(pd.__version__.split(".")[0]) >= 3)
+    assert pandas3.PANDAS_3 == (int(pd.__version__.split(".")[0]) >= 3)
 
 
 def test_numpy_aliases_are_the_ones_recbole_reads():
@@ -57,10 +57,10 @@ def test_recboles_dataset_carries_the_fixes_on_pandas_3():
     from recbole_attn.data.dataset import AttnSequentialDataset
 
     assert issubclass(AttnSequentialDataset, SequentialDataset)
-    fixed = Dataset._load_feat is compat.load_feat
-    assert fixed == compat.PANDAS_3
-    assert (Dataset._fill_nan is compat.fill_nan) == compat.PANDAS_3
-    assert (Dataset._remap is compat.remap) == compat.PANDAS_3
+    fixed = Dataset._load_feat is pandas3.load_feat
+    assert fixed == pandas3.PANDAS_3
+    assert (Dataset._fill_nan is pandas3.fill_nan) == pandas3.PANDAS_3
+    assert (Dataset._remap is pandas3.remap) == pandas3.PANDAS_3
 
 
 def test_a_general_recbole_model_runs_through_the_pipeline(tiny_config):
@@ -108,7 +108,7 @@ def test_missing_cells_load_as_recbole_fills_them(tmp_path, monkeypatch):
     assert data.field2seqlen["categories"] == 3 and data.field2seqlen["scores"] == 3
 
 
-@pytest.mark.skipif(not compat.PANDAS_3, reason="the refusal is for pandas >= 3")
+@pytest.mark.skipif(not pandas3.PANDAS_3, reason="the refusal is for pandas >= 3")
 def test_normalizing_float_seq_fields_is_refused_on_pandas_3(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(RecboleAttnError, match=r"float_seq fields \['scores'\]"):
@@ -122,7 +122,7 @@ def test_normalizing_float_seq_fields_is_refused_on_pandas_3(tmp_path, monkeypat
     assert data.item_feat["price"].max() == pytest.approx(1.0)
 
 
-@pytest.mark.skipif(compat.PANDAS_3, reason="RecBole's own normalization: pandas < 3")
+@pytest.mark.skipif(pandas3.PANDAS_3, reason="RecBole's own normalization: pandas < 3")
 def test_float_seq_normalization_is_recboles_on_pandas_2(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     data = _odd_dataset(tmp_path, normalize_all=True)
@@ -132,4 +132,4 @@ def test_float_seq_normalization_is_recboles_on_pandas_2(tmp_path, monkeypatch):
 
 def test_cell_lengths_are_per_cell():
     series = pd.Series([np.array([1, 2]), np.array([]), np.array([3])])
-    assert list(compat.cell_lengths(series)) == [2, 0, 1]
+    assert list(pandas3.cell_lengths(series)) == [2, 0, 1]

@@ -12,7 +12,7 @@ import recbole  # noqa: F401  (importing RecBole after recbole_attn installs the
 import torch
 
 import recbole_attn
-from recbole_attn import checkpoint, host
+from recbole_attn import compat, host
 from recbole_attn.errors import CheckpointError
 
 #: the evaluation protocol of recbole-attn (properties/overall.yaml), given to both
@@ -191,13 +191,13 @@ def test_a_checkpoint_with_foreign_globals_is_refused(tmp_path):
     path = tmp_path / "planted.pth"
     torch.save({"state_dict": {}, "config": os.system}, path, pickle_protocol=2)
     with pytest.raises(CheckpointError, match="system"):
-        checkpoint.recbole_checkpoint_globals(path)
+        compat.recbole_checkpoint_globals(path)
     old = tmp_path / "protocol4.pth"
     torch.save({"x": np.float64(1.0)}, old, pickle_protocol=4)
     with pytest.raises(CheckpointError, match="protocol"):
-        checkpoint.recbole_checkpoint_globals(old)
+        compat.recbole_checkpoint_globals(old)
     with pytest.raises(CheckpointError, match="not found"):
-        checkpoint.recbole_checkpoint_globals(tmp_path / "missing.pth")
+        compat.recbole_checkpoint_globals(tmp_path / "missing.pth")
 
 
 def test_a_recbole_model_of_the_same_name_runs_and_is_said(monkeypatch):

@@ -19,7 +19,7 @@ import torch
 
 from conftest import TINY_MODEL
 from generator_collate import collate_with_generator
-from recbole_attn import host, recbole_bugs
+from recbole_attn import recbole_bugs
 from recbole_attn.cli import main as cli_main
 from recbole_attn.errors import DataError
 
@@ -142,7 +142,7 @@ def test_bert4rec_masking_draws_forever_in_recbole_and_ends_here(monkeypatch):
 
     every = list(range(1, N_ITEMS + 1)) + [0, 0]
     n_items = N_ITEMS + 1
-    recboles = host.recbole_original(MaskItemSequence, "_neg_sample")
+    recboles = recbole_bugs.recbole_original(MaskItemSequence, "_neg_sample")
     assert recboles is not MaskItemSequence._neg_sample
     randint = random.randint
     monkeypatch.setattr(random, "randint", counting(randint))
@@ -203,7 +203,7 @@ class _PopularSampler:
 def test_recboles_sampler_draws_forever_for_a_user_with_every_drawable_item():
     from recbole.sampler.sampler import AbstractSampler
 
-    recboles = host.recbole_original(AbstractSampler, "sample_by_key_ids")
+    recboles = recbole_bugs.recbole_original(AbstractSampler, "sample_by_key_ids")
     assert recboles is not AbstractSampler.sample_by_key_ids
     for keys in ([0, 0], [0, 1]):
         with pytest.raises(Endless):
@@ -289,7 +289,7 @@ def test_pop_counts_every_training_interaction_whatever_the_batch_size(tiny_conf
     assert (small == true).all() and (large == true).all()
     # RecBole's own counts an item once per batch (fewer the larger the batch), and
     # counts the sampled negatives as interactions (one per training row)
-    recboles = host.recbole_original(Pop, "calculate_loss")
+    recboles = recbole_bugs.recbole_original(Pop, "calculate_loss")
     small, _ = _pop_counts(tiny_config, 8, recboles)
     large, _ = _pop_counts(tiny_config, 4096, recboles)
     assert large.sum() < small.sum()
@@ -316,7 +316,7 @@ def test_recboles_own_non_tensor_metrics_evaluate(tiny_config):
     assert 0 < result["test_result"]["itemcoverage@5"] <= 1
     assert result["test_result"]["averagepopularity@5"] > 0
     # RecBole's own get_data_struct on what its data_collect stores
-    recboles = host.recbole_original(Collector, "get_data_struct")
+    recboles = recbole_bugs.recbole_original(Collector, "get_data_struct")
     collector = Collector.__new__(Collector)
     from recbole.evaluator.collector import DataStruct
 
