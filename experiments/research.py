@@ -27,7 +27,7 @@ overrides.
 import torch
 from torch import nn
 
-from recbole_attn.config_check import Flag, OneOf
+from recbole_attn.options import Flag, OneOf
 from recbole_attn.data.dataset import AttnSequentialDataset
 from recbole_attn.errors import ConfigError
 from recbole_attn.model import dpatt, parec, patt, stosa

@@ -16,7 +16,6 @@ from deep inside RecBole or torch, or worse, a run that silently does something 
 
 import functools
 import glob
-import math
 import os
 import re
 
@@ -24,6 +23,7 @@ import yaml
 
 from recbole_attn.errors import ConfigError
 from recbole_attn.names import closest
+from recbole_attn.options import Integer, Number, OneOf, Option, is_int
 
 # ---------------------------------------------------------------------- yaml files
 
@@ -55,125 +55,12 @@ def check_yaml_files(paths):
 # ---------------------------------------------------------------------- values
 
 
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-class Option:
-    """What a configuration key must hold: :meth:`problem` says what it must be, or None.
-    A model's declared options (:class:`~recbole_attn.options.Opt`) carry theirs as
-    ``check``, applied by :func:`check_model_options` before any data is loaded."""
-
-    #: the type a yaml comment and the docs name (``(int)``, ``(float)``, ...)
-    kind = "str"
-
-    def problem(self, value):
-        raise NotImplementedError
-
-    def convert(self, value):
-        """The checked value as a model keeps it."""
-        return value
-
-
-class OneOf(Option):
-    """One of the given values (e.g. ``OneOf("paper", "official")``); ``hint`` says what
-    they mean."""
-
-    def __init__(self, *values, hint=None):
-        self.values, self.hint = values, hint
-        self.kind = type(values[0]).__name__
-
-    def problem(self, value):
-        if not any(value == v and type(value) is type(v) for v in self.values):
-            return f"one of {list(self.values)}" + (
-                f" ({self.hint})" if self.hint else ""
-            )
-
-
-class Integer(Option):
-    """An integer ``>= minimum``."""
-
-    kind = "int"
-
-    def __init__(self, minimum):
-        self.minimum = minimum
-
-    def convert(self, value):
-        return int(value)
-
-    def problem(self, value):
-        if not (_is_int(value) and value >= self.minimum):
-            return f"an integer >= {self.minimum}"
-
-
-class Number(Option):
-    """A finite number ``> 0`` (``positive``), ``>= 0`` (``non-negative``), or in
-    ``[0, 1)`` (``probability``): ``1e999`` reads as infinity and NaN compares false, and
-    either trains a model of NaN weights."""
-
-    kind = "float"
-
-    def __init__(self, range="non-negative"):
-        self.range = range
-
-    def problem(self, value):
-        if _is_number(value) and not math.isfinite(value):
-            return f"a finite number ({value} is not)"
-        if self.range == "positive" and not (_is_number(value) and value > 0):
-            return "a number > 0"
-        if self.range == "non-negative" and not (_is_number(value) and value >= 0):
-            return "a number >= 0"
-        if self.range == "probability" and not (_is_number(value) and 0 <= value < 1):
-            return "a probability in [0, 1)"
-
-    def convert(self, value):
-        return float(value)
-
-
-class Flag(Option):
-    """True or False."""
-
-    kind = "bool"
-
-    def convert(self, value):
-        return bool(value)
-
-    def problem(self, value):
-        if not isinstance(value, bool):
-            return "True or False"
-
-
-class Subset(Option):
-    """A non-empty list of distinct names from the given ones."""
-
-    kind = "list"
-
-    def __init__(self, *names):
-        self.names = names
-
-    def convert(self, value):
-        return list(value)
-
-    def problem(self, value):
-        values = list(value) if isinstance(value, (list, tuple)) else None
-        if (
-            not values
-            or len(set(values)) != len(values)
-            or not all(v in self.names for v in values)
-        ):
-            return f"a non-empty list of distinct names from {list(self.names)}"
-
-
 class TopK(Option):
     """A positive integer or a non-empty list of them."""
 
     def problem(self, value):
         values = value if isinstance(value, (list, tuple)) else [value]
-        if not values or not all(_is_int(k) and k >= 1 for k in values):
+        if not values or not all(is_int(k) and k >= 1 for k in values):
             return "a positive integer or a list of them, e.g. [5, 10, 20]"
 
 

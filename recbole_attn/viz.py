@@ -54,8 +54,7 @@ def _attention_model(config, model, dataset):
             f"{type(model).__name__} has no attention matrices to draw; recbole_attn's "
             "models and RecBole's SASRec have"
         )
-    from recbole_attn.models import SASRecAP
-    from recbole_attn.sequential.recommender import SHARED_OPTIONS
+    from recbole_attn.sasrecap import SHARED_OPTIONS, SASRecAP
     from recbole_attn.options import declared_options
     from recbole_attn.quick_start import make_config
 

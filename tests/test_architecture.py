@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from recbole_attn.model.stosa import STOSA
 from recbole_attn.models import DPAtt, PAtt
 from recbole_attn.quick_start import build, config_files
-from recbole_attn.sequential.recommender import AuxLoss
+from recbole_attn.sequential.length_groups import AuxLoss
 
 
 def position_ids(lengths, length, max_length, alignment):

@@ -24,7 +24,7 @@ from recbole_attn.sequential.length_groups import (
     grouping_cost,
     plan_length_groups,
 )
-from recbole_attn.sequential.recommender import AuxLoss
+from recbole_attn.sequential.length_groups import AuxLoss
 from test_model_contract import CASES, model_builder
 
 RTOL, ATOL = 1e-10, 1e-12

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from experiments import research
-from recbole_attn.config_check import Number
+from recbole_attn.options import Number
 from recbole_attn.models import MODELS, STOSA
 from recbole_attn.options import (
     Opt,

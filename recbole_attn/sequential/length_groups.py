@@ -17,8 +17,18 @@ a fraction ``length_group_overhead`` of the ungrouped batch's work :math:`B L_{m
 makes tiny groups not worth their fixed cost (more, smaller matmuls and kernel launches).
 """
 
+from typing import NamedTuple, Union
+
 import numpy as np
 import torch
+
+
+class AuxLoss(NamedTuple):
+    """An auxiliary loss term: ``value``, a MEAN over ``count`` terms (query rows,
+    sequences, ...), so that length groups combine exactly."""
+
+    value: torch.Tensor
+    count: Union[int, torch.Tensor]
 
 
 def grouping_cost(lengths, bounds, overhead):
@@ -104,8 +114,7 @@ def combine_group_losses(parts):
     """The losses of a batch from those of its length groups.
 
     ``parts``: per group ``(position losses, N_g, aux terms)``: a tuple of means over the
-    group's N_g loss positions, and the :class:`~recbole_attn.model.layers.context.
-    AuxLoss` terms its layers added (a mean and the count it averages over). Position
+    group's N_g loss positions, and the :class:`AuxLoss` terms its layers added (a mean and the count it averages over). Position
     loss i is ``sum_g loss_gi N_g / sum_g N_g``, auxiliary loss i ``sum_g value_gi
     count_gi / sum_g count_gi`` (0 when every count is 0): the means over the whole
     batch. Returns one tuple, position losses first."""

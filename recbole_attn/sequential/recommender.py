@@ -27,60 +27,20 @@ position: a tensor or a tuple of tensors; RKSA's also takes the users),
 as RecBole trains the model file.
 """
 
-from typing import NamedTuple, Union
-
 import torch
 
-from recbole_attn.config_check import VALUE_RULES, Flag, Integer, Number, OneOf
+from recbole_attn.options import Flag, Integer, Number, OneOf, Opt, load_options
 from recbole_attn.data.dataset import TRAINING_MODES, AttnSequentialDataset
 from recbole_attn.data.histories import item_counts
-from recbole_attn.options import Opt, load_options
 from recbole_attn.sequential import batching, fast, negatives
 from recbole_attn.sequential.batching import map_output
 from recbole_attn.sequential.length_groups import combine_group_losses, group_rows
 from recbole_attn.sequential.losses import (
-    LOSS_TYPE_HINT,
-    LOSS_TYPES,
     SAMPLED_LOSS_TYPES,
     cross_entropy,
     linear_cross_entropy,
     sampled_loss,
 )
-
-#: the options of the layers every model of ours shares (SASRec's, with RecBole's SASRec
-#: defaults): a model class spreads these into its ``options`` and states its paper's
-#: values in ``defaults``
-SHARED_OPTIONS = {
-    "loss_type": Opt(
-        "CE",
-        OneOf(*LOSS_TYPES, hint=LOSS_TYPE_HINT),
-        "CE (softmax over all items), BPR, BCE or SSM (sampled softmax, log-Q corrected)",
-    ),
-    "n_layers": Opt(2, VALUE_RULES["n_layers"], "attention blocks"),
-    "n_heads": Opt(2, VALUE_RULES["n_heads"], "attention heads"),
-    "hidden_size": Opt(64, VALUE_RULES["hidden_size"], "d, the embedding size"),
-    "inner_size": Opt(256, VALUE_RULES["inner_size"], "FFN width"),
-    "hidden_dropout_prob": Opt(
-        0.5,
-        VALUE_RULES["hidden_dropout_prob"],
-        "dropout of the input embeddings and of every sublayer's output",
-    ),
-    "attn_dropout_prob": Opt(
-        0.5, VALUE_RULES["attn_dropout_prob"], "dropout of the attention weights"
-    ),
-    "layer_norm_eps": Opt(1e-12, VALUE_RULES["layer_norm_eps"], "LayerNorm epsilon"),
-    "initializer_range": Opt(
-        0.02, VALUE_RULES["initializer_range"], "std of the normal initialization"
-    ),
-}
-
-
-class AuxLoss(NamedTuple):
-    """An auxiliary loss term: ``value``, a MEAN over ``count`` terms (query rows,
-    sequences, ...), so that length groups combine exactly."""
-
-    value: torch.Tensor
-    count: Union[int, torch.Tensor]
 
 
 class AttnSequentialRecommender:
@@ -443,3 +403,12 @@ def _select(negs, index):
     if negs is None:
         return None
     return tuple(None if n is None else index(n) for n in negs)
+
+
+class DotProductScores:
+    """Mixed in before :class:`AttnSequentialRecommender` for a model that scores item j
+    as ``output . E[j]`` (its ``item_embedding``): CE then runs fused
+    (:meth:`~AttnSequentialRecommender.item_weights`)."""
+
+    def item_weights(self):
+        return self.item_embedding.weight
