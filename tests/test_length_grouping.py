@@ -370,3 +370,26 @@ def test_model_ce_loss_is_the_same_under_a_small_budget(built):
     torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
     for key in ga:
         torch.testing.assert_close(ga[key], gb[key], rtol=RTOL, atol=ATOL)
+
+
+def test_runs_of_equal_rows_against_a_loop():
+    """``batching.runs_of_equal_rows`` (how predict encodes a repeated sequence once) is
+    a loop over the rows: a new run wherever a row differs from the one before."""
+    from recbole_attn.sequential.batching import runs_of_equal_rows
+
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        n = int(torch.randint(0, 12, (1,), generator=generator))
+        seq = torch.randint(0, 3, (n, 2), generator=generator)
+        lengths = torch.randint(1, 3, (n,), generator=generator)
+        rows = [(tuple(seq[i].tolist()), int(lengths[i])) for i in range(n)]
+        first, inverse = [], []
+        for i, row in enumerate(rows):
+            if i == 0 or row != rows[i - 1]:
+                first.append(i)
+            inverse.append(len(first) - 1)
+        runs = runs_of_equal_rows([seq, lengths])
+        if len(first) == n:
+            assert runs is None
+        else:
+            assert runs[0].tolist() == first and runs[1].tolist() == inverse

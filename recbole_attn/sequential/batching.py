@@ -4,7 +4,8 @@ recbole_attn.sequential.batching
 
 What a training batch becomes before encoding: cut to its longest sequence
 (:func:`trim`), and the target and loss mask of every position under the training mode
-(:func:`training_targets`).
+(:func:`training_targets`); and the runs of equal rows of an evaluation batch
+(:func:`runs_of_equal_rows`).
 """
 
 import torch
@@ -46,3 +47,16 @@ def training_targets(item_seq, item_seq_len, pos_items, training_mode):
         mask = torch.zeros_like(item_seq, dtype=torch.bool)
         mask[rows, last] = True
     return targets, mask
+
+
+def runs_of_equal_rows(columns):
+    """The runs of consecutive equal rows of ``columns`` (tensors ``[N, ...]``, compared
+    together): None when no two consecutive rows are equal, else ``(first, inverse)``,
+    the first row of every run and every row's run (O(N), no sort)."""
+    key = torch.cat([c.unsqueeze(1) if c.dim() == 1 else c for c in columns], dim=1)
+    unique, inverse = torch.unique_consecutive(key, dim=0, return_inverse=True)
+    if len(unique) == len(key):
+        return None
+    rows = torch.arange(len(key), device=key.device)
+    first = torch.full((len(unique),), len(key), device=key.device)
+    return first.scatter_reduce(0, inverse, rows, reduce="amin"), inverse

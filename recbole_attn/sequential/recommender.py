@@ -42,6 +42,56 @@ from recbole_attn.sequential.losses import (
     sampled_loss,
 )
 
+#: the options of the plugin's training and prediction, read by every model of ours
+TRAINING_OPTIONS = {
+    "neg_sample_num": Opt(
+        1, Integer(1), "negatives per training position of BPR, BCE, SSM"
+    ),
+    "neg_sample_distribution": Opt(
+        "uniform",
+        OneOf("uniform", "popularity"),
+        "the negatives' distribution: uniform, or popularity (training "
+        "interactions + 1; SSM corrects for it with log Q)",
+    ),
+    "training_mode": Opt(
+        "last_position",
+        OneOf(*TRAINING_MODES),
+        "all_position: one sequence per user, a loss at every position (our "
+        "models'); last_position: RecBole's one sample per prefix (its own models "
+        "need it)",
+    ),
+    "neg_exclude_seen": Opt(
+        True,
+        Flag(),
+        "negatives avoid the items of the user's training sequence",
+    ),
+    "position_alignment": Opt(
+        "first",
+        OneOf("first", "last"),
+        "position ids counted from the first item (first), or back from the most "
+        "recent item, which gets T-1 (last: the left-padded official codes)",
+    ),
+    "length_groups": Opt(
+        4,
+        Integer(1),
+        "split every batch into at most this many groups of similar lengths "
+        "(exact: loss and gradients are the ungrouped batch's); 1 = off",
+    ),
+    "length_group_overhead": Opt(
+        0.02,
+        Number(),
+        "the cost of one more length group, as a fraction of the ungrouped "
+        "batch's work B * L_max^2",
+    ),
+    "ce_logits_budget_mb": Opt(
+        512,
+        Number("positive"),
+        "CE never materializes a [positions, n_items] logits tensor above this "
+        "many MB (chunks: same loss and gradients; dot-product models compute each "
+        "chunk's gradients with its loss, the others recompute it in the backward)",
+    ),
+}
+
 
 class AttnSequentialRecommender:
     r"""The plugin's training and prediction, mixed in before a model class (module
@@ -55,54 +105,7 @@ class AttnSequentialRecommender:
     options_in_overall = True
     #: the comment lines on top of the model's generated yaml
     yaml_header = None
-    options = {
-        "neg_sample_num": Opt(
-            1, Integer(1), "negatives per training position of BPR, BCE, SSM"
-        ),
-        "neg_sample_distribution": Opt(
-            "uniform",
-            OneOf("uniform", "popularity"),
-            "the negatives' distribution: uniform, or popularity (training "
-            "interactions + 1; SSM corrects for it with log Q)",
-        ),
-        "training_mode": Opt(
-            "last_position",
-            OneOf(*TRAINING_MODES),
-            "all_position: one sequence per user, a loss at every position (our "
-            "models'); last_position: RecBole's one sample per prefix (its own models "
-            "need it)",
-        ),
-        "neg_exclude_seen": Opt(
-            True,
-            Flag(),
-            "negatives avoid the items of the user's training sequence",
-        ),
-        "position_alignment": Opt(
-            "first",
-            OneOf("first", "last"),
-            "position ids counted from the first item (first), or back from the most "
-            "recent item, which gets T-1 (last: the left-padded official codes)",
-        ),
-        "length_groups": Opt(
-            4,
-            Integer(1),
-            "split every batch into at most this many groups of similar lengths "
-            "(exact: loss and gradients are the ungrouped batch's); 1 = off",
-        ),
-        "length_group_overhead": Opt(
-            0.02,
-            Number(),
-            "the cost of one more length group, as a fraction of the ungrouped "
-            "batch's work B * L_max^2",
-        ),
-        "ce_logits_budget_mb": Opt(
-            512,
-            Number("positive"),
-            "CE never materializes a [positions, n_items] logits tensor above this "
-            "many MB (chunks: same loss and gradients; dot-product models compute each "
-            "chunk's gradients with its loss, the others recompute it in the backward)",
-        ),
-    }
+    options = TRAINING_OPTIONS
     #: whether a batch may be split into length groups (``length_groups``): False for a
     #: model whose losses mix the sequences of a batch (batch statistics, in-batch
     #: negatives, a loss that is no mean over positions or counted terms)
@@ -344,18 +347,11 @@ class AttnSequentialRecommender:
         fields = [self.ITEM_SEQ, self.ITEM_SEQ_LEN]
         if self.USER_ID in interaction:
             fields.append(self.USER_ID)
-        key = torch.cat(
-            [interaction[self.ITEM_SEQ]]
-            + [interaction[f].unsqueeze(1) for f in fields[1:]],
-            dim=1,
-        )
-        unique, inverse = torch.unique_consecutive(key, dim=0, return_inverse=True)
-        if len(unique) == len(key):
+        runs = batching.runs_of_equal_rows([interaction[f] for f in fields])
+        if runs is None:
             output = self.last_output(interaction)
         else:
-            rows = torch.arange(len(key), device=key.device)
-            first = torch.full((len(unique),), len(key), device=key.device)
-            first = first.scatter_reduce(0, inverse, rows, reduce="amin")
+            first, inverse = runs
             output = self.last_output({f: interaction[f][first] for f in fields})
             output = map_output(lambda o: o[inverse], output)
         return self.item_scores(output, interaction[self.ITEM_ID])
