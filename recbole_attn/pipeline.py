@@ -14,6 +14,7 @@ from logging import getLogger
 
 from recbole.utils import init_seed
 
+from recbole_attn.allocator import keep_freed_memory
 from recbole_attn.checkpoint import data_signature
 from recbole_attn.compat import check_recbole_version
 from recbole_attn.config import (
@@ -217,7 +218,7 @@ def _build(
     config, model_class, warnings = prepare(
         model, dataset, config_file_list, config_dict, writes=not loaded
     )
-    threads = set_threads(config)
+    machine = (set_threads(config), keep_freed_memory())
     init_seed(config["seed"], config["reproducibility"])
     log_file = init_logging(config, verbose, log_file=not loaded)
     logger = getLogger()
@@ -228,7 +229,8 @@ def _build(
         )
     for message in warnings:
         logger.warning(message)
-    logger.info(threads, extra=DETAIL)
+    for line in machine:
+        logger.info(line, extra=DETAIL)
     logger.info(config, extra=DETAIL)
 
     with log_file_only():
