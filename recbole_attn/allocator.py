@@ -2,7 +2,8 @@
 recbole_attn.allocator
 ######################
 
-Freed tensors kept for the next training step (docs/environment.md, "Memory").
+Freed tensors kept for the next training step (docs/environment.md, "Memory"), for a
+process that trains one model: the ``recbole-attn`` command's training runs.
 
 torch takes a CPU tensor's memory from the C library's ``malloc``. glibc's gives large
 freed blocks back to the kernel: a block above its mmap threshold (128 KB at first, raised
@@ -19,6 +20,12 @@ them (an epoch then faults no page). A run's peak memory stays the same; up to
 :data:`TRIM_MB` of freed memory stays with the process after its peak. Only with glibc
 (Linux); where the user set ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_``, or
 on another C library, nothing changes.
+
+The command sets it (:func:`recbole_attn.cli.run_main`); the library's functions
+(``quick_start.run``, ``build``) leave the process's allocator as it is (a program that
+trains one model can call :func:`keep_freed_memory` first): in one process that holds
+many built models at once (the speed benchmark's 18, 4.4 GB) the same thresholds made
+epochs slower, not faster (docs/environment.md).
 """
 
 import ctypes
@@ -35,6 +42,12 @@ TRIM_MB = 256
 USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 
 _DONE = []
+
+
+def described():
+    """The log line of this process's allocator: what :func:`keep_freed_memory` did, or
+    the C library's defaults."""
+    return _DONE[0] if _DONE else "memory allocator: the C library's defaults"
 
 
 def keep_freed_memory():

@@ -226,9 +226,11 @@ def _product_options(args, files, overrides):
 
 
 def _run(args, files, overrides):
+    from recbole_attn.allocator import keep_freed_memory
     from recbole_attn.quick_start import run
 
     _product_options(args, files, overrides)
+    keep_freed_memory()  # this process trains one model
     result = run(
         args.model,
         args.dataset,

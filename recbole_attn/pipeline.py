@@ -14,7 +14,7 @@ from logging import getLogger
 
 from recbole.utils import init_seed
 
-from recbole_attn.allocator import keep_freed_memory
+from recbole_attn import allocator
 from recbole_attn.checkpoint import data_signature
 from recbole_attn.compat import check_recbole_version
 from recbole_attn.config import (
@@ -218,7 +218,7 @@ def _build(
     config, model_class, warnings = prepare(
         model, dataset, config_file_list, config_dict, writes=not loaded
     )
-    machine = (set_threads(config), keep_freed_memory())
+    machine = (set_threads(config), allocator.described())
     init_seed(config["seed"], config["reproducibility"])
     log_file = init_logging(config, verbose, log_file=not loaded)
     logger = getLogger()

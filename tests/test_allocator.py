@@ -70,3 +70,23 @@ def test_the_line_is_said_once_per_process():
     first = allocator.keep_freed_memory()
     assert allocator.keep_freed_memory() == first
     assert first.startswith("memory allocator: ")
+
+
+def test_the_commands_training_run_keeps_freed_memory_first(monkeypatch):
+    """``recbole-attn --model=...`` (one model in its process) sets the allocator before
+    it trains; the library's ``quick_start.run`` leaves it to the caller."""
+    from types import SimpleNamespace
+
+    from recbole_attn import cli, quick_start
+
+    calls = []
+    monkeypatch.setattr(allocator, "keep_freed_memory", lambda: calls.append("kept"))
+
+    def run(*args, **kwargs):
+        calls.append("run")
+        return {"best_valid_result": {}, "test_result": {}, "saved_model_file": None}
+
+    monkeypatch.setattr(quick_start, "run", run)
+    args = SimpleNamespace(model="STOSA", dataset="ml-100k", verbose=False)
+    assert cli._run(args, None, {}) == 0
+    assert calls == ["kept", "run"]
