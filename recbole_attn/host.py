@@ -66,7 +66,8 @@ _WARNED = set()
 
 
 def installed():
-    """The changes :func:`install` has applied (names as in the module docstring)."""
+    """The names of the changes :func:`install` has applied, in order ("numpy aliases",
+    "checkpoints", ..., "plugin models")."""
     return list(_INSTALLED)
 
 
@@ -78,8 +79,8 @@ def _apply(name, condition, patch):
 
 
 def install():
-    """Apply every change of this module that the installed stack needs (idempotent).
-    ``import recbole_attn`` calls it when RecBole is imported."""
+    """Apply every change the installed stack needs, the fix modules' and this module's
+    own (idempotent). ``import recbole_attn`` calls it when RecBole is imported."""
     if _INSTALLING:
         return  # importing RecBole below ran the import hook
     _INSTALLING.append(True)
