@@ -202,13 +202,13 @@ def build(model, dataset, config_file_list=None, config_dict=None, verbose=False
     """Config, model, trainer and dataloaders, as ``run`` uses them. The configuration,
     dataset and model summaries go to the log file (and to the console with
     ``verbose``)."""
-    config, net, trainer, _, splits = _build(
+    config, net, trainer, _, splits = build_run(
         model, dataset, config_file_list, config_dict, verbose
     )
     return config, net, trainer, splits
 
 
-def _build(
+def build_run(
     model, dataset, config_file_list=None, config_dict=None, verbose=False, loaded=False
 ):
     """:func:`build`'s, and the whole dataset (before its split) before the splits.

@@ -37,8 +37,8 @@ from recbole_attn.errors import (  # noqa: F401  (re-exported)
 )
 from recbole_attn.logs import DETAIL, show_progress
 from recbole_attn.pipeline import (  # noqa: F401  (re-exported)
-    _build,
     build,
+    build_run,
     create_dataset,
     prepare,
 )
@@ -266,7 +266,7 @@ def load_run(model_file, config_dict=None):
                 "--data_path=...; for another model give its --model_file"
             )
     overrides.update(config_dict or {})
-    config, net, trainer, dataset, splits = _build(
+    config, net, trainer, dataset, splits = build_run(
         checkpoint["model"], checkpoint["dataset"], config_dict=overrides, loaded=True
     )
     # checks the data the checkpoint was trained on; trainer.evaluate(test_data) then
