@@ -50,7 +50,8 @@ import numpy as np
 import torch
 
 from recbole_attn.data.synthetic import write_synthetic_dataset
-from recbole_attn.quick_start import build, get_model_class, has_categories
+from recbole_attn.config import get_model_class, has_categories
+from recbole_attn.quick_start import build
 
 #: experiments/ (the outputs go to its speed/ folder)
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -19,28 +19,13 @@ from recbole.utils import set_color
 
 from recbole_attn import distributed
 from recbole_attn.checkpoint import CHECKPOINT_FORMAT, load_checkpoint
-from recbole_attn.config import (  # noqa: F401  (re-exported)
-    AttnConfig,
-    available_models,
-    config_files,
-    convert_value,
-    get_model_class,
-    has_categories,
-    known_config_keys,
-    make_config,
-    properties_dir,
-)
-from recbole_attn.errors import (  # noqa: F401  (re-exported)
-    CheckpointError,
-    ConfigError,
-    Interrupted,
-)
+from recbole_attn.config import make_config
+from recbole_attn.errors import CheckpointError, ConfigError, Interrupted
 from recbole_attn.logs import DETAIL, show_progress
-from recbole_attn.pipeline import (  # noqa: F401  (re-exported)
+from recbole_attn.pipeline import (  # noqa: F401  (create_dataset: re-exported)
     build,
     build_run,
     create_dataset,
-    prepare,
 )
 
 

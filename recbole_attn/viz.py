@@ -56,7 +56,7 @@ def _attention_model(config, model, dataset):
         )
     from recbole_attn.sasrecap import SHARED_OPTIONS, SASRecAP
     from recbole_attn.options import declared_options
-    from recbole_attn.quick_start import make_config
+    from recbole_attn.config import make_config
 
     # the architecture of the RecBole SASRec: SASRecAP's layer options (its own
     # declarations, the loss aside) and the sequence length

@@ -19,13 +19,8 @@ from recbole_attn.checkpoint import load_checkpoint, save_checkpoint
 from recbole_attn.errors import CheckpointError
 from recbole_attn.errors import ConfigError
 from recbole_attn.config import config_warnings
-from recbole_attn.quick_start import (
-    config_files,
-    get_model_class,
-    load_data_and_model,
-    make_config,
-    run,
-)
+from recbole_attn.config import config_files, get_model_class, make_config
+from recbole_attn.quick_start import load_data_and_model, run
 from test_pipeline import _cli_main
 
 TINY_ARGS = [f"--{k}={v}" for k, v in TINY_MODEL.items()]
@@ -137,7 +132,7 @@ def test_every_key_the_package_reads_is_known():
     """A key read as config["..."] anywhere in recbole_attn is a key of some yaml we ship
     (or RecBole's, or a documented optional one): else it would warn as unknown."""
     from recbole_attn.models import MODELS
-    from recbole_attn.quick_start import properties_dir
+    from recbole_attn.config import properties_dir
 
     pattern = re.compile(r"config\[\"([A-Za-z_0-9]+)\"\]")
     read = set()
@@ -408,7 +403,7 @@ def test_readme_commands_run_as_written(tmp_path, monkeypatch, capsys):
     ],
 )
 def test_progress_bar_on_a_terminal_unless_set(monkeypatch, value, tty, expected):
-    from recbole_attn.quick_start import show_progress
+    from recbole_attn.logs import show_progress
 
     monkeypatch.setattr("sys.stderr.isatty", lambda: tty)
     assert show_progress({"show_progress": value}) is expected
@@ -427,7 +422,7 @@ def test_repeated_runs_do_not_nest_the_console_streams(tiny_data_path):
 
 
 def test_value_conversion_is_silent(recwarn):
-    from recbole_attn.quick_start import convert_value
+    from recbole_attn.config import convert_value
 
     assert convert_value("2in") == "2in" and convert_value("[5, 10]") == [5, 10]
     assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning)]

@@ -39,7 +39,7 @@ def test_recboles_config_builds_and_its_metrics_run(tiny_config):
     """A RecBole Config through our pipeline, then RecBole's own NDCG (np.float inside)."""
     from recbole.evaluator.metrics import NDCG
 
-    from recbole_attn.quick_start import make_config
+    from recbole_attn.config import make_config
 
     config = make_config("SASRecAP", "tiny", config_dict=tiny_config)
     logging.getLogger().handlers.clear()
@@ -76,7 +76,8 @@ def test_a_general_recbole_model_runs_through_the_pipeline(tiny_config):
 
 
 def _odd_dataset(tmp_path, **extra):
-    from recbole_attn.quick_start import create_dataset, make_config
+    from recbole_attn.config import make_config
+    from recbole_attn.quick_start import create_dataset
 
     root = write_odd_dataset(str(tmp_path))
     config = make_config(

@@ -45,7 +45,7 @@ def test_quick_mode_writes_the_table_and_charts(tmp_path):
 
 def test_loss_column_is_each_models_configured_loss():
     """The table's loss column (studies.REPRODUCE_LOSS) is what each label trains with."""
-    from recbole_attn.quick_start import make_config
+    from recbole_attn.config import make_config
 
     assert set(studies.REPRODUCE_LOSS) == set(studies.REPRODUCE_MODELS)
     for label, (model, overrides) in studies.REPRODUCE_MODELS.items():
@@ -59,7 +59,7 @@ def test_datasets_without_categories_drop_dpatt_and_the_diversity_metrics(tmp_pa
     """Office ships without categories: no DPAtt, no CC/ILD/F1; ml-100k (RecBole's bundled
     copy, genres) keeps both. The declared studies follow each dataset's shipped yaml.
     """
-    from recbole_attn.quick_start import has_categories
+    from recbole_attn.config import has_categories
 
     for dataset, categories in studies.REPRODUCE_DATASETS.items():
         assert has_categories(dataset, str(tmp_path)) == categories, dataset

@@ -237,7 +237,7 @@ def test_planner_minimizes_the_cost_against_brute_force():
 
 
 def test_grouping_respects_the_opt_out(built, tiny_config):
-    from recbole_attn.quick_start import make_config
+    from recbole_attn.config import make_config
 
     _, net, _ = built("SASRecAP", {})
     lengths = torch.tensor(LENGTHS)

@@ -365,7 +365,8 @@ def test_wrong_category_field_is_an_error(tiny_config, tiny_data_path, tmp_path)
 
 
 def test_metrics_without_categories_need_no_item_file(tiny_config):
-    from recbole_attn.quick_start import create_dataset, make_config
+    from recbole_attn.config import make_config
+    from recbole_attn.quick_start import create_dataset
 
     config = dict(tiny_config, metrics=["Recall", "NDCG"], topk=[5])
     config["valid_metric"] = "NDCG@5"
@@ -416,7 +417,7 @@ def test_dataset_has_categories_answers_from_the_yaml_and_the_item_file(
     """The one planning helper (benchmarks skip category models and metrics with it):
     the dataset yaml's ``category_field`` must name a column of the ``.item`` file."""
     from recbole_attn.data.categories import dataset_has_categories
-    from recbole_attn.quick_start import has_categories
+    from recbole_attn.config import has_categories
 
     assert dataset_has_categories("tiny", tiny_data_path)
     assert not dataset_has_categories("tiny_nocat", tiny_data_path)  # no .item file

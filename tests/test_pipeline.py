@@ -11,12 +11,8 @@ from recbole_attn.errors import CheckpointError
 from recbole_attn.data.dataset import last_sample_per_user
 from recbole_attn.sequential.batching import training_targets
 from recbole_attn.errors import UnknownModelError
-from recbole_attn.quick_start import (
-    build,
-    get_model_class,
-    load_data_and_model,
-    run,
-)
+from recbole_attn.config import get_model_class
+from recbole_attn.quick_start import build, load_data_and_model, run
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -228,7 +228,8 @@ def test_repeated_interactions_are_dropped_and_counted(
     assert code == 0, err
     # the console's warning (pytest's log capture stands in for the console here)
     assert "dups.inter: dropped 4 repeated (user, item) interaction(s)" in caplog.text
-    from recbole_attn.quick_start import create_dataset, make_config
+    from recbole_attn.config import make_config
+    from recbole_attn.quick_start import create_dataset
 
     config = make_config("SASRecAP", "dups", config_dict={"data_path": root})
     data = create_dataset(config)

@@ -120,7 +120,8 @@ def tensor_digest(tensor):
 def dataset_digest(model, dataset, config_dict):
     """Every tensor of the dataset RecBole builds (interactions, item features, each
     split's interactions with its sequences and lengths) and every token map, hashed."""
-    from recbole_attn.quick_start import create_dataset, make_config
+    from recbole_attn.config import make_config
+    from recbole_attn.quick_start import create_dataset
 
     config = make_config(model, dataset, config_dict=config_dict)
     data = create_dataset(config)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from recbole_attn.errors import RecboleAttnError
-from recbole_attn.quick_start import make_config
+from recbole_attn.config import make_config
 from recbole_attn.tuning import (
     check_ray_address,
     parse_params_file,
@@ -303,7 +303,7 @@ def test_shipped_hyper_files_search_keys_their_model_reads(tmp_path):
     """properties/hyper/<Model>.hyper: parses, and every parameter is a key of the model
     (the check tune_model runs before any trial)."""
     from recbole_attn.models import MODELS
-    from recbole_attn.quick_start import known_config_keys
+    from recbole_attn.config import known_config_keys
 
     folder = os.path.join(REPO, "properties", "hyper")
     for name, cls in MODELS.items():

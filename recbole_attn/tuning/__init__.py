@@ -147,12 +147,8 @@ def tune_model(
         ``test_result`` (the only test evaluation), ``trials`` (params, best valid score,
         epochs, stop reason, checkpoint) and ``output`` (the folder).
     """
-    from recbole_attn.quick_start import (
-        get_model_class,
-        known_config_keys,
-        load_data_and_model,
-        make_config,
-    )
+    from recbole_attn.config import get_model_class, known_config_keys, make_config
+    from recbole_attn.quick_start import load_data_and_model
 
     echo = echo or print
     if algo not in ALGOS:

@@ -35,7 +35,7 @@ class Param:
 def shipped_spaces():
     """Model name -> path of the search space the package ships
     (``properties/hyper/<Model>.hyper``)."""
-    from recbole_attn.quick_start import properties_dir
+    from recbole_attn.config import properties_dir
 
     folder = os.path.join(properties_dir(), "hyper")
     return {
