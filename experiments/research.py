@@ -27,12 +27,11 @@ overrides.
 import torch
 from torch import nn
 
-from recbole_attn.options import Flag, OneOf
 from recbole_attn.data.dataset import AttnSequentialDataset
 from recbole_attn.errors import ConfigError
 from recbole_attn.model import dpatt, parec, patt, stosa
 from recbole_attn.models import MODELS
-from recbole_attn.options import Opt, declared_options
+from recbole_attn.options import Flag, OneOf, Opt, declared_options
 
 #: attribute of a training split that holds its :func:`heldout_table`
 HELDOUT_ATTR = "_heldout_items"

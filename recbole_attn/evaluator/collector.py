@@ -85,8 +85,8 @@ def collect_item_categories(collector, data):
 class CategoryCollector(Collector):
     """RecBole's Collector (which collects ``data.item_categories``:
     :func:`collect_item_categories`; its ``get_data_struct`` keeps the non-tensor values
-    of RecBole's own metrics: :func:`recbole_attn.recbole_bugs.collector_data_struct`) that can
-    also collect it without ``fit``."""
+    of RecBole's own metrics: :func:`recbole_attn.recbole_bugs.collector_data_struct`)
+    that can also collect it without ``fit``."""
 
     def ensure_item_categories(self, data):
         """Collect the table from ``data`` (a dataloader or dataset) if a metric needs it

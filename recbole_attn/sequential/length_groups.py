@@ -114,10 +114,11 @@ def combine_group_losses(parts):
     """The losses of a batch from those of its length groups.
 
     ``parts``: per group ``(position losses, N_g, aux terms)``: a tuple of means over the
-    group's N_g loss positions, and the :class:`AuxLoss` terms its layers added (a mean and the count it averages over). Position
-    loss i is ``sum_g loss_gi N_g / sum_g N_g``, auxiliary loss i ``sum_g value_gi
-    count_gi / sum_g count_gi`` (0 when every count is 0): the means over the whole
-    batch. Returns one tuple, position losses first."""
+    group's N_g loss positions, and the :class:`AuxLoss` terms its layers added (a mean
+    and the count it averages over). Position loss i is ``sum_g loss_gi N_g / sum_g
+    N_g``, auxiliary loss i ``sum_g value_gi count_gi / sum_g count_gi`` (0 when every
+    count is 0): the means over the whole batch. Returns one tuple, position losses
+    first."""
     n_losses, n_aux = len(parts[0][0]), len(parts[0][2])
     if any(len(loss) != n_losses or len(aux) != n_aux for loss, _, aux in parts):
         raise RuntimeError(

@@ -138,7 +138,8 @@ class AttnSequentialRecommender:
         return ()
 
     def aux_terms(self):
-        """:class:`AuxLoss` terms of the last encoding (RKSA's listwise loss)."""
+        """:class:`~recbole_attn.sequential.length_groups.AuxLoss` terms of the last
+        encoding (RKSA's listwise loss)."""
         return ()
 
     def item_weights(self):
