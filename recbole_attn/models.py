@@ -89,6 +89,20 @@ items (stosa_preset: official); stosa_preset: paper is the model as the paper wr
             return ()
         return (self.pvn_weight * self.pvn_loss(output, pos_items, neg_items),)
 
+    def position_losses(self, output, pos_items, neg_items=None, neg_log_q=None):
+        """A sampled loss and the pvn hinge from one set of distances
+        (:meth:`triplet_distances`); CE as every model's, with the hinge as a position
+        term."""
+        if neg_items is None or self.loss_type == "CE":
+            return super().position_losses(output, pos_items, neg_items, neg_log_q)
+        pos_dist, neg_dist, pos_neg_dist = self.triplet_distances(
+            output, pos_items, neg_items
+        )
+        loss = self.sampled_position_loss(
+            -pos_dist, -neg_dist, pos_items, neg_items, neg_log_q
+        )
+        return loss, self.pvn_weight * self.pvn_hinge(pos_dist, pos_neg_dist)
+
 
 PATT_HEADER = """PAtt (Liu et al., KDD 2024): probabilistic k-DPP attention, Sampler only, value = input.
 PAtt^2: dpp_k: 2 (default); PAtt^3: --dpp_k=3 (exact marginal over all third items;

@@ -9,9 +9,11 @@ import torch
 
 from experiments import research
 from recbole_attn.model.stosa import (
+    SquaredWeightsAggregate,
     elu_plus_one,
     pairwise_wasserstein2_squared,
     scaled_wasserstein2_squared,
+    triplet_wasserstein2_squared,
     wasserstein2_squared,
 )
 from recbole_attn.quick_start import build
@@ -130,6 +132,118 @@ def test_loss_is_bpr_plus_pvn_hinge(stosa):
     (bpr + pvn).backward()
     assert torch.isfinite(mean.grad).all() and torch.isfinite(cov.grad).all()
     assert mean.grad.abs().sum() > 0
+
+
+def test_triplet_distances_are_the_direct_ones():
+    gen = torch.Generator().manual_seed(3)
+    n, m, d = 3, 2, 5
+    mean, pos_mean = (
+        torch.randn(n, d, generator=gen, dtype=torch.float64) for _ in "ab"
+    )
+    cov, pos_cov = (
+        torch.rand(n, d, generator=gen, dtype=torch.float64) + 0.1 for _ in "ab"
+    )
+    neg_mean = torch.randn(n, m, d, generator=gen, dtype=torch.float64)
+    neg_cov = torch.rand(n, m, d, generator=gen, dtype=torch.float64) + 0.1
+    got = triplet_wasserstein2_squared(mean, cov, pos_mean, pos_cov, neg_mean, neg_cov)
+    assert [t.shape for t in got] == [(n,), (n, m), (n, m)]
+    for i, k in itertools.product(range(n), range(m)):
+        s, p, q = (
+            (mean[i], cov[i]),
+            (pos_mean[i], pos_cov[i]),
+            (neg_mean[i, k], neg_cov[i, k]),
+        )
+        for value, (a, b) in zip(
+            (got[0][i], got[1][i, k], got[2][i, k]), ((s, p), (s, q), (p, q))
+        ):
+            want = w2_squared_direct(*(t.tolist() for t in (*a, *b)))
+            assert value.item() == pytest.approx(want, rel=1e-10, abs=1e-10)
+
+
+@pytest.mark.parametrize("loss_type", ["BPR", "BCE", "SSM"])
+def test_the_sampled_loss_and_hinge_from_shared_distances_equal_the_scores(
+    stosa, loss_type
+):
+    """The plugin's position losses (one set of distances) against the sampled loss of
+    ``item_scores`` and the hinge written out, in value and gradient."""
+    net, _ = stosa
+    net.loss_type = loss_type
+    gen = torch.Generator().manual_seed(5)
+    n, m, d = 4, 3, net.hidden_size
+    pos = torch.randint(1, net.n_items, (n,), generator=gen)
+    neg = torch.randint(1, net.n_items, (n, m), generator=gen)
+    neg_log_q = torch.rand(n, m, generator=gen).log()
+    leaves = (torch.randn(n, d, generator=gen), torch.rand(n, d, generator=gen) + 0.5)
+
+    def run(shared):
+        mean, cov = (t.clone().requires_grad_() for t in leaves)
+        net.zero_grad()
+        if shared:
+            loss, pvn = net.position_losses((mean, cov), pos, neg, neg_log_q)
+        else:
+            pos_score, neg_score = (net.item_scores((mean, cov), i) for i in (pos, neg))
+            loss = net.sampled_position_loss(pos_score, neg_score, pos, neg, neg_log_q)
+            d_pn = wasserstein2_squared(
+                *(g.unsqueeze(1) for g in net.item_gaussians(pos)),
+                *net.item_gaussians(neg),
+            )
+            pvn = net.pvn_weight * torch.relu(-pos_score.unsqueeze(1) - d_pn).mean()
+        (loss + pvn).backward()
+        grads = [mean.grad, cov.grad, net.cov_item_embedding.weight.grad]
+        return [loss.detach(), pvn.detach(), *grads]
+
+    for got, want in zip(run(True), run(False)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_the_model_files_loss_uses_recbole_negatives(stosa):
+    """RecBole's path (one negative per user, ``[B]``): BPR and the hinge of the same
+    distances as ``item_scores``."""
+    net, _ = stosa
+    gen = torch.Generator().manual_seed(6)
+    output = (torch.randn(3, net.hidden_size, generator=gen),) * 2
+    output = (output[0], output[1].abs() + 0.1)
+    pos, neg = torch.tensor([1, 2, 3]), torch.tensor([4, 5, 1])
+    pos_dist, neg_dist, pos_neg_dist = net.triplet_distances(output, pos, neg)
+    assert pos_dist.shape == neg_dist.shape == pos_neg_dist.shape == (3,)
+    torch.testing.assert_close(-pos_dist, net.item_scores(output, pos))
+    torch.testing.assert_close(-neg_dist, net.item_scores(output, neg))
+    by_hand = torch.relu(pos_dist - pos_neg_dist).mean()
+    torch.testing.assert_close(net.pvn_loss(output, pos, neg), by_hand)
+
+
+def test_squared_weights_aggregate_is_autograds_square_then_product():
+    gen = torch.Generator().manual_seed(7)
+    weights = torch.rand(2, 3, 5, 5, generator=gen, dtype=torch.float64)
+    value = torch.randn(2, 3, 5, 4, generator=gen, dtype=torch.float64)
+    inputs = (weights.requires_grad_(), value.requires_grad_())
+    assert torch.autograd.gradcheck(SquaredWeightsAggregate.apply, inputs)
+    got = SquaredWeightsAggregate.apply(*inputs)
+    torch.testing.assert_close(got, (weights**2) @ value)
+    # one input without gradient (the other's still computed)
+    fixed = SquaredWeightsAggregate.apply(weights.detach(), value)
+    (grad,) = torch.autograd.grad(fixed.sum(), value)
+    torch.testing.assert_close(
+        grad, (weights.detach() ** 2).transpose(-1, -2) @ torch.ones_like(fixed)
+    )
+    # under bf16 autocast: the forward autocast's own, gradients in the inputs' dtypes
+    w32, v32 = (t.detach().float().requires_grad_() for t in (weights, value))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = SquaredWeightsAggregate.apply(w32, v32)
+        ref = (w32.detach() ** 2) @ v32.detach()
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.detach(), ref)
+    out.float().sum().backward()
+    assert w32.grad.dtype == v32.grad.dtype == torch.float32
+    want = (
+        2
+        * weights.detach()
+        * (
+            torch.ones(2, 3, 5, 4, dtype=torch.float64)
+            @ value.detach().transpose(-1, -2)
+        )
+    )
+    torch.testing.assert_close(w32.grad.double(), want, rtol=2e-2, atol=2e-2)
 
 
 def test_training_loss_gradients_finite(stosa):

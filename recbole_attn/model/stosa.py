@@ -105,6 +105,47 @@ def pairwise_wasserstein2_squared(mean1, cov1, mean2, cov2):
     return scaled_wasserstein2_squared(mean1, cov1, mean2, cov2, 1.0).clamp_min(0.0)
 
 
+@full_precision
+def triplet_wasserstein2_squared(mean, cov, pos_mean, pos_cov, neg_mean, neg_cov):
+    r"""The squared W2 distances of eq. 11-12 between sequence Gaussians ``[N, d]``, their
+    positive items ``[N, d]`` and negative items ``[N, M, d]``: ``(d(s, j^+) [N],
+    d(s, j^-) [N, M], d(j^+, j^-) [N, M])``, each Gaussian's :math:`[\mu,
+    \Sigma^{1/2}]` formed once."""
+    seq = gaussian_vector(mean, cov).unsqueeze(-2)
+    pos = gaussian_vector(pos_mean, pos_cov).unsqueeze(-2)
+    neg = gaussian_vector(neg_mean, neg_cov)
+    return (
+        ((seq - pos) ** 2).sum(-1).squeeze(-1),
+        ((seq - neg) ** 2).sum(-1),
+        ((pos - neg) ** 2).sum(-1),
+    )
+
+
+class SquaredWeightsAggregate(torch.autograd.Function):
+    r""":math:`(A \circ A)\, V`, eq. 7's aggregation of the covariances, whose backward
+    passes once over the ``[..., L, L]`` weights: :math:`\partial A = A \circ
+    (\partial O\, (2V)^\top)` (autograd's ``A**2`` takes three passes). Under mixed
+    precision the backward's products run in the gradient's dtype, as autocast ran the
+    forward's."""
+
+    @staticmethod
+    def forward(ctx, weights, value):
+        squared = weights * weights
+        ctx.save_for_backward(weights, squared, value)
+        return squared @ value
+
+    @staticmethod
+    def backward(ctx, grad):
+        weights, squared, value = ctx.saved_tensors
+        grad_weights = grad_value = None
+        if ctx.needs_input_grad[0]:
+            doubled = (2.0 * value).to(grad.dtype)
+            grad_weights = (grad @ doubled.transpose(-1, -2)).mul_(weights)
+        if ctx.needs_input_grad[1]:
+            grad_value = squared.to(grad.dtype).transpose(-1, -2) @ grad
+        return grad_weights, grad_value
+
+
 def at(x, rows):
     """``x[b, rows[b]]`` of ``[B, L, ...]`` as ``[B, 1, ...]``."""
     return x[torch.arange(x.size(0), device=x.device), rows].unsqueeze(1)
@@ -192,9 +233,12 @@ class WassersteinAttention(nn.Module):
         probs = self.attn_dropout(probs)
         outputs = []
         for name in self.outputs:
-            weights = probs if name == "mean" else probs**2  # eq. 7: A and A o A
             value = split_heads(self.value[name](streams[name]), self.n_heads)
-            hidden = self.dense[name](merge_heads(weights @ value))
+            if name == "mean":  # eq. 7: A V and (A o A) V
+                context = probs @ value
+            else:
+                context = SquaredWeightsAggregate.apply(probs, value)
+            hidden = self.dense[name](merge_heads(context))
             hidden = queries[name] + self.out_dropout(hidden)
             outputs.append(self.LayerNorm[name](hidden))
         return tuple(outputs)
@@ -484,17 +528,32 @@ class STOSA(SequentialRecommender):
             elu_plus_one(self.cov_item_embedding.weight),
         )
 
-    def pvn_loss(self, output, pos_items, neg_items):
+    def triplet_distances(self, output, pos_items, neg_items):
+        """``(d(s, j^+), d(s, j^-), d(j^+, j^-))``, the squared W2 distances of eq. 11-12
+        between the sequence Gaussians ``output`` ``([N, d], [N, d])``, ``pos_items``
+        ``[N]`` and ``neg_items`` ``[N]`` or ``[N, M]`` (the last two shaped as
+        ``neg_items``)."""
+        single = neg_items.dim() == pos_items.dim()
+        distances = triplet_wasserstein2_squared(
+            *output,
+            *self.item_gaussians(pos_items),
+            *self.item_gaussians(neg_items.unsqueeze(-1) if single else neg_items),
+        )
+        return tuple(d.squeeze(-1) if single else d for d in distances)
+
+    @staticmethod
+    def pvn_hinge(pos_dist, pos_neg_dist):
         r"""The hinge of eq. 11, :math:`[d(s, j^+) - d(j^+, j^-)]_+`, averaged over the
-        rows and their negatives (``neg_items`` ``[N]`` or ``[N, M]``)."""
-        if neg_items.dim() == pos_items.dim():
-            neg_items = neg_items.unsqueeze(-1)
-        mean, cov = (o.unsqueeze(-2) for o in output)
-        pos_mean, pos_cov = (g.unsqueeze(-2) for g in self.item_gaussians(pos_items))
-        neg_mean, neg_cov = self.item_gaussians(neg_items)
-        pos_dist = wasserstein2_squared(mean, cov, pos_mean, pos_cov)
-        pos_neg_dist = wasserstein2_squared(pos_mean, pos_cov, neg_mean, neg_cov)
+        rows and their negatives."""
+        if pos_neg_dist.dim() > pos_dist.dim():
+            pos_dist = pos_dist.unsqueeze(-1)
         return torch.relu(pos_dist - pos_neg_dist).mean()
+
+    def pvn_loss(self, output, pos_items, neg_items):
+        """:meth:`pvn_hinge` of ``output``, ``pos_items`` ``[N]`` and ``neg_items`` ``[N]``
+        or ``[N, M]``."""
+        pos_dist, _, pos_neg_dist = self.triplet_distances(output, pos_items, neg_items)
+        return self.pvn_hinge(pos_dist, pos_neg_dist)
 
     def calculate_loss(self, interaction):
         output = self.forward(
@@ -505,11 +564,11 @@ class STOSA(SequentialRecommender):
             return self.loss_fct(self.all_item_scores(output), pos_items)
         if self.loss_type != "BPR":
             raise NotImplementedError("Make sure 'loss_type' in ['BPR', 'CE']!")
-        neg_items = interaction[self.NEG_ITEM_ID]
-        loss = self.loss_fct(
-            self.item_scores(output, pos_items), self.item_scores(output, neg_items)
+        pos_dist, neg_dist, pos_neg_dist = self.triplet_distances(
+            output, pos_items, interaction[self.NEG_ITEM_ID]
         )
-        return loss, self.pvn_weight * self.pvn_loss(output, pos_items, neg_items)
+        loss = self.loss_fct(-pos_dist, -neg_dist)
+        return loss, self.pvn_weight * self.pvn_hinge(pos_dist, pos_neg_dist)
 
     def predict(self, interaction):
         output = self.forward(

@@ -298,17 +298,27 @@ class AttnSequentialRecommender:
                 self.ce_logits_budget_mb,
             )
         else:
-            neg_mask = None
-            if self.loss_type == "SSM" and not self.neg_exclude_seen:
-                neg_mask = neg_items != pos_items.unsqueeze(-1)  # accidental hits
-            loss = sampled_loss(  # in float32 at least under mixed precision
-                _full(self.item_scores(output, pos_items)),
-                _full(self.item_scores(output, neg_items)),
-                self.loss_type,
+            loss = self.sampled_position_loss(
+                self.item_scores(output, pos_items),
+                self.item_scores(output, neg_items),
+                pos_items,
+                neg_items,
                 neg_log_q,
-                neg_mask,
             )
         return (loss, *self.position_terms(output, pos_items, neg_items))
+
+    def sampled_position_loss(
+        self, pos_score, neg_score, pos_items, neg_items, neg_log_q=None
+    ):
+        """``loss_type``'s sampled loss of the scores ``[N]`` and ``[N, M]``, in float32
+        at least under mixed precision; SSM leaves out a negative that is the positive
+        itself (an accidental hit) unless the user's items are excluded."""
+        neg_mask = None
+        if self.loss_type == "SSM" and not self.neg_exclude_seen:
+            neg_mask = neg_items != pos_items.unsqueeze(-1)
+        return sampled_loss(
+            _full(pos_score), _full(neg_score), self.loss_type, neg_log_q, neg_mask
+        )
 
     # ------------------------------------------------------------------ prediction
     def last_output(self, interaction):
