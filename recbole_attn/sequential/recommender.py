@@ -274,7 +274,10 @@ class AttnSequentialRecommender:
     def _losses(self, item_seq, item_seq_len, users, targets, mask, negs):
         """``(position losses, number of loss positions, aux terms)`` of one batch."""
         output = self._encode(item_seq, item_seq_len, users)
-        output = map_output(lambda o: o[mask], output)
+        # the positions' rows by index: the same rows as o[mask], whose backward (an
+        # accumulating index_put_) costs 3x the CPU on two threads
+        rows = mask.flatten().nonzero().squeeze(1)
+        output = map_output(lambda o: o.flatten(0, 1).index_select(0, rows), output)
         neg_items, neg_log_q = _select(negs, lambda n: n[mask]) or (None, None)
         losses = self.position_losses(output, targets[mask], neg_items, neg_log_q)
         return losses, mask.sum(), list(self.aux_terms())
