@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from recbole_attn.data.histories import item_counts
 from recbole_attn.models import MODELS
 from recbole_attn.sequential import negatives
-from recbole_attn.sequential.batching import training_targets
+from recbole_attn.sequential.batching import at_positions, training_targets
 from recbole_attn.sequential.losses import (
     LINEAR_CE_CHUNK,
     LOSS_TYPES,
@@ -77,6 +77,35 @@ def test_sampled_loss_gradients(loss_type):
     assert torch.autograd.gradcheck(
         lambda p, n: sampled_loss(p, n, loss_type, log_q), (pos, neg)
     )
+
+
+@pytest.mark.parametrize("loss_type", ["BPR", "BCE", "SSM"])
+def test_half_precision_scores_are_taken_in_float32(loss_type):
+    """Mixed precision: bf16 scores give the float32 loss of the same (rounded) values."""
+    g = torch.Generator().manual_seed(4)
+    pos = torch.randn(6, generator=g).bfloat16()
+    neg = torch.randn(6, 2, generator=g).bfloat16()
+    log_q = torch.log(torch.rand(6, 2, generator=g))
+    got = sampled_loss(pos, neg, loss_type, log_q)
+    assert got.dtype == torch.float32
+    want = sampled_loss(pos.float(), neg.float(), loss_type, log_q)
+    assert float(got) == float(want)
+
+
+def test_the_loss_positions_are_the_masked_rows_with_their_gradients():
+    """``at_positions`` takes, by index, the rows ``o[mask]`` takes, of a tensor and of
+    a tuple, and passes back the same gradients."""
+    g = torch.Generator().manual_seed(5)
+    mask = torch.rand(4, 6, generator=g) > 0.4
+    leaves = [torch.randn(4, 6, 3, generator=g, requires_grad=True) for _ in range(2)]
+    upstream = torch.randn(int(mask.sum()), 3, generator=g)
+    got = at_positions(tuple(leaves), mask)
+    for part, leaf in zip(got, leaves):
+        assert torch.equal(part, leaf[mask])
+        (want,) = torch.autograd.grad((leaf[mask] * upstream).sum(), leaf)
+        (grad,) = torch.autograd.grad((part * upstream).sum(), leaf)
+        assert torch.equal(grad, want)
+    assert torch.equal(at_positions(leaves[0], mask), leaves[0][mask])
 
 
 @pytest.mark.parametrize("rows", [1, 3, 7, 50])

@@ -46,7 +46,12 @@ def sampled_loss(pos_score, neg_score, loss_type, neg_log_q=None, neg_mask=None)
       softmax over all items as M grows, whatever the sampling distribution Q.
       ``neg_mask`` ``[N, M]`` (False: a negative that is the positive itself, drawn
       when the user's items are not excluded) leaves such draws out of the sum.
+
+    Half-precision scores (mixed precision) are taken in float32.
     """
+    low = (torch.float16, torch.bfloat16)
+    if pos_score.dtype in low or neg_score.dtype in low:
+        pos_score, neg_score = pos_score.float(), neg_score.float()
     if neg_score.dim() == pos_score.dim():
         neg_score = neg_score.unsqueeze(-1)
     if loss_type == "BPR":

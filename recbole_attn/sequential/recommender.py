@@ -273,11 +273,9 @@ class AttnSequentialRecommender:
 
     def _losses(self, item_seq, item_seq_len, users, targets, mask, negs):
         """``(position losses, number of loss positions, aux terms)`` of one batch."""
-        output = self._encode(item_seq, item_seq_len, users)
-        # the positions' rows by index: the same rows as o[mask], whose backward (an
-        # accumulating index_put_) costs 3x the CPU on two threads
-        rows = mask.flatten().nonzero().squeeze(1)
-        output = map_output(lambda o: o.flatten(0, 1).index_select(0, rows), output)
+        output = batching.at_positions(
+            self._encode(item_seq, item_seq_len, users), mask
+        )
         neg_items, neg_log_q = _select(negs, lambda n: n[mask]) or (None, None)
         losses = self.position_losses(output, targets[mask], neg_items, neg_log_q)
         return losses, mask.sum(), list(self.aux_terms())
@@ -313,15 +311,13 @@ class AttnSequentialRecommender:
     def sampled_position_loss(
         self, pos_score, neg_score, pos_items, neg_items, neg_log_q=None
     ):
-        """``loss_type``'s sampled loss of the scores ``[N]`` and ``[N, M]``, in float32
-        at least under mixed precision; SSM leaves out a negative that is the positive
-        itself (an accidental hit) unless the user's items are excluded."""
+        """``loss_type``'s sampled loss of the scores ``[N]`` and ``[N, M]``; SSM leaves
+        out a negative that is the positive itself (an accidental hit) unless the user's
+        items are excluded."""
         neg_mask = None
         if self.loss_type == "SSM" and not self.neg_exclude_seen:
             neg_mask = neg_items != pos_items.unsqueeze(-1)
-        return sampled_loss(
-            _full(pos_score), _full(neg_score), self.loss_type, neg_log_q, neg_mask
-        )
+        return sampled_loss(pos_score, neg_score, self.loss_type, neg_log_q, neg_mask)
 
     # ------------------------------------------------------------------ prediction
     def last_output(self, interaction):
@@ -401,11 +397,6 @@ class AttnSequentialRecommender:
             for handle in handles:
                 handle.remove()
         return matrices
-
-
-def _full(scores):
-    """``scores`` in float32 where they are half precision (mixed precision)."""
-    return scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
 
 
 def _select(negs, index):
