@@ -197,19 +197,47 @@ def test_the_sampled_loss_and_hinge_from_shared_distances_equal_the_scores(
 
 
 def test_the_model_files_loss_uses_recbole_negatives(stosa):
-    """RecBole's path (one negative per user, ``[B]``): BPR and the hinge of the same
-    distances as ``item_scores``."""
-    net, _ = stosa
-    gen = torch.Generator().manual_seed(6)
-    output = (torch.randn(3, net.hidden_size, generator=gen),) * 2
-    output = (output[0], output[1].abs() + 0.1)
+    """RecBole's path (the model file's ``calculate_loss``, one negative per user,
+    ``[B]``): RecBole's BPR on ``item_scores`` and the hinge of eq. 11 written out, in
+    value and gradient; the distances' shapes, one row included."""
+    from recbole.data.interaction import Interaction
+
+    from recbole_attn.model import stosa as model_file
+
+    net, (train_data, _, _) = stosa
+    batch = next(iter(train_data))
+    seq, seq_len = batch[net.ITEM_SEQ][:3], batch[net.ITEM_SEQ_LEN][:3]
     pos, neg = torch.tensor([1, 2, 3]), torch.tensor([4, 5, 1])
-    pos_dist, neg_dist, pos_neg_dist = net.triplet_distances(output, pos, neg)
-    assert pos_dist.shape == neg_dist.shape == pos_neg_dist.shape == (3,)
-    torch.testing.assert_close(-pos_dist, net.item_scores(output, pos))
-    torch.testing.assert_close(-neg_dist, net.item_scores(output, neg))
-    by_hand = torch.relu(pos_dist - pos_neg_dist).mean()
-    torch.testing.assert_close(net.pvn_loss(output, pos, neg), by_hand)
+    interaction = Interaction(
+        {
+            net.ITEM_SEQ: seq,
+            net.ITEM_SEQ_LEN: seq_len,
+            net.POS_ITEM_ID: pos,
+            net.NEG_ITEM_ID: neg,
+        }
+    )
+
+    def grads(losses):
+        net.zero_grad()
+        sum(losses).backward()
+        return [p.grad.clone() for p in net.parameters() if p.grad is not None]
+
+    got = model_file.STOSA.calculate_loss(net, interaction)
+    got_grads = grads(got)
+    output = net.forward(seq, seq_len)
+    bpr = net.loss_fct(net.item_scores(output, pos), net.item_scores(output, neg))
+    pos_gauss = [g.unsqueeze(-2) for g in net.item_gaussians(pos)]
+    pos_neg = wasserstein2_squared(
+        *pos_gauss, *(g.unsqueeze(-2) for g in net.item_gaussians(neg))
+    )
+    hinge = torch.relu(-net.item_scores(output, pos).unsqueeze(-1) - pos_neg).mean()
+    want = (bpr, net.pvn_weight * hinge)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    for a, b in zip(got_grads, grads(want)):
+        torch.testing.assert_close(a, b)
+    one = net.triplet_distances(tuple(o[:1] for o in output), pos[:1], neg[:1])
+    assert [d.shape for d in one] == [(1,)] * 3
 
 
 def test_squared_weights_aggregate_is_autograds_square_then_product():
@@ -220,29 +248,28 @@ def test_squared_weights_aggregate_is_autograds_square_then_product():
     assert torch.autograd.gradcheck(SquaredWeightsAggregate.apply, inputs)
     got = SquaredWeightsAggregate.apply(*inputs)
     torch.testing.assert_close(got, (weights**2) @ value)
+    # a second derivative is refused, not silently wrong
+    (first,) = torch.autograd.grad(got.sum(), weights, create_graph=True)
+    with pytest.raises(RuntimeError):
+        torch.autograd.grad(first.sum(), value)
     # one input without gradient (the other's still computed)
+    ones = torch.ones(2, 3, 5, 4, dtype=torch.float64)
     fixed = SquaredWeightsAggregate.apply(weights.detach(), value)
     (grad,) = torch.autograd.grad(fixed.sum(), value)
-    torch.testing.assert_close(
-        grad, (weights.detach() ** 2).transpose(-1, -2) @ torch.ones_like(fixed)
-    )
-    # under bf16 autocast: the forward autocast's own, gradients in the inputs' dtypes
+    torch.testing.assert_close(grad, (weights.detach() ** 2).transpose(-1, -2) @ ones)
+    fixed = SquaredWeightsAggregate.apply(weights, value.detach())
+    (grad,) = torch.autograd.grad(fixed.sum(), weights)
+    want = 2 * weights.detach() * (ones @ value.detach().transpose(-1, -2))
+    torch.testing.assert_close(grad, want)
+    # under bf16 autocast: near float32's, gradients in the inputs' dtypes
     w32, v32 = (t.detach().float().requires_grad_() for t in (weights, value))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = SquaredWeightsAggregate.apply(w32, v32)
-        ref = (w32.detach() ** 2) @ v32.detach()
     assert out.dtype == torch.bfloat16
-    torch.testing.assert_close(out.detach(), ref)
+    exact = (weights.detach() ** 2) @ value.detach()
+    torch.testing.assert_close(out.double(), exact, rtol=2e-2, atol=2e-2)
     out.float().sum().backward()
     assert w32.grad.dtype == v32.grad.dtype == torch.float32
-    want = (
-        2
-        * weights.detach()
-        * (
-            torch.ones(2, 3, 5, 4, dtype=torch.float64)
-            @ value.detach().transpose(-1, -2)
-        )
-    )
     torch.testing.assert_close(w32.grad.double(), want, rtol=2e-2, atol=2e-2)
 
 

@@ -125,8 +125,9 @@ class SquaredWeightsAggregate(torch.autograd.Function):
     r""":math:`(A \circ A)\, V`, eq. 7's aggregation of the covariances, whose backward
     passes once over the ``[..., L, L]`` weights: :math:`\partial A = A \circ
     (\partial O\, (2V)^\top)` (autograd's ``A**2`` takes three passes). Under mixed
-    precision the backward's products run in the gradient's dtype, as autocast ran the
-    forward's."""
+    precision the backward's matmuls run in the gradient's dtype, as autocast ran the
+    forward's, and the product with :math:`A` in :math:`A`'s dtype, as autograd's. Not
+    twice differentiable."""
 
     @staticmethod
     def forward(ctx, weights, value):
@@ -135,12 +136,17 @@ class SquaredWeightsAggregate(torch.autograd.Function):
         return squared @ value
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         weights, squared, value = ctx.saved_tensors
         grad_weights = grad_value = None
         if ctx.needs_input_grad[0]:
             doubled = (2.0 * value).to(grad.dtype)
-            grad_weights = (grad @ doubled.transpose(-1, -2)).mul_(weights)
+            product = grad @ doubled.transpose(-1, -2)
+            if product.dtype == weights.dtype:
+                grad_weights = product.mul_(weights)
+            else:
+                grad_weights = product * weights
         if ctx.needs_input_grad[1]:
             grad_value = squared.to(grad.dtype).transpose(-1, -2) @ grad
         return grad_weights, grad_value
@@ -539,7 +545,9 @@ class STOSA(SequentialRecommender):
             *self.item_gaussians(pos_items),
             *self.item_gaussians(neg_items.unsqueeze(-1) if single else neg_items),
         )
-        return tuple(d.squeeze(-1) if single else d for d in distances)
+        if single:
+            return distances[0], distances[1].squeeze(-1), distances[2].squeeze(-1)
+        return distances
 
     @staticmethod
     def pvn_hinge(pos_dist, pos_neg_dist):
