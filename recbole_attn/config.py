@@ -55,18 +55,6 @@ def has_categories(dataset, data_path):
     return dataset_has_categories(dataset, data_path, dataset_yaml)
 
 
-def available_models():
-    """Our model names, then RecBole's sequential models."""
-    import recbole.model.sequential_recommender as seq
-
-    recbole_models = sorted(
-        name
-        for name in dir(seq)
-        if isinstance(getattr(seq, name), type) and name not in MODELS
-    )
-    return list(MODELS), recbole_models
-
-
 def get_model_class(model):
     """Resolve ``model`` (a name or a class) to a model class: ours first, then RecBole's."""
     if isinstance(model, type):

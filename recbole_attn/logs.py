@@ -162,11 +162,6 @@ def show_progress(config):
     return sys.stderr.isatty() if value is None else bool(value)
 
 
-def quiet_logging():
-    """Silence RecBole's console output (tests, tuning)."""
-    logging.getLogger().setLevel(logging.ERROR)
-
-
 def duration(seconds):
     """``42 s``, ``3 min``, ``1.5 h``."""
     if seconds < 90:

@@ -43,14 +43,6 @@ def _yaml_entries(path=None, text=None):
     return "".join(header), entries
 
 
-def _set_value(text, key, value, comment):
-    return (
-        f"{key}: {value}".ljust(32) + f"# {comment}\n"
-        if comment
-        else f"{key}: {value}\n"
-    )
-
-
 def _read_keys(sources):
     """The config keys the sources read (``config["..."]``)."""
     return sorted(set(re.findall(r"config\[\"(\w+)\"\]", "\n".join(sources))))
