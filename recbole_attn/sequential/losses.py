@@ -19,8 +19,6 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-#: default of ``ce_logits_budget_mb`` (properties/overall.yaml)
-DEFAULT_CE_LOGITS_BUDGET_MB = 512
 #: losses on sampled negatives, and CE (softmax over all items): the loss types of every
 #: model of ours
 SAMPLED_LOSS_TYPES = ("BCE", "BPR", "SSM")
