@@ -18,7 +18,6 @@ from recbole.utils import get_model
 from recbole_attn import config_check, distributed
 from recbole_attn.data.bucketing import check_grouping
 from recbole_attn.data.categories import dataset_has_categories
-from recbole_attn.data.dataset import check_training_mode
 from recbole_attn.data.preparation import check_no_pickles
 from recbole_attn.files import read_once
 from recbole_attn.errors import (
@@ -28,7 +27,6 @@ from recbole_attn.errors import (
     UnknownModelError,
 )
 from recbole_attn.models import MODELS
-from recbole_attn.sequential.recommender import AttnSequentialRecommender
 from recbole_attn.values import convert_value  # noqa: F401  (re-exported)
 
 PROPERTIES_DIR = os.path.join(
@@ -279,41 +277,3 @@ def config_warnings(config, model_class, config_file_list=None, config_dict=None
     known = known_config_keys(model_class, config)
     owners = config_check.model_keys(properties_dir())
     return config_check.unknown_keys(given, known, owners, model_class.__name__)
-
-
-def check_valid_metric(config):
-    """``valid_metric`` must be one of the computed metrics, at one of the ``topk`` cutoffs
-    (RecBole only finds out after the first epoch, with a KeyError)."""
-    valid = config["valid_metric"]
-    name, _, cutoff = valid.partition("@")
-    metrics = [m.lower() for m in config["metrics"]]
-    if name.lower() not in metrics:
-        raise MetricConfigError(
-            f"valid_metric {valid!r} is not computed: metrics are {config['metrics']}. "
-            f"Add {name} to metrics or choose another --valid_metric."
-        )
-    if cutoff and (not cutoff.isdigit() or int(cutoff) not in config["topk"]):
-        raise MetricConfigError(
-            f"valid_metric {valid!r} needs the cutoff {cutoff} in topk {config['topk']}. "
-            f"Add it to topk or choose another --valid_metric."
-        )
-
-
-def check_model_training_mode(config, model_class=None):
-    """``training_mode``, checked against the model: only recbole_attn's models put a loss
-    at every position, so any other model (RecBole's SASRec, GRU4Rec, ...) needs
-    ``last_position`` (RecBole's prefix samples)."""
-    mode = check_training_mode(config)
-    if (
-        model_class is not None
-        and mode == "all_position"
-        and not issubclass(model_class, AttnSequentialRecommender)
-    ):
-        name = model_class.__name__
-        raise ConfigError(
-            f"{name} is not a recbole_attn model: it trains on RecBole's prefix samples "
-            "with a loss at the last position only, so training_mode: all_position would "
-            f"silently train it on one sample per user. Use training_mode: last_position "
-            f"with {name}, or the all-position SASRec of this package, SASRecAP."
-        )
-    return mode

@@ -18,8 +18,6 @@ from recbole_attn import allocator
 from recbole_attn.checkpoint import data_signature
 from recbole_attn.compat import check_recbole_version
 from recbole_attn.config import (
-    check_model_training_mode,
-    check_valid_metric,
     config_warnings,
     get_model_class,
     make_config,
@@ -35,12 +33,13 @@ from recbole_attn.data.checks import (
 )
 from recbole_attn.data.dataset import (
     AttnSequentialDataset,
+    check_training_mode,
     check_sequential_dataset_class,
     recbole_dataset_class,
 )
 from recbole_attn.data.hints import converter_hint
 from recbole_attn.data.preparation import data_preparation
-from recbole_attn.errors import ConfigError, DatasetNotFoundError
+from recbole_attn.errors import ConfigError, DatasetNotFoundError, MetricConfigError
 from recbole_attn.evaluator import validate_dataset
 from recbole_attn.evaluator.collector import check_metrics_category_field_loads
 from recbole_attn.files import check_writable_folder
@@ -66,6 +65,44 @@ def check_dataset_exists(config):
             f"{os.path.abspath(data_path)}; create it with: {hint}; or point "
             f"--data_path to the folder that holds {dataset}/"
         )
+
+
+def check_valid_metric(config):
+    """``valid_metric`` must be one of the computed metrics, at one of the ``topk`` cutoffs
+    (RecBole only finds out after the first epoch, with a KeyError)."""
+    valid = config["valid_metric"]
+    name, _, cutoff = valid.partition("@")
+    metrics = [m.lower() for m in config["metrics"]]
+    if name.lower() not in metrics:
+        raise MetricConfigError(
+            f"valid_metric {valid!r} is not computed: metrics are {config['metrics']}. "
+            f"Add {name} to metrics or choose another --valid_metric."
+        )
+    if cutoff and (not cutoff.isdigit() or int(cutoff) not in config["topk"]):
+        raise MetricConfigError(
+            f"valid_metric {valid!r} needs the cutoff {cutoff} in topk {config['topk']}. "
+            f"Add it to topk or choose another --valid_metric."
+        )
+
+
+def check_model_training_mode(config, model_class=None):
+    """``training_mode``, checked against the model: only recbole_attn's models put a loss
+    at every position, so any other model (RecBole's SASRec, GRU4Rec, ...) needs
+    ``last_position`` (RecBole's prefix samples)."""
+    mode = check_training_mode(config)
+    if (
+        model_class is not None
+        and mode == "all_position"
+        and not issubclass(model_class, AttnSequentialRecommender)
+    ):
+        name = model_class.__name__
+        raise ConfigError(
+            f"{name} is not a recbole_attn model: it trains on RecBole's prefix samples "
+            "with a loss at the last position only, so training_mode: all_position would "
+            f"silently train it on one sample per user. Use training_mode: last_position "
+            f"with {name}, or the all-position SASRec of this package, SASRecAP."
+        )
+    return mode
 
 
 def check_before_loading(config, model_class, writes=True):
