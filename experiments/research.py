@@ -29,7 +29,7 @@ from torch import nn
 
 from recbole_attn.data.dataset import AttnSequentialDataset
 from recbole_attn.errors import ConfigError
-from recbole_attn.model import dpatt, parec, patt, stosa
+from recbole_attn.model import dpatt, patt, stosa
 from recbole_attn.models import MODELS
 from recbole_attn.options import Flag, OneOf, Opt, declared_options
 
