@@ -27,7 +27,7 @@ from recbole_attn.errors import (
     UnknownModelError,
 )
 from recbole_attn.models import MODELS
-from recbole_attn.values import convert_value  # noqa: F401  (re-exported)
+from recbole_attn.values import convert_value
 
 PROPERTIES_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "properties"

@@ -64,7 +64,7 @@ def write_outputs(output, result, overrides, params):
     ]
     with open(os.path.join(output, "trials.md"), "w") as f:
         f.write("\n".join(lines))
-    from recbole_attn.config import convert_value
+    from recbole_attn.values import convert_value
 
     # command-line overrides are strings ("50"); the yaml holds the values they spell
     chosen = {
