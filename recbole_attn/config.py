@@ -72,7 +72,7 @@ def get_model_class(model):
 def model_classes(model_class, options=None):
     """The classes whose yaml files and declared options configure a run of
     ``model_class``: the model itself, or what its ``yaml_classes(options)`` names given
-    the user's options (AWRSR: its backbone, then AWRSR)."""
+    the user's options (AWRSR: its backbone, then AWRSR), the model class last."""
     hook = getattr(model_class, "yaml_classes", None)
     return list(hook(options or {})) if hook else [model_class]
 
@@ -221,29 +221,36 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
         raise
     except ValueError as err:  # RecBole's own checks of topk, eval_args, ...
         raise ConfigError(str(err)) from None
+    # what the run is made of, settled once: the classes that configure it, the shipped
+    # yaml files it read, the keys the user gave and the options the classes declare (the
+    # checks below, the warnings of keys nothing reads and a search's space read them
+    # from the configuration)
+    config.run_classes = model_classes(model_class, config)
+    config.shipped_files = files[: len(files) - len(config_file_list or [])]
+    config.given_keys = set(config_dict or {}).union(
+        *(config_check.yaml_keys(path) for path in config_file_list or [])
+    )
+    config.declared = declared_of(config.run_classes)
     config_check.check_values(config)
-    config_check.check_research_wing_keys(config, declared_keys(model_class, config))
-    for cls in model_classes(model_class, config):
+    config_check.check_research_wing_keys(config, set(config.declared))
+    for cls in config.run_classes:
         config_check.check_model_options(cls, config)
     check_grouping(config)
     check_no_pickles(config)
+    # one line per key the user gave that the run does not read, for the run's log
+    config.warnings = config_check.unknown_key_warnings(config, properties_dir())
     return config
 
 
-def declared_of(model_class, options=None):
-    """key -> :class:`~recbole_attn.options.Opt` of every option the classes of a run of
-    ``model_class`` declare (AWRSR: its backbone's too)."""
+def declared_of(classes):
+    """key -> :class:`~recbole_attn.options.Opt` of every option ``classes`` declare (a
+    run's: :func:`model_classes`, the model class among them)."""
     from recbole_attn.options import declared_options
 
     merged = {}
-    for cls in model_classes(model_class, options) + [model_class]:
+    for cls in classes:
         merged.update(declared_options(cls))
     return merged
-
-
-def declared_keys(model_class, options=None):
-    """The options the classes of a run of ``model_class`` declare."""
-    return set(declared_of(model_class, options))
 
 
 def check_no_research_options(model, config_file_list=None, config_dict=None):
@@ -252,28 +259,7 @@ def check_no_research_options(model, config_file_list=None, config_dict=None):
     model_class = get_model_class(model)
     config_check.check_yaml_files(config_file_list or [])
     given = user_options(config_file_list, config_dict)
-    for key, opt in declared_of(model_class, given).items():
+    for key, opt in declared_of(model_classes(model_class, given)).items():
         if opt.research and key in given:
             raise config_check.research_wing_error(key, opt.research)
     config_check.check_research_wing_keys(given, set())
-
-
-def known_config_keys(model_class, config):
-    """The keys a run of ``model_class`` with ``config`` reads: RecBole's, the plugin's and
-    the model's (AWRSR: its backbone's too)."""
-    classes = model_classes(model_class, config)
-    names = [c.__name__ for cls in classes for c in cls.__mro__]
-    keys = config_check.known_keys(
-        names, config_files(model_class, config["dataset"], options=config)
-    )
-    return keys | declared_keys(model_class, config)
-
-
-def config_warnings(config, model_class, config_file_list=None, config_dict=None):
-    """One line per user-given key (files and overrides) that the run does not read."""
-    given = set(config_dict or {})
-    for path in config_file_list or []:
-        given |= config_check.yaml_keys(path)
-    known = known_config_keys(model_class, config)
-    owners = config_check.model_keys(properties_dir())
-    return config_check.unknown_keys(given, known, owners, model_class.__name__)

@@ -362,6 +362,25 @@ def model_keys(properties_dir):
     return owners
 
 
+def known_run_keys(config):
+    """The keys the run of a configuration made by :func:`~recbole_attn.config.
+    make_config` reads: RecBole's, the plugin's, the model's and the options its classes
+    declare (AWRSR: its backbone's too)."""
+    names = [c.__name__ for cls in config.run_classes for c in cls.__mro__]
+    return known_keys(names, config.shipped_files) | set(config.declared)
+
+
+def unknown_key_warnings(config, properties_dir):
+    """One line per key the user gave (files and overrides) that the run of ``config``
+    does not read (:func:`unknown_keys`; ``properties_dir``: our shipped yaml files)."""
+    return unknown_keys(
+        config.given_keys,
+        known_run_keys(config),
+        model_keys(properties_dir),
+        config.model_class.__name__,
+    )
+
+
 def unknown_keys(given, known, owners, model_name):
     """Warnings (one line each) for the ``given`` keys that are not in ``known``: the
     closest known key, or the models that do read the key."""

@@ -17,18 +17,11 @@ from recbole.utils import init_seed
 from recbole_attn import allocator
 from recbole_attn.checkpoint import data_signature
 from recbole_attn.compat import check_recbole_version
-from recbole_attn.config import (
-    config_warnings,
-    get_model_class,
-    make_config,
-    model_classes,
-)
+from recbole_attn.config import make_config
 from recbole_attn.data.bucketing import bucket_train_dataloader
-from recbole_attn.data.categories import check_category_field_loads
 from recbole_attn.data.checks import (
-    check_atomic_files,
-    check_labeled_evaluation,
-    check_sequential_order,
+    check_dataset_exists,
+    check_dataset_files,
     has_label,
 )
 from recbole_attn.data.dataset import (
@@ -37,9 +30,8 @@ from recbole_attn.data.dataset import (
     check_sequential_dataset_class,
     recbole_dataset_class,
 )
-from recbole_attn.data.hints import converter_hint
 from recbole_attn.data.preparation import data_preparation
-from recbole_attn.errors import ConfigError, DatasetNotFoundError, MetricConfigError
+from recbole_attn.errors import ConfigError, MetricConfigError
 from recbole_attn.evaluator import validate_dataset
 from recbole_attn.evaluator.collector import check_metrics_category_field_loads
 from recbole_attn.files import check_writable_folder
@@ -48,23 +40,6 @@ from recbole_attn.memory import check_memory
 from recbole_attn.sequential.recommender import AttnSequentialRecommender
 from recbole_attn.threads import set_threads
 from recbole_attn.trainer import AttnTrainer
-
-
-def check_dataset_exists(config):
-    """Fail early (before RecBole tries to download anything) when the atomic files of
-    ``config['dataset']`` are missing."""
-    dataset, data_path = config["dataset"], config["data_path"]
-    names = [f"{dataset}.inter"]
-    if config["benchmark_filename"]:
-        names = [f"{dataset}.{part}.inter" for part in config["benchmark_filename"]]
-    missing = [n for n in names if not os.path.isfile(os.path.join(data_path, n))]
-    if missing:
-        hint = converter_hint(dataset, os.path.dirname(os.path.normpath(data_path)))
-        raise DatasetNotFoundError(
-            f"dataset {dataset!r} not found: no {', '.join(missing)} in "
-            f"{os.path.abspath(data_path)}; create it with: {hint}; or point "
-            f"--data_path to the folder that holds {dataset}/"
-        )
 
 
 def check_valid_metric(config):
@@ -105,32 +80,31 @@ def check_model_training_mode(config, model_class=None):
     return mode
 
 
-def check_before_loading(config, model_class, writes=True):
+def check_before_loading(config, writes=True):
     """Everything about a run that can be checked before its data loads, so that a bad
     value, a broken file or a folder that cannot be written fails in seconds, not after
-    an epoch: the validation metric, the dataset's files (:func:`check_dataset_exists`,
-    :func:`~recbole_attn.data.checks.check_atomic_files`), the category field the model
-    or the metrics need, and the checkpoint folder."""
+    an epoch: the validation metric, the model against the options (its negatives, its
+    training mode, its dataset class), the dataset's files
+    (:func:`~recbole_attn.data.checks.check_dataset_files`: they exist and read, with
+    the category field the model needs), the category field the metrics need, and the
+    checkpoint folder."""
     from recbole.utils import ModelType
 
+    model_class = config.model_class
     check_valid_metric(config)
     check_recbole_negatives(config, model_class)
-    check_labeled_evaluation(config)
-    check_dataset_exists(config)
     sequential = config["MODEL_TYPE"] == ModelType.SEQUENTIAL
     if sequential:
         check_model_training_mode(config, model_class)
-        check_sequential_order(config)
         check_sequential_dataset_class(config, model_class)
-    check_atomic_files(config, sequential)
-    if any(
-        getattr(c, "needs_item_categories", False)
-        for c in model_classes(model_class, config)
-    ):
+    needs_categories = None
+    if any(getattr(c, "needs_item_categories", False) for c in config.run_classes):
         name = model_class.__name__
-        check_category_field_loads(
-            config, f"{name} needs", "use a model that needs no categories (PAtt)"
+        needs_categories = (
+            f"{name} needs",
+            "use a model that needs no categories (PAtt)",
         )
+    check_dataset_files(config, sequential, needs_categories)
     check_metrics_category_field_loads(config)
     if writes:  # a loaded checkpoint writes nothing
         check_writable_folder(config["checkpoint_dir"], "checkpoint_dir")
@@ -218,21 +192,19 @@ def prepare(model, dataset, config_file_list=None, config_dict=None, writes=True
     1. the configuration (:func:`~recbole_attn.config.make_config`): the yaml files
        well-formed, the user's overrides, the common keys' values, the research-wing
        keys, the model's declared options and their rules, its presets, the batch
-       grouping and the dataset's saved files;
+       grouping and the dataset's saved files; the user's keys that nothing reads
+       (``config.warnings``, logged by the caller);
     2. the run against its inputs (:func:`check_before_loading`): the validation
        metric, the model's negatives, the dataset's files, the training mode, the
-       category field, the checkpoint folder (``writes``);
-    3. the user's keys that nothing reads (warnings, logged by the caller).
+       category field, the checkpoint folder (``writes``).
 
-    Returns ``(config, model_class, warnings)``. First of all, the installed RecBole must
-    be the release the pipeline was written for (:func:`~recbole_attn.compat.
-    check_recbole_version`)."""
+    Returns the configuration. First of all, the installed RecBole must be the release
+    the pipeline was written for (:func:`~recbole_attn.compat.check_recbole_version`).
+    """
     check_recbole_version()
     config = make_config(model, dataset, config_file_list, config_dict)
-    model_class = get_model_class(model)
-    check_before_loading(config, model_class, writes=writes)
-    warnings = config_warnings(config, model_class, config_file_list, config_dict)
-    return config, model_class, warnings
+    check_before_loading(config, writes=writes)
+    return config
 
 
 def build(model, dataset, config_file_list=None, config_dict=None, verbose=False):
@@ -252,9 +224,8 @@ def build_run(
     ``loaded``: for a checkpoint that is loaded, not trained: nothing is written (no
     log file, no TensorBoard folder, no model file claimed), so that evaluate and
     recommend work in a read-only folder."""
-    config, model_class, warnings = prepare(
-        model, dataset, config_file_list, config_dict, writes=not loaded
-    )
+    config = prepare(model, dataset, config_file_list, config_dict, writes=not loaded)
+    model_class = config.model_class
     machine = (set_threads(config), allocator.described())
     init_seed(config["seed"], config["reproducibility"])
     log_file = init_logging(config, verbose, log_file=not loaded)
@@ -264,7 +235,7 @@ def build_run(
             f"log: {os.path.relpath(log_file)} (configuration, dataset and model "
             "summaries; --verbose prints them here too)"
         )
-    for message in warnings:
+    for message in config.warnings:
         logger.warning(message)
     for line in machine:
         logger.info(line, extra=DETAIL)

@@ -18,8 +18,7 @@ from recbole_attn import config_check
 from recbole_attn.checkpoint import load_checkpoint, save_checkpoint
 from recbole_attn.errors import CheckpointError
 from recbole_attn.errors import ConfigError
-from recbole_attn.config import config_warnings
-from recbole_attn.config import config_files, get_model_class, make_config
+from recbole_attn.config import config_files, make_config
 from recbole_attn.quick_start import load_data_and_model, run
 from test_pipeline import _cli_main
 
@@ -105,7 +104,7 @@ def _warnings(model, dataset, tiny_data_path, **overrides):
     config = make_config(
         model, dataset, config_dict={"data_path": tiny_data_path, **overrides}
     )
-    return config_warnings(config, get_model_class(model), config_dict=overrides)
+    return config.warnings
 
 
 def test_misspelled_key_warns_with_the_closest_key(tiny_data_path):

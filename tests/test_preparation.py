@@ -5,6 +5,7 @@ import builtins
 import logging
 
 from recbole_attn import files, pipeline, quick_start
+from recbole_attn.data import checks as data_checks
 
 
 def test_a_run_reads_each_yaml_file_once_and_checks_once(
@@ -20,10 +21,7 @@ def test_a_run_reads_each_yaml_file_once_and_checks_once(
             reads[str(path)] = reads.get(str(path), 0) + 1
         return real_open(path, *args, **kwargs)
 
-    exists, mode = (
-        pipeline.check_dataset_exists,
-        pipeline.check_model_training_mode,
-    )
+    exists, mode = data_checks.check_dataset_exists, pipeline.check_model_training_mode
 
     def counting_exists(config):
         checks["dataset"] += 1
@@ -34,7 +32,7 @@ def test_a_run_reads_each_yaml_file_once_and_checks_once(
         return mode(*args)
 
     monkeypatch.setattr(builtins, "open", counting_open)
-    monkeypatch.setattr(pipeline, "check_dataset_exists", counting_exists)
+    monkeypatch.setattr(data_checks, "check_dataset_exists", counting_exists)
     monkeypatch.setattr(pipeline, "check_model_training_mode", counting_mode)
     monkeypatch.chdir(tmp_path)
     config, net, _, _ = quick_start.build(

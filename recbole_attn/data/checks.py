@@ -4,11 +4,14 @@ recbole_attn.data.checks
 
 Checks of a dataset's files and of its split, so that dirty data is a clear line (what is
 wrong, in which file, what to do) instead of a traceback from inside RecBole or, worse, a
-silently wrong metric:
+silently wrong metric (:func:`check_dataset_files` runs the first three before RecBole
+reads anything, in order):
 
 * :func:`check_sequential_order`, :func:`check_labeled_evaluation` (before RecBole reads
   anything): a sequential model's split is in time order; a ``labeled`` evaluation has
   labels and value metrics;
+* :func:`check_dataset_exists` (before RecBole reads anything): the files exist, or the
+  command that creates them;
 * :func:`check_atomic_files` (before RecBole reads anything): an empty file, a header that
   is not ``name:type`` fields, a missing user, item or time column, an interaction file
   without interactions, a non-numeric value in a ``float`` column;
@@ -28,7 +31,9 @@ from logging import getLogger
 import numpy as np
 import pandas as pd
 
-from recbole_attn.errors import DataError
+from recbole_attn.data.categories import check_category_field_loads
+from recbole_attn.data.hints import converter_hint
+from recbole_attn.errors import DataError, DatasetNotFoundError
 from recbole_attn.files import not_text_message
 
 #: RecBole's feature types (``name:type`` in an atomic file's header)
@@ -154,6 +159,40 @@ def check_labeled_evaluation(config):
             f"has no {config['LABEL_FIELD']} field: load one (load_col), or derive it "
             "from a rating (--threshold=\"{'rating': 4}\")"
         )
+
+
+def check_dataset_exists(config):
+    """Fail early (before RecBole tries to download anything) when the atomic files of
+    ``config['dataset']`` are missing."""
+    dataset, data_path = config["dataset"], config["data_path"]
+    names = [f"{dataset}.inter"]
+    if config["benchmark_filename"]:
+        names = [f"{dataset}.{part}.inter" for part in config["benchmark_filename"]]
+    missing = [n for n in names if not os.path.isfile(os.path.join(data_path, n))]
+    if missing:
+        hint = converter_hint(dataset, os.path.dirname(os.path.normpath(data_path)))
+        raise DatasetNotFoundError(
+            f"dataset {dataset!r} not found: no {', '.join(missing)} in "
+            f"{os.path.abspath(data_path)}; create it with: {hint}; or point "
+            f"--data_path to the folder that holds {dataset}/"
+        )
+
+
+def check_dataset_files(config, sequential, needs_categories=None):
+    """The dataset's files, before RecBole reads anything: a ``labeled`` evaluation has
+    what it scores (:func:`check_labeled_evaluation`), the files exist
+    (:func:`check_dataset_exists`), a sequential model's split is in time order
+    (:func:`check_sequential_order`), the atomic files read as RecBole reads them
+    (:func:`check_atomic_files`), and, with ``needs_categories`` (who needs them, what
+    to do instead), the category field loads
+    (:func:`~recbole_attn.data.categories.check_category_field_loads`)."""
+    check_labeled_evaluation(config)
+    check_dataset_exists(config)
+    if sequential:
+        check_sequential_order(config)
+    check_atomic_files(config, sequential)
+    if needs_categories:
+        check_category_field_loads(config, *needs_categories)
 
 
 def check_atomic_files(config, sequential):

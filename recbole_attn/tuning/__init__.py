@@ -147,7 +147,8 @@ def tune_model(
         ``test_result`` (the only test evaluation), ``trials`` (params, best valid score,
         epochs, stop reason, checkpoint) and ``output`` (the folder).
     """
-    from recbole_attn.config import get_model_class, known_config_keys, make_config
+    from recbole_attn.config import make_config
+    from recbole_attn.config_check import known_run_keys
     from recbole_attn.quick_start import load_data_and_model
 
     echo = echo or print
@@ -186,10 +187,8 @@ def tune_model(
     files = [os.path.abspath(p) for p in config_file_list or []]
     # validates model, dataset, files and values before any trial starts
     probe = make_config(model, dataset, files, overrides)
-    model_class = get_model_class(model)
-    check_space(
-        params, known_config_keys(model_class, probe), model_class.__name__, algo
-    )
+    model_class = probe.model_class
+    check_space(params, known_run_keys(probe), model_class.__name__, algo)
     mode = "max" if probe["valid_metric_bigger"] else "min"
     if tool == "ray":
         check_ray_address(ray_address)
