@@ -21,10 +21,8 @@ from recbole_attn.data.categories import (
 from recbole_attn.evaluator.metrics import ITEM_CATEGORIES, needs_item_categories
 
 
-def _metrics_who(config, metrics):
-    """The subject of a category-field message: which metrics need the field."""
-    if metrics is None:
-        metrics = needs_item_categories(config["metrics"])
+def _metrics_who(metrics):
+    """The subject of a category-field message: which ``metrics`` need the field."""
     if not metrics:
         return "the collector needs"
     if len(metrics) == 1:
@@ -39,9 +37,10 @@ _WITHOUT_CATEGORIES = "remove CC, ILD and F1 from metrics"
 def check_metrics_category_field(config, dataset, metrics=None):
     """:func:`~recbole_attn.data.categories.check_category_field` for the metrics that
     need categories (``metrics``, default: those of ``config['metrics']``)."""
-    return check_category_field(
-        config, dataset, _metrics_who(config, metrics), _WITHOUT_CATEGORIES
-    )
+    if metrics is None:
+        metrics = needs_item_categories(config["metrics"])
+    who = _metrics_who(metrics)
+    return check_category_field(config, dataset, who, _WITHOUT_CATEGORIES)
 
 
 def check_metrics_category_field_loads(config):
@@ -49,9 +48,8 @@ def check_metrics_category_field_loads(config):
     (:func:`~recbole_attn.data.categories.check_category_field_loads`)."""
     metrics = needs_item_categories(config["metrics"])
     if metrics:
-        check_category_field_loads(
-            config, _metrics_who(config, metrics), _WITHOUT_CATEGORIES
-        )
+        who = _metrics_who(metrics)
+        check_category_field_loads(config, who, _WITHOUT_CATEGORIES)
 
 
 def collected_item_categories(config, dataset):
