@@ -233,8 +233,7 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     config.declared = declared_of(config.run_classes)
     config_check.check_values(config)
     config_check.check_research_wing_keys(config, set(config.declared))
-    for cls in config.run_classes:
-        config_check.check_model_options(cls, config)
+    config_check.check_model_options(config, config.run_classes, config.declared)
     check_grouping(config)
     check_no_pickles(config)
     # one line per key the user gave that the run does not read, for the run's log

@@ -240,15 +240,15 @@ def check_options(config, options):
             )
 
 
-def check_model_options(model_class, config):
-    """The options the model declares (``options`` of its class and base classes, name ->
-    :class:`~recbole_attn.options.Opt`), then its cross-option rules (``option_rules``:
-    functions of the config returning a message or None), before any data is loaded."""
-    from recbole_attn.options import declared_options
-
-    checks = {key: opt.check for key, opt in declared_options(model_class).items()}
-    check_options(config, checks)
-    for cls in reversed(model_class.__mro__):
+def check_model_options(config, classes, declared):
+    """The options the classes of a run declare (``declared``: name ->
+    :class:`~recbole_attn.options.Opt`, :func:`~recbole_attn.config.declared_of`
+    ``classes``), then the cross-option rules of the classes and their bases
+    (``option_rules``: functions of the config returning a message or None), before any
+    data is loaded."""
+    check_options(config, {key: opt.check for key, opt in declared.items()})
+    bases = [cls for model_class in classes for cls in reversed(model_class.__mro__)]
+    for cls in dict.fromkeys(bases):
         for rule in vars(cls).get("option_rules", ()):
             message = rule(config)
             if message:

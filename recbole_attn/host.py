@@ -262,11 +262,11 @@ def _configure_plugin_model(config):
     import recbole.data.dataset as recbole_datasets
 
     from recbole_attn import config_check
-    from recbole_attn.config import model_classes
+    from recbole_attn.config import declared_of, model_classes
     from recbole_attn.data.dataset import AttnSequentialDataset
 
-    for cls in model_classes(config.model_class, config):
-        config_check.check_model_options(cls, config)
+    classes = model_classes(config.model_class, config)
+    config_check.check_model_options(config, classes, declared_of(classes))
     name = f"{config.model}Dataset"
     if getattr(recbole_datasets, name, AttnSequentialDataset) is AttnSequentialDataset:
         setattr(recbole_datasets, name, AttnSequentialDataset)
