@@ -26,8 +26,7 @@ from recbole_attn.data.checks import (
 )
 from recbole_attn.data.dataset import (
     AttnSequentialDataset,
-    check_training_mode,
-    check_sequential_dataset_class,
+    check_sequential_model,
     recbole_dataset_class,
 )
 from recbole_attn.data.preparation import data_preparation
@@ -60,26 +59,6 @@ def check_valid_metric(config):
         )
 
 
-def check_model_training_mode(config, model_class=None):
-    """``training_mode``, checked against the model: only recbole_attn's models put a loss
-    at every position, so any other model (RecBole's SASRec, GRU4Rec, ...) needs
-    ``last_position`` (RecBole's prefix samples)."""
-    mode = check_training_mode(config)
-    if (
-        model_class is not None
-        and mode == "all_position"
-        and not issubclass(model_class, AttnSequentialRecommender)
-    ):
-        name = model_class.__name__
-        raise ConfigError(
-            f"{name} is not a recbole_attn model: it trains on RecBole's prefix samples "
-            "with a loss at the last position only, so training_mode: all_position would "
-            f"silently train it on one sample per user. Use training_mode: last_position "
-            f"with {name}, or the all-position SASRec of this package, SASRecAP."
-        )
-    return mode
-
-
 def check_before_loading(config, writes=True):
     """Everything about a run that can be checked before its data loads, so that a bad
     value, a broken file or a folder that cannot be written fails in seconds, not after
@@ -95,8 +74,7 @@ def check_before_loading(config, writes=True):
     check_recbole_negatives(config, model_class)
     sequential = config["MODEL_TYPE"] == ModelType.SEQUENTIAL
     if sequential:
-        check_model_training_mode(config, model_class)
-        check_sequential_dataset_class(config, model_class)
+        check_sequential_model(config, model_class)
     needs_categories = None
     if any(getattr(c, "needs_item_categories", False) for c in config.run_classes):
         name = model_class.__name__
@@ -171,7 +149,7 @@ def create_dataset(config, model_class=None):
 
     check_dataset_exists(config)
     if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:
-        check_model_training_mode(config, model_class)
+        check_sequential_model(config, model_class)
     return _load_dataset(config, model_class)
 
 

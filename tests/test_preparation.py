@@ -21,7 +21,7 @@ def test_a_run_reads_each_yaml_file_once_and_checks_once(
             reads[str(path)] = reads.get(str(path), 0) + 1
         return real_open(path, *args, **kwargs)
 
-    exists, mode = data_checks.check_dataset_exists, pipeline.check_model_training_mode
+    exists, mode = data_checks.check_dataset_exists, pipeline.check_sequential_model
 
     def counting_exists(config):
         checks["dataset"] += 1
@@ -33,7 +33,7 @@ def test_a_run_reads_each_yaml_file_once_and_checks_once(
 
     monkeypatch.setattr(builtins, "open", counting_open)
     monkeypatch.setattr(data_checks, "check_dataset_exists", counting_exists)
-    monkeypatch.setattr(pipeline, "check_model_training_mode", counting_mode)
+    monkeypatch.setattr(pipeline, "check_sequential_model", counting_mode)
     monkeypatch.chdir(tmp_path)
     config, net, _, _ = quick_start.build(
         "PAtt", "tiny", config_file_list=[str(user)], config_dict=tiny_config

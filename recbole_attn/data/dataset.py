@@ -80,25 +80,36 @@ class AttnSequentialDataset(CheckedDataset, SequentialDataset):
         return datasets
 
 
-def check_sequential_dataset_class(config, model_class):
-    """A RecBole sequential model that needs a dataset class of its own (RecBole's
-    ``DIENDataset``: negative item sequences; ``GRU4RecKGDataset``, ``KSRDataset``: the
-    knowledge graph) cannot train on the pipeline's sequential dataset (a ``KeyError``
-    deep in training): a :class:`~recbole_attn.errors.ConfigError` before the data
-    loads."""
+def check_sequential_model(config, model_class=None):
+    """A sequential model against the pipeline's sequential dataset, before it loads:
+    ``training_mode`` is valid and one the model trains in (only recbole_attn's models,
+    which name their ``dataset_class``, put a loss at every position, so any other model,
+    RecBole's SASRec, GRU4Rec, ..., needs ``last_position``: RecBole's prefix samples),
+    and the model does not need a dataset class of RecBole's own (``DIENDataset``:
+    negative item sequences; ``GRU4RecKGDataset``, ``KSRDataset``: the knowledge graph),
+    which the pipeline does not build (a ``KeyError`` deep in training). A
+    :class:`~recbole_attn.errors.ConfigError` otherwise; returns the training mode."""
     import importlib
 
-    from recbole_attn.errors import ConfigError
-
-    if hasattr(model_class, "dataset_class"):  # a recbole_attn model's own
-        return
-    name = f"{config['model']}Dataset"
-    if hasattr(importlib.import_module("recbole.data.dataset"), name):
+    mode = check_training_mode(config)
+    if model_class is None or hasattr(model_class, "dataset_class"):
+        return mode
+    name = model_class.__name__
+    if mode == "all_position":
         raise ConfigError(
-            f"{config['model']} trains on RecBole's own {name}, which recbole-attn's "
+            f"{name} is not a recbole_attn model: it trains on RecBole's prefix samples "
+            "with a loss at the last position only, so training_mode: all_position would "
+            f"silently train it on one sample per user. Use training_mode: last_position "
+            f"with {name}, or the all-position SASRec of this package, SASRecAP."
+        )
+    own = f"{config['model']}Dataset"
+    if hasattr(importlib.import_module("recbole.data.dataset"), own):
+        raise ConfigError(
+            f"{config['model']} trains on RecBole's own {own}, which recbole-attn's "
             "sequential pipeline does not build: this model is not supported by "
             "recbole-attn; choose another model"
         )
+    return mode
 
 
 def recbole_dataset_class(config):
