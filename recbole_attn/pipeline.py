@@ -31,8 +31,7 @@ from recbole_attn.data.dataset import (
 )
 from recbole_attn.data.preparation import data_preparation
 from recbole_attn.errors import ConfigError, MetricConfigError
-from recbole_attn.evaluator import validate_dataset
-from recbole_attn.evaluator.collector import check_metrics_category_field_loads
+from recbole_attn.evaluator import check_metrics_before_loading, validate_dataset
 from recbole_attn.files import check_writable_folder
 from recbole_attn.logs import DETAIL, init_logging, log_file_only
 from recbole_attn.memory import check_memory
@@ -65,8 +64,8 @@ def check_before_loading(config, writes=True):
     an epoch: the validation metric, the model against the options (its negatives, its
     training mode, its dataset class), the dataset's files
     (:func:`~recbole_attn.data.checks.check_dataset_files`: they exist and read, with
-    the category field the model needs), the category field the metrics need, and the
-    checkpoint folder."""
+    the category field the model needs), what the metrics need (their options and the
+    category field), and the checkpoint folder."""
     from recbole.utils import ModelType
 
     model_class = config.model_class
@@ -83,7 +82,7 @@ def check_before_loading(config, writes=True):
             "use a model that needs no categories (PAtt)",
         )
     check_dataset_files(config, sequential, needs_categories)
-    check_metrics_category_field_loads(config)
+    check_metrics_before_loading(config)
     if writes:  # a loaded checkpoint writes nothing
         check_writable_folder(config["checkpoint_dir"], "checkpoint_dir")
 

@@ -396,8 +396,14 @@ def test_model_options_are_checked_before_the_dataset_loads(
         ("STOSA", "--stosa_input=paper", "stosa_input is a research-only option"),
         ("DPAtt", "--dataset=tiny_nocat", "DPAtt needs the item category field"),
         ("SASRecAP", "--metrics=['Recall','NDCG','CC']", "metric CC needs"),
+        ("SASRecAP", "--metrics=['NDCG','ILD'] --ild_distance=l2", "ild_distance must"),
+        (
+            "SASRecAP",
+            "--metrics=['NDCG','F1'] --f1_diversity_metrics=['Nope']",
+            "F1 component 'Nope' is not a usable metric",
+        ),
     ):
-        argv = _run_args(tiny_data_path, option, model=model)
+        argv = _run_args(tiny_data_path, *option.split(" "), model=model)
         if option.startswith("--dataset"):
             argv = [a for a in argv if a != "--dataset=tiny"]
         code, err = _cli_main(argv, capsys)

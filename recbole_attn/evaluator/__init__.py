@@ -12,6 +12,7 @@ from recbole_attn.data.categories import category_field_name, item_category_tabl
 from recbole_attn.evaluator.collector import (
     CategoryCollector,
     check_metrics_category_field,
+    check_metrics_category_field_loads,
 )
 from recbole_attn.evaluator.metrics import (
     CC,
@@ -49,6 +50,33 @@ def register_metrics():
             register.smaller_metrics.append(name)
 
 
+def _check_metric_options(config):
+    """The requested metrics that need item categories, after checking the options of
+    ILD (``ild_distance``) and F1 (``f1_accuracy_metrics``, ``f1_diversity_metrics``).
+    """
+    metrics = needs_item_categories(config["metrics"])
+    lowered = [m.lower() for m in metrics]
+    if "ild" in lowered:
+        ILD(config)  # checks ild_distance
+    if "f1" in lowered:
+        F1(config)  # checks f1_accuracy_metrics / f1_diversity_metrics
+    return metrics
+
+
+def check_metrics_before_loading(config):
+    """What the requested metrics need that can be checked before the data loads, so
+    that it fails in seconds: the options of ILD and F1, and a category field that will
+    load (:func:`~recbole_attn.evaluator.collector.check_metrics_category_field_loads`).
+
+    Raises:
+        MetricConfigError: an invalid ``ild_distance`` or F1 component.
+        CategoryFieldError: CC, ILD or F1 is requested and the category field will not
+            load as an item feature.
+    """
+    if _check_metric_options(config):
+        check_metrics_category_field_loads(config)
+
+
 def validate_dataset(config, dataset):
     """Check, before training, that ``dataset`` has what the requested metrics need.
 
@@ -58,15 +86,9 @@ def validate_dataset(config, dataset):
             ``token_seq`` field.
         MetricConfigError: an invalid ``ild_distance`` or F1 component.
     """
-    metrics = needs_item_categories(config["metrics"])
-    if not metrics:
-        return
-    lowered = [m.lower() for m in metrics]
-    if "ild" in lowered:
-        ILD(config)  # checks ild_distance
-    if "f1" in lowered:
-        F1(config)  # checks f1_accuracy_metrics / f1_diversity_metrics
-    check_metrics_category_field(config, dataset, metrics)
+    metrics = _check_metric_options(config)
+    if metrics:
+        check_metrics_category_field(config, dataset, metrics)
 
 
 __all__ = [
@@ -81,6 +103,7 @@ __all__ = [
     "MetricConfigError",
     "category_field_name",
     "category_multi_hot",
+    "check_metrics_before_loading",
     "check_metrics_category_field",
     "coverage_per_user",
     "f1_score",
