@@ -4,8 +4,8 @@ recbole_attn.data.checks
 
 Checks of a dataset's files and of its split, so that dirty data is a clear line (what is
 wrong, in which file, what to do) instead of a traceback from inside RecBole or, worse, a
-silently wrong metric (:func:`check_dataset_files` runs the first three before RecBole
-reads anything, in order):
+silently wrong metric (:func:`check_dataset_files` runs the checks "before RecBole reads
+anything" below, in one call):
 
 * :func:`check_sequential_order`, :func:`check_labeled_evaluation` (before RecBole reads
   anything): a sequential model's split is in time order; a ``labeled`` evaluation has
