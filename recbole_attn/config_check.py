@@ -363,9 +363,10 @@ def model_keys(properties_dir):
 
 
 def known_run_keys(config):
-    """The keys the run of a configuration made by :func:`~recbole_attn.config.
-    make_config` reads: RecBole's, the plugin's, the model's and the options its classes
-    declare (AWRSR: its backbone's too)."""
+    """The keys a run reads: RecBole's, the plugin's, the model's and the options its
+    classes declare (AWRSR: its backbone's too). ``config``: made by
+    :func:`~recbole_attn.config.make_config` (``run_classes``, ``shipped_files``,
+    ``declared``)."""
     names = [c.__name__ for cls in config.run_classes for c in cls.__mro__]
     return known_keys(names, config.shipped_files) | set(config.declared)
 

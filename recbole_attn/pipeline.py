@@ -65,7 +65,8 @@ def check_before_loading(config, writes=True):
     training mode, its dataset class), the dataset's files
     (:func:`~recbole_attn.data.checks.check_dataset_files`: they exist and read, with
     the category field the model needs), what the metrics need (their options and the
-    category field), and the checkpoint folder."""
+    category field), and the checkpoint folder. ``config``: made by
+    :func:`~recbole_attn.config.make_config` (it reads ``config.run_classes``)."""
     from recbole.utils import ModelType
 
     model_class = config.model_class
@@ -143,7 +144,9 @@ def create_dataset(config, model_class=None):
     """Our sequential dataset (training modes) for sequential models; RecBole's dataset
     class otherwise (:func:`~recbole_attn.data.dataset.recbole_dataset_class`), after
     checking that its files exist and (with ``model_class``) that the model can train in
-    ``training_mode``. A run (:func:`prepare`) checks both once, before."""
+    ``training_mode`` on the pipeline's dataset
+    (:func:`~recbole_attn.data.dataset.check_sequential_model`). A run (:func:`prepare`)
+    checks both once, before."""
     from recbole.utils import ModelType
 
     check_dataset_exists(config)
@@ -172,8 +175,9 @@ def prepare(model, dataset, config_file_list=None, config_dict=None, writes=True
        grouping and the dataset's saved files; the user's keys that nothing reads
        (``config.warnings``, logged by the caller);
     2. the run against its inputs (:func:`check_before_loading`): the validation
-       metric, the model's negatives, the dataset's files, the training mode, the
-       category field, the checkpoint folder (``writes``).
+       metric, the model's negatives, training mode and dataset class, the dataset's
+       files and the category field the model needs, the metrics' options and category
+       field, the checkpoint folder (``writes``).
 
     Returns the configuration. First of all, the installed RecBole must be the release
     the pipeline was written for (:func:`~recbole_attn.compat.check_recbole_version`).

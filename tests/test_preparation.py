@@ -33,6 +33,7 @@ def test_a_run_reads_each_yaml_file_once_and_checks_once(
 
     monkeypatch.setattr(builtins, "open", counting_open)
     monkeypatch.setattr(data_checks, "check_dataset_exists", counting_exists)
+    monkeypatch.setattr(pipeline, "check_dataset_exists", counting_exists)
     monkeypatch.setattr(pipeline, "check_sequential_model", counting_mode)
     monkeypatch.chdir(tmp_path)
     config, net, _, _ = quick_start.build(
