@@ -313,7 +313,7 @@ def _checkout(tmp_path):
 
 def test_export_never_undoes_hand_edits_and_writes_all_or_nothing(tmp_path):
     from recbole_attn.upstream.export import export
-    from recbole_attn.upstream.models import ExportError
+    from recbole_attn.errors import ExportError
 
     root = _checkout(tmp_path)
     prs = tmp_path / "prs"

@@ -28,7 +28,8 @@ import recbole
 
 from recbole_attn.upstream import assemble, bundle, metric_files
 from recbole_attn.upstream.export import export, planned_files
-from recbole_attn.upstream.models import MARK, MODELS, ExportError
+from recbole_attn.errors import ExportError
+from recbole_attn.upstream.models import MARK, MODELS
 from recbole_attn.upstream.recbole_files import recbole_test_cases
 from recbole_attn.upstream.sources import model_file, python_files
 

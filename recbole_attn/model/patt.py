@@ -25,7 +25,6 @@ No determinant routine, eigendecomposition or Python loop over pairs or position
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from recbole.model.abstract_recommender import SequentialRecommender

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 
 from recbole_attn.upstream.bundle import BundleError, Bundler
-from recbole_attn.upstream.models import ExportError
+from recbole_attn.errors import ExportError
 
 
 def module_order(bundler, units):

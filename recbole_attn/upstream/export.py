@@ -36,7 +36,8 @@ import sys
 
 from recbole_attn.files import write_files
 from recbole_attn.upstream import metric_files
-from recbole_attn.upstream.models import MARK, MODELS, ExportError
+from recbole_attn.errors import ExportError
+from recbole_attn.upstream.models import MARK, MODELS
 from recbole_attn.upstream.recbole_files import (
     add_docs_lines,
     add_init_lines,

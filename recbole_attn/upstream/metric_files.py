@@ -28,7 +28,8 @@ import os
 import re
 
 from recbole_attn import __version__
-from recbole_attn.upstream.models import MARK, ExportError
+from recbole_attn.errors import ExportError
+from recbole_attn.upstream.models import MARK
 from recbole_attn.upstream.assemble import bundled, import_lines
 from recbole_attn.upstream.sources import format_source
 

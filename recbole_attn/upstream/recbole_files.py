@@ -13,13 +13,13 @@ import json
 import re
 
 from recbole_attn import __version__
+from recbole_attn.errors import ExportError
 from recbole_attn.upstream.models import (
     MARK,
     MODELS,
     SEQUENTIAL,
     TESTS_BEGIN,
     TESTS_END,
-    ExportError,
     cite_docs,
 )
 

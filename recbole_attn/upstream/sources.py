@@ -15,11 +15,11 @@ import importlib.util
 import re
 
 from recbole_attn import __version__
+from recbole_attn.errors import ExportError
 from recbole_attn.upstream.models import (
     MARK,
     MODELS,
     SEQUENTIAL,
-    ExportError,
     cite_docs,
 )
 
