@@ -122,26 +122,48 @@ def barrier(config):
 
 
 def _process(rank, run_fn, model, dataset, kwargs, queue):
+    from recbole_attn.errors import RecboleAttnError
+
     config_dict = dict(kwargs.pop("config_dict"))
     config_dict["local_rank"] = rank
-    result = run_fn(model, dataset, config_dict=config_dict, **kwargs)
+    try:
+        result = run_fn(model, dataset, config_dict=config_dict, **kwargs)
+    except RecboleAttnError as err:
+        # the user's error, for the parent to report as one line; raised again so that
+        # torch stops the other processes
+        queue.put(("error", err))
+        raise
     if rank == 0:
-        queue.put(result)
+        queue.put(("result", result))
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 
 
 def spawn(run_fn, model, dataset, options, config_dict, **kwargs):
     """Run ``run_fn(model, dataset, config_dict=..., **kwargs)`` in ``options['nproc']``
-    processes of this machine; the result of process 0."""
+    processes of this machine; the result of process 0. A
+    :class:`~recbole_attn.errors.RecboleAttnError` of a process (a missing dataset, a
+    bad value) is raised here as it is, not as torch's report of a failed process with
+    its traceback."""
     import torch.multiprocessing as mp
 
     queue = mp.get_context("spawn").SimpleQueue()
     kwargs["config_dict"] = {**config_dict, **options}
-    mp.spawn(
-        _process,
-        args=(run_fn, model, dataset, kwargs, queue),
-        nprocs=options["nproc"],
-        join=True,
-    )
-    return None if queue.empty() else queue.get()
+    try:
+        mp.spawn(
+            _process,
+            args=(run_fn, model, dataset, kwargs, queue),
+            nprocs=options["nproc"],
+            join=True,
+        )
+    except mp.ProcessRaisedException:
+        while not queue.empty():
+            kind, value = queue.get()
+            if kind == "error":
+                raise value from None
+        raise
+    while not queue.empty():
+        kind, value = queue.get()
+        if kind == "result":
+            return value
+    return None

@@ -25,6 +25,7 @@ from recbole_attn.logs import DETAIL, show_progress
 from recbole_attn.pipeline import (  # noqa: F401  (create_dataset: re-exported)
     build,
     build_run,
+    check_before_loading,
     create_dataset,
 )
 
@@ -123,8 +124,9 @@ def run(
     """
     options, rest = distributed.distributed_options(config_dict)
     if options and "local_rank" not in rest:  # start the processes; each runs this
-        metrics = make_config(model, dataset, config_file_list, rest)["metrics"]
-        if "f1" in [str(m).lower() for m in metrics]:
+        # everything that can fail before the data loads fails here, once, as one line
+        config = make_config(model, dataset, config_file_list, rest)
+        if "f1" in [str(m).lower() for m in config["metrics"]]:
             # F1 is the harmonic mean of two dataset-level means: the processes' F1
             # values do not combine into it
             raise ConfigError(
@@ -132,6 +134,7 @@ def run(
                 "without F1 in metrics, then evaluate the saved model in one process: "
                 "recbole-attn evaluate --model_file=... --metrics=\"[...,'F1']\""
             )
+        check_before_loading(config)
         return distributed.spawn(
             run,
             model,

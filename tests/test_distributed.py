@@ -8,7 +8,8 @@ import socket
 import pytest
 import torch
 
-from recbole_attn.distributed import distributed_options
+from recbole_attn.distributed import distributed_options, spawn
+from recbole_attn.errors import DataError
 from recbole_attn.quick_start import evaluate, run
 
 
@@ -26,6 +27,18 @@ def test_distributed_options():
     }
     options, _ = distributed_options({"nproc": 2, "world_size": 4, "offset": 2})
     assert options["world_size"] == 4 and options["offset"] == 2
+
+
+def _refuse(model, dataset, config_dict=None, **kwargs):
+    raise DataError(f"process {config_dict['local_rank']} refuses {dataset}")
+
+
+@pytest.mark.slow
+def test_the_error_of_a_process_is_raised_as_it_is():
+    """A process's user error (one a run meets only after its data loads) reaches the
+    command as that error, one line, not as torch's report of a failed process."""
+    with pytest.raises(DataError, match=r"^process [01] refuses tiny$"):
+        spawn(_refuse, "SASRecAP", "tiny", {"nproc": 2}, {})
 
 
 def _free_port():

@@ -781,6 +781,24 @@ def test_f1_over_several_processes_is_refused(trained, tmp_path, monkeypatch, ca
     _one_line(code, err, "F1 cannot be computed over several processes")
 
 
+def test_several_processes_check_the_run_before_they_start(
+    trained, tmp_path, monkeypatch, capsys
+):
+    """A dataset that is not there, with --nproc=2: one line from the command, before any
+    process starts (each would fail with its traceback)."""
+    import torch.multiprocessing as mp
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("processes were started")
+
+    monkeypatch.setattr(mp, "spawn", refuse)
+    monkeypatch.chdir(tmp_path)
+    code, err = main(
+        _run_args(trained[1]["data_path"], "--nproc=2", "--dataset=nowhere"), capsys
+    )
+    _one_line(code, err, "dataset 'nowhere' not found")
+
+
 def test_an_atomic_file_that_is_not_utf8_is_one_line(
     trained, tmp_path, monkeypatch, capsys
 ):
