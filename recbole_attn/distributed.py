@@ -27,21 +27,57 @@ import torch
 DISTRIBUTED_KEYS = ("nproc", "world_size", "ip", "port", "offset")
 
 
+def _integer(options, key, default, minimum, maximum=None):
+    """``options[key]`` (a number, or its text from the command line) as an integer in
+    ``[minimum, maximum]``, or a :class:`~recbole_attn.errors.ConfigError` naming it."""
+    from recbole_attn.errors import ConfigError
+
+    value = options.get(key, default)
+    text = str(value).strip()
+    number = int(text) if text.lstrip("-").isdigit() else None
+    if (
+        isinstance(value, bool)
+        or number is None
+        or number < minimum
+        or (maximum is not None and number > maximum)
+    ):
+        bound = f"from {minimum} to {maximum}" if maximum else f">= {minimum}"
+        raise ConfigError(
+            f"{key} must be an integer {bound}, got {value!r} (a multi-process run: "
+            "docs/tuning.md)"
+        )
+    return number
+
+
 def distributed_options(config_dict):
     """Split the multi-process keys out of ``config_dict``: ``(options, rest)``; options
-    is empty for a single-process run."""
+    is empty for a single-process run. Their values are checked (a
+    :class:`~recbole_attn.errors.ConfigError`): whole numbers, and this machine's
+    processes ``offset .. offset + nproc - 1`` among the ``world_size`` ranks."""
+    from recbole_attn.errors import ConfigError
+
     rest = dict(config_dict or {})
     options = {k: rest.pop(k) for k in DISTRIBUTED_KEYS if k in rest}
-    nproc = int(options.get("nproc", 1))
-    world_size = int(options.get("world_size", -1))
-    if nproc <= 1 and world_size <= 0:
+    nproc = _integer(options, "nproc", 1, 1)
+    if "world_size" not in options and nproc == 1:
+        return {}, rest
+    world_size = _integer(options, "world_size", nproc, 1)
+    offset = _integer(options, "offset", 0, 0)
+    if offset + nproc > world_size:
+        raise ConfigError(
+            f"{nproc} processes (nproc) from rank {offset} (offset) need ranks up to "
+            f"{offset + nproc - 1}, but world_size {world_size} has ranks 0 to "
+            f"{world_size - 1}; give --world_size={offset + nproc} or more, or fewer "
+            "processes"
+        )
+    if world_size == 1:
         return {}, rest
     return {
         "nproc": nproc,
-        "world_size": world_size if world_size > 0 else nproc,
+        "world_size": world_size,
         "ip": str(options.get("ip", "localhost")),
-        "port": str(options.get("port", "5678")),
-        "offset": int(options.get("offset", 0)),
+        "port": str(_integer(options, "port", 5678, 1, 65535)),
+        "offset": offset,
     }, rest
 
 

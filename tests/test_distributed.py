@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from recbole_attn.distributed import distributed_options, spawn
-from recbole_attn.errors import DataError
+from recbole_attn.errors import ConfigError, DataError
 from recbole_attn.quick_start import evaluate, run
 
 
@@ -27,6 +27,32 @@ def test_distributed_options():
     }
     options, _ = distributed_options({"nproc": 2, "world_size": 4, "offset": 2})
     assert options["world_size"] == 4 and options["offset"] == 2
+    # the command line's text, as numbers
+    options, _ = distributed_options({"nproc": "2", "world_size": "4", "offset": "2"})
+    assert (options["nproc"], options["world_size"], options["offset"]) == (2, 4, 2)
+    # one rank in all is one process
+    assert distributed_options({"nproc": 1, "world_size": 1}) == ({}, {})
+
+
+@pytest.mark.parametrize(
+    "given, fragment",
+    [
+        ({"nproc": "abc"}, "nproc must be an integer >= 1, got 'abc'"),
+        ({"nproc": 0}, "nproc must be an integer >= 1, got 0"),
+        ({"nproc": 2.5}, "nproc must be an integer >= 1"),
+        ({"nproc": True}, "nproc must be an integer >= 1"),
+        ({"nproc": 2, "world_size": 0}, "world_size must be an integer >= 1"),
+        ({"nproc": 2, "offset": -1}, "offset must be an integer >= 0"),
+        ({"nproc": 2, "port": "http"}, "port must be an integer from 1 to 65535"),
+        ({"nproc": 2, "port": 70000}, "port must be an integer from 1 to 65535"),
+        ({"nproc": 2, "world_size": 1}, "world_size 1 has ranks 0 to 0"),
+        ({"nproc": 2, "world_size": 4, "offset": 3}, "--world_size=5"),
+    ],
+)
+def test_bad_distributed_options_are_one_line(given, fragment):
+    with pytest.raises(ConfigError) as err:
+        distributed_options({**given, "epochs": 2})
+    assert fragment in str(err.value) and "\n" not in str(err.value)
 
 
 def _refuse(model, dataset, config_dict=None, **kwargs):
