@@ -23,7 +23,7 @@ import yaml
 
 from recbole_attn.errors import ConfigError
 from recbole_attn.names import closest
-from recbole_attn.options import Integer, Number, OneOf, Option, is_int
+from recbole_attn.options import Integer, Number, OneOf, Option, is_int, is_number
 
 # ---------------------------------------------------------------------- yaml files
 
@@ -94,7 +94,7 @@ class EvalArgs(Option):
                 split.get("LS") in self.LS
                 or (
                     isinstance(split.get("RS"), (list, tuple))
-                    and all(_is_number(r) and r >= 0 for r in split["RS"])
+                    and all(is_number(r) and r >= 0 for r in split["RS"])
                 )
             )
         ):
@@ -115,6 +115,69 @@ class EvalArgs(Option):
                 "a dict whose mode is full, labeled, uni<N> or pop<N> (N >= 1 sampled "
                 f"negatives, e.g. uni100), got mode {mode!r}"
             )
+
+
+class FieldsBySource(Option):
+    """RecBole's ``load_col`` (``unload_col``): a dict from a file (``inter``, ``item``,
+    ``user``, ...) to the names of its fields to load (to leave out); ``load_col`` also
+    takes ``'*'``, every field of the file."""
+
+    kind = "dict"
+
+    def __init__(self, every=False):
+        self.every = every
+
+    def problem(self, value):
+        def names(fields):
+            if self.every and fields == "*":
+                return True
+            return isinstance(fields, (list, tuple)) and all(
+                isinstance(f, str) for f in fields
+            )
+
+        if not (isinstance(value, dict) and all(names(f) for f in value.values())):
+            return (
+                "a dict from a file to the names of its fields, e.g. {'inter': "
+                "['user_id', 'item_id', 'timestamp'], 'item': ['item_id', 'categories']}"
+                + (" ('*': all of the file's)" if self.every else "")
+            )
+
+
+class Threshold(Option):
+    """RecBole's ``threshold``: one field of the interactions and the value from which
+    an interaction is labelled positive."""
+
+    kind = "dict"
+
+    def problem(self, value):
+        if not (
+            isinstance(value, dict)
+            and len(value) == 1
+            and all(isinstance(k, str) and is_number(v) for k, v in value.items())
+        ):
+            return "a dict of one field and a number, e.g. {'rating': 4}"
+
+
+class Text(Option):
+    """A non-empty string (RecBole's separators)."""
+
+    def problem(self, value):
+        if not (isinstance(value, str) and value):
+            return "a non-empty string"
+
+
+class Names(Option):
+    """A non-empty list of non-empty strings (RecBole's ``benchmark_filename``)."""
+
+    kind = "list"
+
+    def problem(self, value):
+        if not (
+            isinstance(value, (list, tuple))
+            and value
+            and all(isinstance(v, str) and v for v in value)
+        ):
+            return "a non-empty list of names, e.g. ['train', 'valid', 'test']"
 
 
 #: key -> :class:`Option` of the keys every run reads (RecBole's and the pipeline's);
@@ -146,6 +209,13 @@ VALUE_RULES = {
     "threads": Integer(1),
     "learner": Learner(),
     "eval_args": EvalArgs(),
+    # RecBole's data keys: a wrong type was a traceback from inside its dataset
+    "load_col": FieldsBySource(every=True),
+    "unload_col": FieldsBySource(),
+    "threshold": Threshold(),
+    "field_separator": Text(),
+    "seq_separator": Text(),
+    "benchmark_filename": Names(),
     # RecBole's KD_DAGFM: another phase was returned as a ValueError object and failed
     # later (RecBole PR #2208)
     "phase": OneOf("teacher_training", "distillation", "finetuning"),

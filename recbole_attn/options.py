@@ -31,7 +31,7 @@ def is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value):
+def is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -94,13 +94,13 @@ class Number(Option):
         self.range = range
 
     def problem(self, value):
-        if _is_number(value) and not math.isfinite(value):
+        if is_number(value) and not math.isfinite(value):
             return f"a finite number ({value} is not)"
-        if self.range == "positive" and not (_is_number(value) and value > 0):
+        if self.range == "positive" and not (is_number(value) and value > 0):
             return "a number > 0"
-        if self.range == "non-negative" and not (_is_number(value) and value >= 0):
+        if self.range == "non-negative" and not (is_number(value) and value >= 0):
             return "a number >= 0"
-        if self.range == "probability" and not (_is_number(value) and 0 <= value < 1):
+        if self.range == "probability" and not (is_number(value) and 0 <= value < 1):
             return "a probability in [0, 1)"
 
     def convert(self, value):

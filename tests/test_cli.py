@@ -48,6 +48,18 @@ def _bad_run(tiny_data_path, capsys, *args, model="SASRecAP"):
         ("--learner=adamw", "learner must be one of"),
         ("--hidden_size=30", "hidden_size (30) must be a multiple of n_heads (4)"),
         ("--metrics=['Recal']", "There is no metric named 'Recal'"),
+        (
+            "--eval_args={'split': {'RS': [0.8, -0.1, 0.3]}}",
+            "eval_args must be a dict whose split is",
+        ),
+        # RecBole's data keys (tracebacks from its dataset before)
+        ("--load_col=abc", "load_col must be a dict from a file to the names"),
+        ("--load_col={'inter': 'user_id'}", "load_col must be a dict from a file"),
+        ("--unload_col={'inter': '*'}", "unload_col must be a dict from a file"),
+        ("--threshold=abc", "threshold must be a dict of one field and a number"),
+        ("--threshold={'a': 1, 'b': 2}", "threshold must be a dict of one field"),
+        ("--field_separator=5", "field_separator must be a non-empty string"),
+        ("--benchmark_filename=abc", "benchmark_filename must be a non-empty list"),
     ],
 )
 def test_bad_values_are_one_line_before_anything_runs(
@@ -159,6 +171,61 @@ def test_eval_args_override_updates_entries(tiny_data_path):
     assert config["eval_args"]["split"] == {"LS": "valid_and_test"}
     assert config["eval_args"]["order"] == "TO"
     assert config["eval_args"]["mode"] == {"valid": "uni100", "test": "uni100"}
+
+
+def test_every_field_of_a_file_loads_with_a_star(tiny_data_path, tmp_path, monkeypatch):
+    """RecBole's ``load_col: {inter: '*'}`` (every field of the file) passes the checks
+    before loading, labels included (it was refused: "load_col does not load
+    'user_id'")."""
+    from recbole_attn.data.checks import has_label
+    from recbole_attn.pipeline import check_before_loading
+
+    monkeypatch.chdir(tmp_path)
+    config = make_config(
+        "SASRecAP",
+        "tiny",
+        config_dict={"data_path": tiny_data_path, "load_col": {"inter": "*"}},
+    )
+    check_before_loading(config, writes=False)
+    assert has_label(config)
+    config = make_config(
+        "SASRecAP",
+        "tiny",
+        config_dict={"data_path": tiny_data_path, "load_col": {"inter": ["user_id"]}},
+    )
+    assert not has_label(config)
+
+
+def test_a_threshold_on_a_column_not_loaded_is_one_line_before_loading(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    code, err = _bad_run(tiny_data_path, capsys, "--threshold={'rating': 4}")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "threshold labels the interactions by 'rating', which is not a loaded" in err
+    assert not os.path.exists(tmp_path / "log")
+
+
+@pytest.mark.parametrize(
+    "split, ok",
+    [
+        ({"LS": "valid_and_test"}, True),
+        ({"RS": [0.8, 0.1, 0.1]}, True),
+        ({"RS": [8, 1, 1]}, True),
+        ({"RS": [0.8, -0.1, 0.3]}, False),
+        ({"RS": [0.8, "a", 0.1]}, False),
+        ({"RS": [0.8, True, 0.1]}, False),
+        ({"LS": "valid_and_test", "RS": [0.8, 0.1, 0.1]}, False),
+        ({"XS": [0.8, 0.1, 0.1]}, False),
+    ],
+)
+def test_eval_args_split_rule(split, ok):
+    """RecBole's split: leave-one-out ({LS: ...}) or ratios ({RS: [...]}, non-negative
+    numbers)."""
+    from recbole_attn.config_check import EvalArgs
+
+    problem = EvalArgs().problem({"split": split})
+    assert (problem is None) == ok, problem
 
 
 # ---------------------------------------------------------------------- checkpoints

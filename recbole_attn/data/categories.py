@@ -62,6 +62,19 @@ def dataset_has_categories(dataset, data_path, dataset_yaml=None):
     return field in [column.split(":")[0] for column in _header_columns(path)]
 
 
+def loaded_fields(config, source, fields):
+    """The ``fields`` of a file (``source``: inter, item, user) that RecBole loads:
+    ``load_col[source]`` (``'*'``: all of them; a file ``load_col`` does not name: none;
+    no ``load_col``: all), less ``unload_col[source]``."""
+    load_col, unload_col = config["load_col"], config["unload_col"]
+    names = list(fields)
+    if isinstance(load_col, dict) and load_col.get(source) != "*":
+        names = [n for n in names if n in (load_col.get(source) or [])]
+    if isinstance(unload_col, dict):
+        names = [n for n in names if n not in (unload_col.get(source) or [])]
+    return names
+
+
 def _header_columns(path, sep="\t", encoding="utf-8"):
     """Column names (``name:type``) in the header line of an atomic file."""
     with open(path, encoding=encoding) as f:
@@ -127,18 +140,7 @@ def check_category_field_loads(config, who, alternative):
     field = category_field_name(config)
     columns, _ = _item_file_columns(config)
     types = dict(c.split(":", 1) for c in columns or [] if ":" in c)
-    load_col = config["load_col"]
-    unload_col = config["unload_col"] or {}
-    loads = (
-        field in types
-        and not (
-            isinstance(load_col, dict) and field not in (load_col.get("item") or [])
-        )
-        and not (
-            isinstance(unload_col, dict) and field in (unload_col.get("item") or [])
-        )
-    )
-    if not loads:
+    if field not in loaded_fields(config, "item", types):
         inter = os.path.join(config["data_path"] or "", f"{config['dataset']}.inter")
         inter_columns = _header_columns(inter) if os.path.isfile(inter) else []
         raise CategoryFieldError(

@@ -31,7 +31,7 @@ from logging import getLogger
 import numpy as np
 import pandas as pd
 
-from recbole_attn.data.categories import check_category_field_loads
+from recbole_attn.data.categories import check_category_field_loads, loaded_fields
 from recbole_attn.data.hints import converter_hint
 from recbole_attn.errors import DataError, DatasetNotFoundError
 from recbole_attn.files import not_text_message
@@ -60,17 +60,6 @@ def _parse_header(path, header, separator):
             )
         fields[name] = kind
     return fields
-
-
-def _loaded(config, source, fields):
-    """The fields of ``source`` (inter, item, user) that RecBole will load."""
-    load_col, unload_col = config["load_col"], config["unload_col"]
-    names = list(fields)
-    if isinstance(load_col, dict):
-        names = [n for n in names if n in (load_col.get(source) or [])]
-    if isinstance(unload_col, dict):
-        names = [n for n in names if n not in (unload_col.get(source) or [])]
-    return names
 
 
 def _check_numbers(path, fields, names, separator, encoding):
@@ -125,6 +114,7 @@ def has_label(config):
     return (
         bool(config["threshold"])
         or load_col is None
+        or loaded == "*"
         or (config["LABEL_FIELD"] in (loaded or []))
     )
 
@@ -241,7 +231,7 @@ def _check_atomic_file(config, source, path, sequential, needs_time):
     )
     header, has_rows = _header(path, separator, encoding)
     fields = _parse_header(path, header, separator)
-    names = _loaded(config, source, fields)
+    names = loaded_fields(config, source, fields)
     required = {"inter": [uid, iid] + ([time] if needs_time else [])}
     required["item"] = [iid] if names else []
     required["user"] = [uid] if names else []
@@ -262,6 +252,14 @@ def _check_atomic_file(config, source, path, sequential, needs_time):
             raise DataError(
                 f"load_col does not load {field!r} from {path} (load_col: "
                 f"{config['load_col']}); add it to load_col['{source}']"
+            )
+    for field in (config["threshold"] or {}) if source == "inter" else ():
+        if field not in names or fields[field] != "float":
+            raise DataError(
+                f"threshold labels the interactions by {field!r}, which is not a "
+                f"loaded float column of {path} (loaded: "
+                f"{[f'{n}:{fields[n]}' for n in names]}); name one, e.g. "
+                "--threshold=\"{'rating': 4}\", or load it (load_col)"
             )
     if source == "inter" and not has_rows:
         raise DataError(
