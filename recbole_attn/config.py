@@ -211,11 +211,14 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
             config_file_list=files,
             config_dict=dict(config_dict or {}),
         )
-    except NotImplementedError as err:  # RecBole: an unknown metric name
+    except NotImplementedError as err:
+        # RecBole: an unknown metric name, or metrics its evaluation cannot compute
         from recbole.evaluator import metric_types
 
+        known = f"Known metrics: {', '.join(sorted(metric_types))} (any case)"
+        unknown = "no metric named" in str(err)
         raise MetricConfigError(
-            f"{err}. Known metrics: {', '.join(sorted(metric_types))} (any case)"
+            f"{err}. {known}" if unknown else f"{err} (RecBole's words)"
         ) from None
     except RecboleAttnError:
         raise

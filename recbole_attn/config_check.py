@@ -23,7 +23,15 @@ import yaml
 
 from recbole_attn.errors import ConfigError
 from recbole_attn.names import closest
-from recbole_attn.options import Integer, Number, OneOf, Option, is_int, is_number
+from recbole_attn.options import (
+    Flag,
+    Integer,
+    Number,
+    OneOf,
+    Option,
+    is_int,
+    is_number,
+)
 
 # ---------------------------------------------------------------------- yaml files
 
@@ -216,6 +224,14 @@ VALUE_RULES = {
     "field_separator": Text(),
     "seq_separator": Text(),
     "benchmark_filename": Names(),
+    "metric_decimal_place": Integer(0),
+    # RecBole's switches: any other value was taken as its truth value, silently
+    "use_gpu": Flag(),
+    "reproducibility": Flag(),
+    "repeatable": Flag(),
+    "show_progress": Flag(),
+    "enable_amp": Flag(),
+    "enable_scaler": Flag(),
     # RecBole's KD_DAGFM: another phase was returned as a ValueError object and failed
     # later (RecBole PR #2208)
     "phase": OneOf("teacher_training", "distillation", "finetuning"),

@@ -42,14 +42,23 @@ from recbole_attn.trainer import AttnTrainer
 
 def check_valid_metric(config):
     """``valid_metric`` must be one of the computed metrics, at one of the ``topk`` cutoffs
-    (RecBole only finds out after the first epoch, with a KeyError)."""
-    valid = config["valid_metric"]
+    for a top-K metric (RecBole only finds out after the first epoch, with a KeyError).
+    """
+    from recbole.evaluator.register import metric_types
+    from recbole.utils import EvaluatorType
+
+    valid = str(config["valid_metric"])
     name, _, cutoff = valid.partition("@")
     metrics = [m.lower() for m in config["metrics"]]
     if name.lower() not in metrics:
         raise MetricConfigError(
             f"valid_metric {valid!r} is not computed: metrics are {config['metrics']}. "
             f"Add {name} to metrics or choose another --valid_metric."
+        )
+    if not cutoff and metric_types.get(name.lower()) == EvaluatorType.RANKING:
+        raise MetricConfigError(
+            f"valid_metric {valid!r} needs a cutoff of topk {config['topk']}, e.g. "
+            f"--valid_metric={name}@{config['topk'][-1]}"
         )
     if cutoff and (not cutoff.isdigit() or int(cutoff) not in config["topk"]):
         raise MetricConfigError(

@@ -60,6 +60,10 @@ def _bad_run(tiny_data_path, capsys, *args, model="SASRecAP"):
         ("--threshold={'a': 1, 'b': 2}", "threshold must be a dict of one field"),
         ("--field_separator=5", "field_separator must be a non-empty string"),
         ("--benchmark_filename=abc", "benchmark_filename must be a non-empty list"),
+        ("--metric_decimal_place=abc", "metric_decimal_place must be an integer >= 0"),
+        ("--use_gpu=abc", "use_gpu must be True or False, got 'abc'"),
+        # a top-K metric without its cutoff: RecBole's KeyError after the first epoch
+        ("--valid_metric=Recall", "valid_metric 'Recall' needs a cutoff of topk"),
     ],
 )
 def test_bad_values_are_one_line_before_anything_runs(
@@ -73,6 +77,20 @@ def test_bad_values_are_one_line_before_anything_runs(
     # checked before the log file, the dataset or any checkpoint
     assert not os.path.exists(tmp_path / "saved")
     assert not os.path.exists(tmp_path / "log")
+
+
+def test_a_refusal_of_recbole_evaluation_is_its_words(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    """RecBole refuses value metrics in a full ranking: its words, not a list of the
+    known metrics (the metric is known)."""
+    monkeypatch.chdir(tmp_path)
+    code, err = _bad_run(
+        tiny_data_path, capsys, "--metrics=['AUC']", "--valid_metric=AUC"
+    )
+    assert code == 2 and err.count("\n") == 1, err
+    assert "do not match value-based metrics! (RecBole's words)" in err
+    assert "Known metrics" not in err
 
 
 def test_malformed_yaml_names_file_and_line(
