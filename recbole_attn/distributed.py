@@ -23,30 +23,33 @@ machine; process 0 (machine A) writes the checkpoints and the log.
 
 import torch
 
+from recbole_attn.options import Integer
+from recbole_attn.values import convert_value
+
 #: config keys of a multi-process run (RecBole's names), taken out of the overrides by ``run``
 DISTRIBUTED_KEYS = ("nproc", "world_size", "ip", "port", "offset")
 
 
-def _integer(options, key, default, minimum, maximum=None):
-    """``options[key]`` (a number, or its text from the command line) as an integer in
-    ``[minimum, maximum]``, or a :class:`~recbole_attn.errors.ConfigError` naming it."""
-    from recbole_attn.errors import ConfigError
+#: what the multi-process keys must be
+RULES = {
+    "nproc": Integer(1),
+    "world_size": Integer(1),
+    "offset": Integer(0),
+    "port": Integer(1, maximum=65535),
+}
 
-    value = options.get(key, default)
-    text = str(value).strip()
-    number = int(text) if text.lstrip("-").isdigit() else None
-    if (
-        isinstance(value, bool)
-        or number is None
-        or number < minimum
-        or (maximum is not None and number > maximum)
-    ):
-        bound = f"from {minimum} to {maximum}" if maximum else f">= {minimum}"
-        raise ConfigError(
-            f"{key} must be an integer {bound}, got {value!r} (a multi-process run: "
-            "docs/tuning.md)"
-        )
-    return number
+
+def _checked(options, keys):
+    """``options``, command-line text read as the values it spells, with ``keys``
+    checked against :data:`RULES` (:func:`~recbole_attn.config_check.check_options`: a
+    one-line ``ConfigError`` naming the key)."""
+    from recbole_attn.config_check import check_options
+
+    options = {
+        k: convert_value(v) if isinstance(v, str) else v for k, v in options.items()
+    }
+    check_options(options, {k: RULES[k] for k in keys})
+    return options
 
 
 def distributed_options(config_dict):
@@ -57,12 +60,14 @@ def distributed_options(config_dict):
     from recbole_attn.errors import ConfigError
 
     rest = dict(config_dict or {})
-    options = {k: rest.pop(k) for k in DISTRIBUTED_KEYS if k in rest}
-    nproc = _integer(options, "nproc", 1, 1)
+    options = _checked(
+        {k: rest.pop(k) for k in DISTRIBUTED_KEYS if k in rest}, ["nproc"]
+    )
+    nproc = options.get("nproc", 1)
     if "world_size" not in options and nproc == 1:
         return {}, rest
-    world_size = _integer(options, "world_size", nproc, 1)
-    offset = _integer(options, "offset", 0, 0)
+    options = _checked(options, ["world_size", "offset", "port"])
+    world_size, offset = options.get("world_size", nproc), options.get("offset", 0)
     if offset + nproc > world_size:
         raise ConfigError(
             f"{nproc} processes (nproc) from rank {offset} (offset) need ranks up to "
@@ -76,7 +81,7 @@ def distributed_options(config_dict):
         "nproc": nproc,
         "world_size": world_size,
         "ip": str(options.get("ip", "localhost")),
-        "port": str(_integer(options, "port", 5678, 1, 65535)),
+        "port": str(options.get("port", 5678)),
         "offset": offset,
     }, rest
 

@@ -68,18 +68,21 @@ class OneOf(Option):
 
 
 class Integer(Option):
-    """An integer ``>= minimum``."""
+    """An integer ``>= minimum`` (and ``<= maximum``, if given)."""
 
     kind = "int"
 
-    def __init__(self, minimum):
-        self.minimum = minimum
+    def __init__(self, minimum, maximum=None):
+        self.minimum, self.maximum = minimum, maximum
 
     def convert(self, value):
         return int(value)
 
     def problem(self, value):
-        if not (is_int(value) and value >= self.minimum):
+        if self.maximum is not None:
+            if not (is_int(value) and self.minimum <= value <= self.maximum):
+                return f"an integer from {self.minimum} to {self.maximum}"
+        elif not (is_int(value) and value >= self.minimum):
             return f"an integer >= {self.minimum}"
 
 

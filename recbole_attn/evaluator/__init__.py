@@ -73,8 +73,7 @@ def check_metrics_before_loading(config):
         CategoryFieldError: CC, ILD or F1 is requested and the category field will not
             load as an item feature.
     """
-    if _check_metric_options(config):
-        check_metrics_category_field_loads(config)
+    check_metrics_category_field_loads(config, _check_metric_options(config))
 
 
 def validate_dataset(config, dataset):

@@ -43,10 +43,12 @@ def check_metrics_category_field(config, dataset, metrics=None):
     return check_category_field(config, dataset, who, _WITHOUT_CATEGORIES)
 
 
-def check_metrics_category_field_loads(config):
-    """Before the dataset loads: the metrics that need categories will get them
+def check_metrics_category_field_loads(config, metrics=None):
+    """Before the dataset loads: the metrics that need categories (``metrics``, default:
+    those of ``config['metrics']``) will get them
     (:func:`~recbole_attn.data.categories.check_category_field_loads`)."""
-    metrics = needs_item_categories(config["metrics"])
+    if metrics is None:
+        metrics = needs_item_categories(config["metrics"])
     if metrics:
         who = _metrics_who(metrics)
         check_category_field_loads(config, who, _WITHOUT_CATEGORIES)
