@@ -27,7 +27,7 @@ from recbole_attn.errors import (
     UnknownModelError,
 )
 from recbole_attn.models import MODELS
-from recbole_attn.values import convert_value
+from recbole_attn.values import VALUE_RULES, convert_value
 
 PROPERTIES_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "properties"
@@ -200,9 +200,7 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     config_check.check_yaml_files(files)
     # the user's overrides first, in our words (RecBole rejects some, e.g. topk [0], in
     # its own)
-    config_check.check_options(
-        user_options(config_dict=config_dict), config_check.VALUE_RULES
-    )
+    config_check.check_options(user_options(config_dict=config_dict), VALUE_RULES)
     try:
         # RecBole converts string values ("64", "[5,10]", "True") as on its command line
         config = AttnConfig(

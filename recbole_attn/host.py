@@ -279,7 +279,7 @@ def _category_metrics():
 
     @functools.wraps(data_collect)
     def data_collect_(self, train_data):
-        from recbole_attn.evaluator.collector import collect_item_categories
+        from recbole_attn.evaluator import collect_item_categories
 
         data_collect(self, train_data)
         collect_item_categories(self, train_data)

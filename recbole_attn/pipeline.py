@@ -31,7 +31,8 @@ from recbole_attn.data.dataset import (
 )
 from recbole_attn.data.preparation import data_preparation
 from recbole_attn.errors import ConfigError, MetricConfigError
-from recbole_attn.evaluator import check_metrics_before_loading, validate_dataset
+from recbole_attn.evaluator import check_metric_options, validate_dataset
+from recbole_attn.evaluator.collector import WITHOUT_CATEGORIES, metrics_who
 from recbole_attn.files import check_writable_folder
 from recbole_attn.logs import DETAIL, init_logging, log_file_only
 from recbole_attn.memory import check_memory
@@ -70,29 +71,32 @@ def check_valid_metric(config):
 def check_before_loading(config, writes=True):
     """Everything about a run that can be checked before its data loads, so that a bad
     value, a broken file or a folder that cannot be written fails in seconds, not after
-    an epoch: the validation metric, the model against the options (its negatives, its
-    training mode, its dataset class), the dataset's files
-    (:func:`~recbole_attn.data.checks.check_dataset_files`: they exist and read, with
-    the category field the model needs), what the metrics need (their options and the
-    category field), and the checkpoint folder. ``config``: made by
-    :func:`~recbole_attn.config.make_config` (it reads ``config.run_classes``)."""
+    an epoch: the validation metric and the options of the metrics, the model against
+    the options (its negatives, its training mode, its dataset class), the dataset's
+    files (:func:`~recbole_attn.data.checks.check_dataset_files`: they exist and read,
+    with the category field the model and the metrics need), and the checkpoint folder.
+    ``config``: made by :func:`~recbole_attn.config.make_config` (it reads
+    ``config.run_classes``)."""
     from recbole.utils import ModelType
 
     model_class = config.model_class
     check_valid_metric(config)
+    metrics = check_metric_options(config)  # those that need categories
     check_recbole_negatives(config, model_class)
     sequential = config["MODEL_TYPE"] == ModelType.SEQUENTIAL
     if sequential:
         check_sequential_model(config, model_class)
-    needs_categories = None
+    needs_categories = []  # (who needs them, what to do instead)
     if any(getattr(c, "needs_item_categories", False) for c in config.run_classes):
-        name = model_class.__name__
-        needs_categories = (
-            f"{name} needs",
-            "use a model that needs no categories (PAtt)",
+        needs_categories.append(
+            (
+                f"{model_class.__name__} needs",
+                "use a model that needs no categories (PAtt)",
+            )
         )
+    if metrics:
+        needs_categories.append((metrics_who(metrics), WITHOUT_CATEGORIES))
     check_dataset_files(config, sequential, needs_categories)
-    check_metrics_before_loading(config)
     if writes:  # a loaded checkpoint writes nothing
         check_writable_folder(config["checkpoint_dir"], "checkpoint_dir")
 

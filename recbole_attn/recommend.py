@@ -174,7 +174,10 @@ def recommend(
 
     from recbole.data.interaction import Interaction
 
-    from recbole_attn.data.categories import category_field_name, item_category_table
+    from recbole_attn.evaluator.collector import (
+        category_field_name,
+        item_category_table,
+    )
     from recbole_attn.quick_start import load_data_and_model
 
     if history not in HISTORIES:

@@ -15,7 +15,7 @@ from recbole.model.layers import TransformerLayer
 from recbole.model.loss import BPRLoss
 from torch import nn
 
-from recbole_attn.config_check import VALUE_RULES
+from recbole_attn.values import VALUE_RULES
 from recbole_attn.options import OneOf, Opt
 from recbole_attn.sequential.losses import LOSS_TYPE_HINT, LOSS_TYPES
 from recbole_attn.sequential.recommender import (

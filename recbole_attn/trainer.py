@@ -39,7 +39,7 @@ from recbole_attn.checkpoint import (
     save_checkpoint,
     training_state,
 )
-from recbole_attn.evaluator.collector import CategoryCollector
+from recbole_attn.evaluator import CategoryCollector
 from recbole_attn.errors import ConfigError, TrainingError
 from recbole_attn.files import claim_file, release_if_empty, run_stem
 from recbole_attn.logs import EpochLines, epoch_lines_on_console

@@ -240,7 +240,7 @@ def test_a_threshold_on_a_column_not_loaded_is_one_line_before_loading(
 def test_eval_args_split_rule(split, ok):
     """RecBole's split: leave-one-out ({LS: ...}) or ratios ({RS: [...]}, non-negative
     numbers)."""
-    from recbole_attn.config_check import EvalArgs
+    from recbole_attn.values import EvalArgs
 
     problem = EvalArgs().problem({"split": split})
     assert (problem is None) == ok, problem

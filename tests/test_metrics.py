@@ -20,6 +20,7 @@ from recbole_attn.evaluator import (
     CategoryFieldError,
     MetricConfigError,
     category_multi_hot,
+    check_metric_options,
     f1_score,
     register_metrics,
 )
@@ -29,6 +30,10 @@ from recbole_attn.quick_start import (
     load_data_and_model,
     run,
 )
+
+# the first Config registers the metrics; tests that build none need them registered too
+# (alone, this file failed: F1 found no CC among RecBole's metrics)
+register_metrics()
 
 # --------------------------------------------------------------------------- hand-built data
 # item -> categories; token 4 is deliberately unused (|C| counts categories that occur:
@@ -144,8 +149,11 @@ def test_ild_jaccard_differs_from_cosine_and_bad_distance_is_an_error():
     jac = ILD(metric_config(ild_distance="jaccard")).calculate_metric(datastruct())
     assert jac["ild@5"] == pytest.approx(0.75)  # (.5 + 1 + 1/3 + 1 + 2/3 + 1) / 6
     assert cos != pytest.approx(jac["ild@5"])
-    with pytest.raises(MetricConfigError, match="ild_distance"):
+    # the metric is RecBole's kind: a ValueError; the plugin's check says it in one line
+    with pytest.raises(ValueError, match="ild_distance"):
         ILD(metric_config(ild_distance="euclid"))
+    with pytest.raises(MetricConfigError, match="ild_distance must be one of"):
+        check_metric_options(metric_config(metrics=["ILD"], ild_distance="euclid"))
 
 
 def test_f1_from_the_collected_data():
@@ -165,8 +173,10 @@ def test_f1_components_are_configurable():
     cc = hand_cc(REC.tolist(), 3)
     assert result["f1@3"] == pytest.approx(2 * ndcg * cc / (ndcg + cc), abs=1e-9)
     for bad in (["GAUC"], ["NoSuchMetric"], ["F1"]):
-        with pytest.raises(MetricConfigError):
+        with pytest.raises(ValueError, match="F1 component"):
             F1(metric_config(f1_accuracy_metrics=bad))
+        with pytest.raises(MetricConfigError, match="F1 component"):
+            check_metric_options(metric_config(metrics=["F1"], f1_accuracy_metrics=bad))
 
 
 def test_f1_reproduces_patt_table2():

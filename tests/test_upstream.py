@@ -26,7 +26,7 @@ import sys
 import pytest
 import recbole
 
-from recbole_attn.upstream import assemble, bundle, metric_files
+from recbole_attn.upstream import metric_files
 from recbole_attn.upstream.export import export, planned_files
 from recbole_attn.errors import ExportError
 from recbole_attn.upstream.models import MARK, MODELS
@@ -65,18 +65,25 @@ def test_exported_files_import_only_recbole_and_torch(files):
         assert "recbole_attn" not in body.replace("recbole_attn's docs", ""), path
 
 
-def test_our_model_files_stand_alone():
-    """The files of recbole_attn.model import nothing of the plugin: the export copies
-    them (another model file of ours is the one exception, RecBole's tree has it)."""
-    folder = os.path.join(os.path.dirname(HERE), "recbole_attn", "model")
-    for name in os.listdir(folder):
+@pytest.mark.parametrize(
+    "package, files",
+    [("model", None), ("evaluator", metric_files.EVALUATOR_MODULES)],
+)
+def test_our_model_and_metric_files_stand_alone(package, files):
+    """The files of recbole_attn.model, and the evaluator files RecBole gets, import
+    nothing of the plugin: the export copies them (another of the same folder's files is
+    the one exception, RecBole's tree has it)."""
+    folder = os.path.join(os.path.dirname(HERE), "recbole_attn", package)
+    names = [f"{name}.py" for name in files] if files else os.listdir(folder)
+    assert names
+    for name in names:
         if not name.endswith(".py") or name == "__init__.py":
             continue
         with open(os.path.join(folder, name), encoding="utf-8") as f:
             tree = ast.parse(f.read())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module.startswith("recbole_"):
-                assert node.module.startswith("recbole_attn.model."), (
+                assert node.module.startswith(f"recbole_attn.{package}."), (
                     name,
                     node.module,
                 )
@@ -471,21 +478,22 @@ def test_sized_cases_are_the_variant_plus_sizes(files):
     assert sized == 5
 
 
-def test_bundle_refuses_a_name_defined_twice(tmp_path, monkeypatch):
-    pkg = tmp_path / "recbole_attn_fake"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("def helper():\n    return 1\n")
-    (pkg / "b.py").write_text("def helper():\n    return 2\n")
-    (pkg / "m.py").write_text(
-        "from recbole_attn_fake.a import helper\n"
-        "from recbole_attn_fake import b\n\n\n"
-        "class M:\n    def f(self):\n        return helper() + b.helper()\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(bundle, "PACKAGE", "recbole_attn_fake")
-    with pytest.raises(bundle.BundleError, match="helper is defined in"):
-        assemble.bundle({("recbole_attn_fake.m", "M"): "m"})
+def test_an_evaluator_file_importing_the_plugin_is_refused(monkeypatch):
+    """The evaluator files are copied as they are: an import of the plugin in one of them
+    (which RecBole's tree would lack) stops the export, naming it."""
+    real = metric_files.ast.parse
+
+    def parse(text, *args, **kwargs):
+        tree = real(text, *args, **kwargs)
+        if "class CategoryMetric(" in text:
+            tree.body.insert(
+                0, real("from recbole_attn.errors import DataError").body[0]
+            )
+        return tree
+
+    monkeypatch.setattr(metric_files.ast, "parse", parse)
+    with pytest.raises(ExportError, match="recbole_attn.errors is imported"):
+        metric_files.blocks()
 
 
 # ---------------------------------------------------------------------- RecBole's own tests

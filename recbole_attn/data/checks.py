@@ -168,21 +168,21 @@ def check_dataset_exists(config):
         )
 
 
-def check_dataset_files(config, sequential, needs_categories=None):
+def check_dataset_files(config, sequential, needs_categories=()):
     """The dataset's files, before RecBole reads anything: a ``labeled`` evaluation has
     what it scores (:func:`check_labeled_evaluation`), the files exist
     (:func:`check_dataset_exists`), a sequential model's split is in time order
     (:func:`check_sequential_order`), the atomic files read as RecBole reads them
-    (:func:`check_atomic_files`), and, with ``needs_categories`` (who needs them, what
-    to do instead), the category field loads
+    (:func:`check_atomic_files`), and, for each ``(who needs them, what to do instead)``
+    of ``needs_categories`` (the model, the metrics), the category field loads
     (:func:`~recbole_attn.data.categories.check_category_field_loads`)."""
     check_labeled_evaluation(config)
     check_dataset_exists(config)
     if sequential:
         check_sequential_order(config)
     check_atomic_files(config, sequential)
-    if needs_categories:
-        check_category_field_loads(config, *needs_categories)
+    for who, alternative in needs_categories:
+        check_category_field_loads(config, who, alternative)
 
 
 def check_atomic_files(config, sequential):

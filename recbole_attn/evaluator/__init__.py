@@ -2,31 +2,40 @@
 recbole_attn.evaluator
 ######################
 
-Category-diversity metrics (CC, ILD, F1), their registration in RecBole's metric registry,
-the collector hook that hands them the item→category table, and the check that the dataset
-has that table before training starts. See ``docs/metrics.md``.
+Category-diversity metrics (CC, ILD, F1) in the plugin. Three files hold what RecBole's
+evaluator would hold and import nothing of the plugin (``recbole-attn export-upstream``
+copies them into RecBole's files of the same names): :mod:`~recbole_attn.evaluator.
+base_metric` (``CategoryMetric``), :mod:`~recbole_attn.evaluator.metrics` (the metrics) and
+:mod:`~recbole_attn.evaluator.collector` (the item→category table and its field's check).
+This module adds what only the plugin does: the metrics' registration in RecBole's
+registry, the collector hook that hands them the table under every trainer (ours and
+RecBole's), and the checks of a run's metrics before training, as one-line errors. See
+``docs/metrics.md``.
 """
 
+from recbole.evaluator.collector import Collector
+
 from recbole_attn.errors import CategoryFieldError, MetricConfigError
-from recbole_attn.data.categories import category_field_name, item_category_table
+from recbole_attn.evaluator.base_metric import ITEM_CATEGORIES, CategoryMetric
 from recbole_attn.evaluator.collector import (
-    CategoryCollector,
+    category_field_name,
     check_metrics_category_field,
-    check_metrics_category_field_loads,
+    collected_item_categories,
+    item_category_table,
+    needs_item_categories,
 )
 from recbole_attn.evaluator.metrics import (
     CC,
     F1,
     ILD,
-    ITEM_CATEGORIES,
-    METRICS,
-    CategoryMetric,
     category_multi_hot,
     coverage_per_user,
     f1_score,
     ild_per_user,
-    needs_item_categories,
 )
+
+#: the metrics registered in RecBole by :func:`register_metrics`
+METRICS = (CC, ILD, F1)
 
 
 def register_metrics():
@@ -50,30 +59,24 @@ def register_metrics():
             register.smaller_metrics.append(name)
 
 
-def _check_metric_options(config):
+def check_metric_options(config):
     """The requested metrics that need item categories, after checking the options of
-    ILD (``ild_distance``) and F1 (``f1_accuracy_metrics``, ``f1_diversity_metrics``).
-    """
-    metrics = needs_item_categories(config["metrics"])
-    lowered = [m.lower() for m in metrics]
-    if "ild" in lowered:
-        ILD(config)  # checks ild_distance
-    if "f1" in lowered:
-        F1(config)  # checks f1_accuracy_metrics / f1_diversity_metrics
-    return metrics
-
-
-def check_metrics_before_loading(config):
-    """What the requested metrics need that can be checked before the data loads, so
-    that it fails in seconds: the options of ILD and F1, and a category field that will
-    load (:func:`~recbole_attn.evaluator.collector.check_metrics_category_field_loads`).
+    ILD (``ild_distance``) and F1 (``f1_accuracy_metrics``, ``f1_diversity_metrics``),
+    which needs no data: a run fails on them in seconds.
 
     Raises:
         MetricConfigError: an invalid ``ild_distance`` or F1 component.
-        CategoryFieldError: CC, ILD or F1 is requested and the category field will not
-            load as an item feature.
     """
-    check_metrics_category_field_loads(config, _check_metric_options(config))
+    metrics = needs_item_categories(config["metrics"])
+    lowered = [m.lower() for m in metrics]
+    try:
+        if "ild" in lowered:
+            ILD(config)  # checks ild_distance
+        if "f1" in lowered:
+            F1(config)  # checks f1_accuracy_metrics / f1_diversity_metrics
+    except ValueError as error:
+        raise MetricConfigError(str(error)) from None
+    return metrics
 
 
 def validate_dataset(config, dataset):
@@ -85,9 +88,48 @@ def validate_dataset(config, dataset):
             ``token_seq`` field.
         MetricConfigError: an invalid ``ild_distance`` or F1 component.
     """
-    metrics = _check_metric_options(config)
+    metrics = check_metric_options(config)
     if metrics:
-        check_metrics_category_field(config, dataset, metrics)
+        try:
+            check_metrics_category_field(config, dataset, metrics)
+        except ValueError as error:
+            raise CategoryFieldError(str(error)) from None
+
+
+def _dataset_of(data):
+    """The RecBole Dataset of a dataloader (or ``data`` itself)."""
+    dataset = getattr(data, "_dataset", None)
+    if dataset is None:
+        dataset = getattr(data, "dataset", data)
+    return dataset
+
+
+def collect_item_categories(collector, data):
+    """Store the item→category table of ``data`` (a dataloader or dataset) in a RecBole
+    ``Collector`` as ``data.item_categories`` (a tensor, so that RecBole's
+    ``get_data_struct`` can move and copy it) when one of its metrics needs it
+    (:func:`~recbole_attn.evaluator.collector.collected_item_categories`).
+    :mod:`recbole_attn.host` calls it from every ``Collector.data_collect``, RecBole's
+    trainers' included."""
+    if collector.register.need(ITEM_CATEGORIES):
+        try:
+            table = collected_item_categories(collector.config, _dataset_of(data))
+        except ValueError as error:
+            raise CategoryFieldError(str(error)) from None
+        collector.data_struct.set(ITEM_CATEGORIES, table)
+
+
+class CategoryCollector(Collector):
+    """RecBole's Collector (which collects ``data.item_categories``:
+    :func:`collect_item_categories`; its ``get_data_struct`` keeps the non-tensor values
+    of RecBole's own metrics: :func:`recbole_attn.recbole_bugs.collector_data_struct`)
+    that can also collect it without ``fit``."""
+
+    def ensure_item_categories(self, data):
+        """Collect the table from ``data`` (a dataloader or dataset) if a metric needs it
+        and it was not collected yet (evaluation without ``fit``)."""
+        if ITEM_CATEGORIES not in self.data_struct:
+            collect_item_categories(self, data)
 
 
 __all__ = [
@@ -102,7 +144,7 @@ __all__ = [
     "MetricConfigError",
     "category_field_name",
     "category_multi_hot",
-    "check_metrics_before_loading",
+    "check_metric_options",
     "check_metrics_category_field",
     "coverage_per_user",
     "f1_score",

@@ -2,26 +2,181 @@
 recbole_attn.evaluator.collector
 ################################
 
-The category metadata hook (docs/metrics.md): RecBole's metrics only receive the config and a
-:class:`~recbole.evaluator.collector.DataStruct`, so the item→category table reaches them
-through the evaluation collector. :class:`CategoryCollector` is RecBole's
-:class:`~recbole.evaluator.collector.Collector` (patched by :mod:`recbole_attn.host`) that, when a requested metric needs it, also
-stores ``data.item_categories``: a LongTensor ``[n_items, max_categories]``, row = internal
-item id, category token ids zero-padded (how RecBole stores a ``token_seq`` feature).
-:class:`~recbole_attn.trainer.AttnTrainer` uses it for every model, ours or RecBole's.
+The item→category table that the category metrics (:mod:`recbole_attn.evaluator.
+metrics`) read, and the check of its field (docs/metrics.md). RecBole's metrics receive
+only the configuration and a ``DataStruct``, so the table reaches them through the
+evaluation collector: when a requested metric needs it, the collector stores
+``data.item_categories`` (:func:`collected_item_categories`), a LongTensor ``[n_items,
+max_categories]``, row = internal item id, category token ids zero-padded (how RecBole
+stores a ``token_seq`` feature). The category field is a ``token_seq`` item feature named
+by ``category_field`` (default ``categories``; ``class`` for ml-100k).
+
+The file imports RecBole, torch, numpy and :mod:`recbole_attn.evaluator.base_metric`
+only: ``recbole-attn export-upstream`` copies its definitions into RecBole's
+``recbole/evaluator/collector.py``, whose ``Collector.data_collect`` then calls
+:func:`collected_item_categories`; the plugin calls it from every collector
+(:mod:`recbole_attn.evaluator`).
 """
 
-from recbole.evaluator.collector import Collector
+import os
 
-from recbole_attn.data.categories import (
-    check_category_field,
-    check_category_field_loads,
-    item_category_table,
-)
-from recbole_attn.evaluator.metrics import ITEM_CATEGORIES, needs_item_categories
+import numpy as np
+import torch
+from recbole.utils import FeatureSource, FeatureType
+
+from recbole_attn.evaluator.base_metric import ITEM_CATEGORIES
+
+DEFAULT_CATEGORY_FIELD = "categories"
 
 
-def _metrics_who(metrics):
+def category_field_name(config):
+    """``config['category_field']``, ``categories`` if unset."""
+    try:
+        field = config["category_field"]
+    except KeyError:
+        field = None
+    return field or DEFAULT_CATEGORY_FIELD
+
+
+def header_columns(path, sep="\t", encoding="utf-8"):
+    """The column names (``name:type``) in the header line of an atomic file."""
+    with open(path, encoding=encoding) as f:
+        header = f.readline().rstrip("\r\n")
+    return [c for c in header.split(sep) if c]
+
+
+def item_file_columns(config):
+    """``(columns, path)``: the column names (``name:type``) in the header of the
+    dataset's ``.item`` file (None if there is no such file) and its path."""
+    dataset = config["dataset"]
+    path = os.path.join(config["data_path"] or "", f"{dataset}.item")
+    if not os.path.isfile(path):
+        return None, path
+    sep = config["field_separator"] or "\t"
+    return header_columns(path, sep, config["encoding"] or "utf-8"), path
+
+
+def missing_field_hint(config, field, alternative):
+    """How to make ``field`` a loaded item feature, from the ``.item`` file's header and
+    ``load_col`` / ``unload_col`` (``alternative``: what to do instead)."""
+    item_fields = config["ITEM_ID_FIELD"] or "item_id"
+    columns, path = item_file_columns(config)
+    load_col = config["load_col"]
+    unload_col = config["unload_col"] or {}
+    if columns is None:
+        return (
+            f"the dataset has no item file ({path}). Write one with a token_seq "
+            f"category column ('{item_fields}:token' and '{field}:token_seq'), or "
+            f"{alternative}."
+        )
+    names = [c.split(":")[0] for c in columns]
+    if field not in names:
+        seq = [c.split(":")[0] for c in columns if c.endswith(":token_seq")]
+        hint = f"its token_seq columns: {seq}" if seq else "it has no token_seq column"
+        return (
+            f"{path} has no column {field!r} (columns: {columns}; {hint}). Set "
+            "category_field to the item file's category column, e.g. "
+            f"--category_field={seq[0] if seq else 'NAME'}"
+        )
+    if isinstance(load_col, dict) and "item" not in load_col:
+        return (
+            f"load_col does not load the item file (load_col: {load_col}). Add "
+            f"`item: [{item_fields}, {field}]` to load_col (e.g. --load_col=\"{{'inter': "
+            f"{load_col.get('inter')}, 'item': ['{item_fields}', '{field}']}}\")"
+        )
+    item_col = load_col.get("item") if isinstance(load_col, dict) else "*"
+    if item_col != "*" and field not in (item_col or []):
+        return (
+            f"load_col loads the item file without {field!r} "
+            f"(load_col['item']: {load_col['item']}). Add {field!r} to load_col['item']"
+        )
+    if isinstance(unload_col, dict) and field in (unload_col.get("item") or []):
+        return f"unload_col['item'] removes {field!r}; remove it from unload_col"
+    return (
+        "check load_col / unload_col and the item file's header; the field was not "
+        "loaded"
+    )
+
+
+def check_category_field(config, dataset, who, alternative):
+    """Return the category field of ``dataset`` or raise a ``ValueError`` with
+    what was expected, what exists and how to fix it.
+
+    Args:
+        who (str): who needs the categories, as the subject of the message (``"metric CC
+            needs"``, ``"DPAtt needs"``).
+        alternative (str): what the user can do instead (``"remove CC, ILD and F1 from
+            metrics"``).
+    """
+    field = category_field_name(config)
+    field2type = dataset.field2type
+    if field not in field2type:
+        item_fields = [
+            f
+            for f, src in dataset.field2source.items()
+            if src in (FeatureSource.ITEM, FeatureSource.ITEM_ID)
+        ]
+        raise ValueError(
+            f"{who} the item category field {field!r} (category_field), but dataset "
+            f"{config['dataset']!r} has no such field. Loaded item fields: {item_fields}; "
+            f"all loaded fields: {list(field2type)}. To fix: "
+            + missing_field_hint(config, field, alternative)
+        )
+    if dataset.field2source.get(field) != FeatureSource.ITEM:
+        raise ValueError(
+            f"category_field {field!r} is a {dataset.field2source.get(field).value} "
+            "field; it must be an item feature (a column of the .item file)"
+        )
+    if field2type[field] != FeatureType.TOKEN_SEQ:
+        raise ValueError(
+            f"category_field {field!r} has type {field2type[field].value}; {who} a "
+            f"token_seq field (declare the column as '{field}:token_seq' in the .item "
+            "header; one category per item is fine)"
+        )
+    if dataset.num(field) <= 1:
+        raise ValueError(
+            f"category field {field!r} of dataset {config['dataset']!r} holds no category"
+        )
+    return field
+
+
+def item_category_table(dataset, field):
+    """LongTensor ``[n_items, max_categories]``: row = internal item id, the item's
+    category token ids, zero-padded; all zeros for uncategorized items."""
+    iid_field = dataset.iid_field
+    n_items = dataset.item_num
+    feat = dataset.item_feat
+    if feat is None or field not in feat:
+        return torch.zeros(n_items, 1, dtype=torch.long)
+    if isinstance(feat[field], torch.Tensor):  # Interaction (after dataset.build())
+        values = feat[field].long()
+        if values.dim() == 1:
+            values = values.unsqueeze(1)
+        ids = feat[iid_field].long()
+    else:  # pandas DataFrame (before build): one array of token ids per row
+        rows = [np.asarray(v, dtype=np.int64).reshape(-1) for v in feat[field]]
+        width = max([len(r) for r in rows] + [1])
+        values = torch.zeros(len(rows), width, dtype=torch.long)
+        for r, v in enumerate(rows):
+            values[r, : len(v)] = torch.from_numpy(v)
+        ids = torch.as_tensor(np.asarray(feat[iid_field], dtype=np.int64))
+    table = torch.zeros(n_items, max(1, values.shape[1]), dtype=torch.long)
+    table[ids] = values
+    return table
+
+
+def needs_item_categories(metric_names):
+    """The names (as given) of the metrics in ``metric_names`` that need item categories."""
+    from recbole.evaluator.register import metric_information
+
+    return [
+        m
+        for m in metric_names or []
+        if ITEM_CATEGORIES in metric_information.get(str(m).lower(), ())
+    ]
+
+
+def metrics_who(metrics):
     """The subject of a category-field message: which ``metrics`` need the field."""
     if not metrics:
         return "the collector needs"
@@ -31,65 +186,22 @@ def _metrics_who(metrics):
 
 
 #: what a user without categories does instead
-_WITHOUT_CATEGORIES = "remove CC, ILD and F1 from metrics"
+WITHOUT_CATEGORIES = "remove CC, ILD and F1 from metrics"
 
 
 def check_metrics_category_field(config, dataset, metrics=None):
-    """:func:`~recbole_attn.data.categories.check_category_field` for the metrics that
+    """:func:`check_category_field` for the metrics that
     need categories (``metrics``, default: those of ``config['metrics']``)."""
     if metrics is None:
         metrics = needs_item_categories(config["metrics"])
-    who = _metrics_who(metrics)
-    return check_category_field(config, dataset, who, _WITHOUT_CATEGORIES)
-
-
-def check_metrics_category_field_loads(config, metrics=None):
-    """Before the dataset loads: the metrics that need categories (``metrics``, default:
-    those of ``config['metrics']``) will get them
-    (:func:`~recbole_attn.data.categories.check_category_field_loads`)."""
-    if metrics is None:
-        metrics = needs_item_categories(config["metrics"])
-    if metrics:
-        who = _metrics_who(metrics)
-        check_category_field_loads(config, who, _WITHOUT_CATEGORIES)
+    who = metrics_who(metrics)
+    return check_category_field(config, dataset, who, WITHOUT_CATEGORIES)
 
 
 def collected_item_categories(config, dataset):
     """What the collector stores under ``data.item_categories`` for the metrics of
     ``config`` that need it: the item→category table of ``dataset``
-    (:func:`~recbole_attn.data.categories.item_category_table`), its field checked first
+    (:func:`item_category_table`), its field checked first
     (:func:`check_metrics_category_field`)."""
     field = check_metrics_category_field(config, dataset)
     return item_category_table(dataset, field)
-
-
-def _dataset_of(data):
-    """The RecBole Dataset of a dataloader (or ``data`` itself)."""
-    dataset = getattr(data, "_dataset", None)
-    if dataset is None:
-        dataset = getattr(data, "dataset", data)
-    return dataset
-
-
-def collect_item_categories(collector, data):
-    """Store the item->category table of ``data`` (a dataloader or dataset) in a RecBole
-    ``Collector`` as ``data.item_categories`` (a tensor, so that RecBole's
-    ``get_data_struct`` can move and copy it) when one of its metrics needs it.
-    :mod:`recbole_attn.host` calls it from every ``Collector.data_collect``, RecBole's
-    trainers' included."""
-    if collector.register.need(ITEM_CATEGORIES):
-        table = collected_item_categories(collector.config, _dataset_of(data))
-        collector.data_struct.set(ITEM_CATEGORIES, table)
-
-
-class CategoryCollector(Collector):
-    """RecBole's Collector (which collects ``data.item_categories``:
-    :func:`collect_item_categories`; its ``get_data_struct`` keeps the non-tensor values
-    of RecBole's own metrics: :func:`recbole_attn.recbole_bugs.collector_data_struct`)
-    that can also collect it without ``fit``."""
-
-    def ensure_item_categories(self, data):
-        """Collect the table from ``data`` (a dataloader or dataset) if a metric needs it
-        and it was not collected yet (evaluation without ``fit``)."""
-        if ITEM_CATEGORIES not in self.data_struct:
-            collect_item_categories(self, data)

@@ -2,10 +2,14 @@
 recbole_attn.evaluator.metrics
 ##############################
 
-Category-diversity metrics of the top-K lists (docs/metrics.md), as RecBole metrics.
+Category-diversity metrics of the top-K lists (docs/metrics.md), as RecBole metrics. The
+file imports RecBole, torch, numpy and :mod:`recbole_attn.evaluator.base_metric` only;
+``recbole-attn export-upstream`` copies its definitions into RecBole's
+``recbole/evaluator/metrics.py``.
 
-Every metric reads the item→category table that :class:`~recbole_attn.evaluator.collector.
-CategoryCollector` stores under ``data.item_categories``: a LongTensor
+Every metric reads the item→category table that the collector stores under
+``data.item_categories`` (:func:`recbole_attn.evaluator.collector.
+collected_item_categories`): a LongTensor
 ``[n_items, max_categories]``, row = internal item id, category token ids zero-padded (the
 format of a RecBole ``token_seq`` feature). An item whose row is all zeros is uncategorized.
 
@@ -30,9 +34,12 @@ import torch
 from recbole.evaluator.base_metric import AbstractMetric
 from recbole.utils import EvaluatorType
 
-from recbole_attn.errors import MetricConfigError
+from recbole_attn.evaluator.base_metric import (
+    ITEM_CATEGORIES,
+    CategoryMetric,
+    topk_list,
+)
 
-ITEM_CATEGORIES = "data.item_categories"
 ILD_DISTANCES = ("cosine", "jaccard")
 DEFAULT_F1_ACCURACY = ("Recall", "NDCG")
 DEFAULT_F1_DIVERSITY = ("CC", "ILD")
@@ -106,7 +113,7 @@ def ild_per_user(rec_items, item_categories, distance="cosine"):
     """ILD@k of every user for k = 1..K: a float64 array ``[n_users, K]``, NaN where the
     user's top-k has no pair of two categorized items."""
     if distance not in ILD_DISTANCES:
-        raise MetricConfigError(
+        raise ValueError(
             f"ild_distance must be one of {list(ILD_DISTANCES)}, got {distance!r}"
         )
     hot = category_multi_hot(item_categories)
@@ -150,50 +157,6 @@ def f1_score(a_values, d_values):
     return 0.0 if a + d == 0 else 2.0 * a * d / (a + d)
 
 
-def topk_list(config):
-    """``config['topk']`` as a list (RecBole accepts an int too)."""
-    topk = config["topk"]
-    return [topk] if isinstance(topk, int) else list(topk)
-
-
-class CategoryMetric(AbstractMetric):
-    """Base of the category metrics: a top-K RANKING metric on ``rec.items`` and the item
-    category table; bigger is better."""
-
-    metric_type = EvaluatorType.RANKING
-    metric_need = ["rec.items", ITEM_CATEGORIES]
-    smaller = False
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.topk = topk_list(config)
-
-    def used_info(self, dataobject):
-        return dataobject.get("rec.items"), dataobject.get(ITEM_CATEGORIES)
-
-    def per_user(self, rec_items, item_categories):
-        """``[n_users, max(topk)]`` values for k = 1..max(topk) (NaN = user left out)."""
-        raise NotImplementedError
-
-    def values(self, dataobject):
-        """Unrounded dataset-level values ``{k: value}`` for every k in ``topk``."""
-        rec_items, item_categories = self.used_info(dataobject)
-        per_user = self.per_user(rec_items[:, : max(self.topk)], item_categories)
-        result = {}
-        for k in self.topk:
-            column = per_user[:, k - 1]
-            column = column[~np.isnan(column)]
-            result[k] = float(column.mean()) if column.size else 0.0
-        return result
-
-    def calculate_metric(self, dataobject):
-        name = type(self).__name__.lower()
-        return {
-            f"{name}@{k}": round(v, self.decimal_place)
-            for k, v in self.values(dataobject).items()
-        }
-
-
 class CC(CategoryMetric):
     r"""Category coverage: the share of the dataset's categories found in the top-K list.
 
@@ -222,7 +185,7 @@ class ILD(CategoryMetric):
         super().__init__(config)
         self.distance = str(_option(config, "ild_distance", "cosine")).lower()
         if self.distance not in ILD_DISTANCES:
-            raise MetricConfigError(
+            raise ValueError(
                 f"ild_distance must be one of {list(ILD_DISTANCES)}, "
                 f"got {self.distance!r}"
             )
@@ -236,7 +199,7 @@ def _f1_components(config, key, default):
     if isinstance(names, str):
         names = [names]
     if not names:
-        raise MetricConfigError(f"{key} must name at least one metric")
+        raise ValueError(f"{key} must name at least one metric")
     return [str(n) for n in names]
 
 
@@ -280,13 +243,13 @@ class F1(AbstractMetric):
 
         key = name.lower()
         if key == "f1" or key not in metrics_dict:
-            raise MetricConfigError(
+            raise ValueError(
                 f"F1 component {name!r} is not a usable metric; use top-K metrics such "
                 "as Recall, NDCG, Hit, MRR, Precision (accuracy) or CC, ILD (diversity)"
             )
         missing = set(metric_information[key]) - set(cls.metric_need)
         if missing or metrics_dict[key].metric_type != EvaluatorType.RANKING:
-            raise MetricConfigError(
+            raise ValueError(
                 f"F1 component {name!r} needs {sorted(missing)}, which F1 does not "
                 f"collect; F1 components must be top-K metrics computed from "
                 f"{cls.metric_need}"
@@ -311,18 +274,3 @@ class F1(AbstractMetric):
             value = f1_score([v[k] for v in acc], [v[k] for v in div])
             result[f"f1@{k}"] = round(value, self.decimal_place)
         return result
-
-
-#: the metrics registered in RecBole by :func:`recbole_attn.evaluator.register_metrics`
-METRICS = (CC, ILD, F1)
-
-
-def needs_item_categories(metric_names):
-    """The names (as given) of the metrics in ``metric_names`` that need item categories."""
-    from recbole.evaluator.register import metric_information
-
-    return [
-        m
-        for m in metric_names or []
-        if ITEM_CATEGORIES in metric_information.get(str(m).lower(), ())
-    ]

@@ -2,17 +2,18 @@
 recbole_attn.upstream.metric_files
 ##################################
 
-The category-diversity metrics CC, ILD and F1 in RecBole's own evaluator, generated from
-:mod:`recbole_attn.evaluator` by a bundler (:mod:`recbole_attn.upstream.bundle`: the
-definitions the metrics need, found by following their names through our modules):
+The category-diversity metrics CC, ILD and F1 in RecBole's own evaluator: the three files
+of :mod:`recbole_attn.evaluator` that import nothing of the plugin, each copied into the
+RecBole file of its name (their imports of each other become RecBole's modules):
 
 * ``recbole/evaluator/base_metric.py``: ``CategoryMetric``, the base of CC and ILD beside
-  RecBole's ``TopkMetric``, and what the metrics and the collector share;
+  RecBole's ``TopkMetric`` (:mod:`recbole_attn.evaluator.base_metric`);
 * ``recbole/evaluator/metrics.py``: ``CC``, ``ILD``, ``F1`` (RecBole registers every class
-  defined in this module, so they are usable by name in ``metrics``);
-* ``recbole/evaluator/collector.py``: the function that reads and checks the item→category
-  table, and the lines of ``Collector.data_collect`` that store it under
-  ``data.item_categories`` when a metric needs it;
+  defined in this module, so they are usable by name in ``metrics``;
+  :mod:`recbole_attn.evaluator.metrics`);
+* ``recbole/evaluator/collector.py``: the item→category table and the check of its field
+  (:mod:`recbole_attn.evaluator.collector`), and the lines of ``Collector.data_collect``
+  that store it under ``data.item_categories`` when a metric needs it;
 * ``tests/metrics/test_category_metrics.py``: the metrics against direct loops over the
   recommended lists, and the collector on RecBole's test data;
 * the metric lists and the options in the docs (``evaluation_settings.rst``,
@@ -24,26 +25,19 @@ they are (they are black-formatted).
 """
 
 import ast
+import importlib.util
 import os
 import re
 
 from recbole_attn import __version__
 from recbole_attn.errors import ExportError
 from recbole_attn.upstream.models import MARK
-from recbole_attn.upstream.assemble import bundled, import_lines
 from recbole_attn.upstream.sources import format_source
 
-METRICS_MODULE = "recbole_attn.evaluator.metrics"
-COLLECTOR_MODULE = "recbole_attn.evaluator.collector"
-#: file under recbole/evaluator/ of each root; None: the definitions several files
-#: share, which go to base_metric.py (metrics.py and collector.py import from it)
-ROOTS = {
-    (METRICS_MODULE, "CategoryMetric"): None,
-    (METRICS_MODULE, "CC"): "metrics",
-    (METRICS_MODULE, "ILD"): "metrics",
-    (METRICS_MODULE, "F1"): "metrics",
-    (COLLECTOR_MODULE, "collected_item_categories"): "collector",
-}
+#: the package of our evaluator files, and RecBole's
+OURS, THEIRS = "recbole_attn.evaluator", "recbole.evaluator"
+#: our files that RecBole's evaluator files of the same names get
+EVALUATOR_MODULES = ("base_metric", "metrics", "collector")
 METRIC_NAMES = ("CC", "ILD", "F1")
 BLOCK_BEGIN = "# --- recbole_attn export: begin (regenerate, do not edit) ---"
 BLOCK_END = "# --- recbole_attn export: end ---"
@@ -61,32 +55,42 @@ COLLECT_LINES = (
 )
 TEST_FILE = "tests/metrics/test_category_metrics.py"
 #: RecBole's files the metric export extends
-EVALUATOR_FILES = tuple(
-    f"recbole/evaluator/{name}.py" for name in ("base_metric", "metrics", "collector")
-)
+EVALUATOR_FILES = tuple(f"recbole/evaluator/{name}.py" for name in EVALUATOR_MODULES)
 
 
-def _file_of(where):
-    return "base_metric" if where is None else where
-
-
-def _module_of(where):
-    return f"recbole.evaluator.{_file_of(where)}"
+def _one_line(node):
+    """An import statement on one line, our evaluator modules named as RecBole's."""
+    names = ", ".join(
+        a.name + (f" as {a.asname}" if a.asname else "") for a in node.names
+    )
+    if isinstance(node, ast.Import):
+        return f"import {names}"
+    module = re.sub(rf"^{re.escape(OURS)}\.", f"{THEIRS}.", node.module)
+    if module.split(".")[0] == "recbole_attn":
+        raise ExportError(
+            f"{node.module} is imported by an evaluator file: the files that RecBole "
+            "gets import nothing of the plugin"
+        )
+    return f"from {module} import {names}"
 
 
 def blocks():
-    """``{path: (import lines, block text)}`` of RecBole's three evaluator files."""
-    _, _, parts = bundled(ROOTS, _module_of, "the metrics")
+    """``{path: (import lines, block text)}`` of RecBole's three evaluator files: each
+    of our files below its imports, and its imports but those of the file itself."""
     out = {}
-    for where, entry, internal, body in parts:
-        # RecBole's base class is imported by the metrics, defined by base_metric.py
-        itself = f"from {_module_of(where)} import "
-        imports = [
-            line
-            for line in import_lines(entry.external, internal).split("\n")
-            if line and not line.startswith(itself)
+    for name in EVALUATOR_MODULES:
+        with open(
+            importlib.util.find_spec(f"{OURS}.{name}").origin, encoding="utf-8"
+        ) as f:
+            text = f.read()
+        tree = ast.parse(text)
+        imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        itself = f"from {THEIRS}.{name} import "
+        lines = [
+            line for line in map(_one_line, imports) if not line.startswith(itself)
         ]
-        out[f"recbole/evaluator/{_file_of(where)}.py"] = (imports, body)
+        body = "".join(text.splitlines(keepends=True)[imports[-1].end_lineno :])
+        out[f"recbole/evaluator/{name}.py"] = (lines, body.strip("\n") + "\n")
     return out
 
 

@@ -1,0 +1,61 @@
+"""
+recbole_attn.evaluator.base_metric
+##################################
+
+The base of the category metrics (:mod:`recbole_attn.evaluator.metrics`) and what they
+share with the collector (:mod:`recbole_attn.evaluator.collector`): the name of the
+item→category table in RecBole's ``DataStruct``. Like the other two files it imports
+RecBole, torch and numpy only; ``recbole-attn export-upstream`` copies its definitions into
+RecBole's ``recbole/evaluator/base_metric.py``.
+"""
+
+import numpy as np
+from recbole.evaluator.base_metric import AbstractMetric
+from recbole.utils import EvaluatorType
+
+#: where the collector stores the item→category table (``[n_items, max_categories]``)
+ITEM_CATEGORIES = "data.item_categories"
+
+
+def topk_list(config):
+    """``config['topk']`` as a list (RecBole accepts an int too)."""
+    topk = config["topk"]
+    return [topk] if isinstance(topk, int) else list(topk)
+
+
+class CategoryMetric(AbstractMetric):
+    """Base of the category metrics: a top-K RANKING metric on ``rec.items`` and the item
+    category table; bigger is better."""
+
+    metric_type = EvaluatorType.RANKING
+    metric_need = ["rec.items", ITEM_CATEGORIES]
+    smaller = False
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.topk = topk_list(config)
+
+    def used_info(self, dataobject):
+        return dataobject.get("rec.items"), dataobject.get(ITEM_CATEGORIES)
+
+    def per_user(self, rec_items, item_categories):
+        """``[n_users, max(topk)]`` values for k = 1..max(topk) (NaN = user left out)."""
+        raise NotImplementedError
+
+    def values(self, dataobject):
+        """Unrounded dataset-level values ``{k: value}`` for every k in ``topk``."""
+        rec_items, item_categories = self.used_info(dataobject)
+        per_user = self.per_user(rec_items[:, : max(self.topk)], item_categories)
+        result = {}
+        for k in self.topk:
+            column = per_user[:, k - 1]
+            column = column[~np.isnan(column)]
+            result[k] = float(column.mean()) if column.size else 0.0
+        return result
+
+    def calculate_metric(self, dataobject):
+        name = type(self).__name__.lower()
+        return {
+            f"{name}@{k}": round(v, self.decimal_place)
+            for k, v in self.values(dataobject).items()
+        }
