@@ -68,10 +68,11 @@ def check_valid_metric(config):
         )
 
 
-def check_before_loading(config, writes=True):
+def check_before_loading(config, writes=True, processes=1):
     """Everything about a run that can be checked before its data loads, so that a bad
     value, a broken file or a folder that cannot be written fails in seconds, not after
-    an epoch: the validation metric and the options of the metrics, the model against
+    an epoch: with several ``processes``, metrics they can compute; the validation metric
+    and the options of the metrics, the model against
     the options (its negatives, its training mode, its dataset class), the dataset's
     files (:func:`~recbole_attn.data.checks.check_dataset_files`: they exist and read,
     with the category field the model and the metrics need), and the checkpoint folder.
@@ -80,6 +81,14 @@ def check_before_loading(config, writes=True):
     from recbole.utils import ModelType
 
     model_class = config.model_class
+    if processes > 1 and "f1" in [str(m).lower() for m in config["metrics"]]:
+        # F1 is the harmonic mean of two dataset-level means: the processes' F1 values
+        # do not combine into it
+        raise ConfigError(
+            "F1 cannot be computed over several processes (nproc > 1); train "
+            "without F1 in metrics, then evaluate the saved model in one process: "
+            "recbole-attn evaluate --model_file=... --metrics=\"[...,'F1']\""
+        )
     check_valid_metric(config)
     metrics = check_metric_options(config)  # those that need categories
     check_recbole_negatives(config, model_class)
@@ -178,7 +187,9 @@ def _load_dataset(config, model_class):
     return recbole_dataset_class(config)(config)
 
 
-def prepare(model, dataset, config_file_list=None, config_dict=None, writes=True):
+def prepare(
+    model, dataset, config_file_list=None, config_dict=None, writes=True, processes=1
+):
     """Everything a run settles before its data loads, in this order, each step once and
     every yaml file read once (:func:`~recbole_attn.files.read_once`):
 
@@ -188,16 +199,17 @@ def prepare(model, dataset, config_file_list=None, config_dict=None, writes=True
        grouping and the dataset's saved files; the user's keys that nothing reads
        (``config.warnings``, logged by the caller);
     2. the run against its inputs (:func:`check_before_loading`): the validation
-       metric, the model's negatives, training mode and dataset class, the dataset's
-       files and the category field the model needs, the metrics' options and category
-       field, the checkpoint folder (``writes``).
+       metric and the metrics' options, the model's negatives, training mode and dataset
+       class, the dataset's files and the category field the model and the metrics
+       need, the checkpoint folder (``writes``); with several ``processes`` (a
+       multi-process run checks itself once before it starts them), no F1.
 
     Returns the configuration. First of all, the installed RecBole must be the release
     the pipeline was written for (:func:`~recbole_attn.compat.check_recbole_version`).
     """
     check_recbole_version()
     config = make_config(model, dataset, config_file_list, config_dict)
-    check_before_loading(config, writes=writes)
+    check_before_loading(config, writes=writes, processes=processes)
     return config
 
 

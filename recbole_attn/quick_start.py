@@ -19,14 +19,13 @@ from recbole.utils import set_color
 
 from recbole_attn import distributed
 from recbole_attn.checkpoint import CHECKPOINT_FORMAT, load_checkpoint
-from recbole_attn.config import make_config
 from recbole_attn.errors import CheckpointError, ConfigError, Interrupted
 from recbole_attn.logs import DETAIL, show_progress
 from recbole_attn.pipeline import (  # noqa: F401  (create_dataset: re-exported)
     build,
     build_run,
-    check_before_loading,
     create_dataset,
+    prepare,
 )
 
 
@@ -125,16 +124,7 @@ def run(
     options, rest = distributed.distributed_options(config_dict)
     if options and "local_rank" not in rest:  # start the processes; each runs this
         # everything that can fail before the data loads fails here, once, as one line
-        config = make_config(model, dataset, config_file_list, rest)
-        if "f1" in [str(m).lower() for m in config["metrics"]]:
-            # F1 is the harmonic mean of two dataset-level means: the processes' F1
-            # values do not combine into it
-            raise ConfigError(
-                "F1 cannot be computed over several processes (nproc > 1); train "
-                "without F1 in metrics, then evaluate the saved model in one process: "
-                "recbole-attn evaluate --model_file=... --metrics=\"[...,'F1']\""
-            )
-        check_before_loading(config)
+        prepare(model, dataset, config_file_list, rest, processes=options["nproc"])
         return distributed.spawn(
             run,
             model,

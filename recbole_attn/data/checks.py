@@ -2,7 +2,7 @@
 recbole_attn.data.checks
 ########################
 
-Checks of a dataset's files and of its split, so that dirty data is a clear line (what is
+Checks of a dataset's files and of its loading, so that dirty data is a clear line (what is
 wrong, in which file, what to do) instead of a traceback from inside RecBole or, worse, a
 silently wrong metric (:func:`check_dataset_files` runs the checks "before RecBole reads
 anything" below, in one call):
@@ -15,25 +15,30 @@ anything" below, in one call):
 * :func:`check_atomic_files` (before RecBole reads anything): an empty file, a header that
   is not ``name:type`` fields, a missing user, item or time column, an interaction file
   without interactions, a non-numeric value in a ``float`` column;
+* :func:`check_category_field_loads` (before RecBole reads anything): the category field
+  the model or the metrics need will load as a ``token_seq`` item feature;
 * :class:`CheckedDataset` (while the dataset loads): repeated (user, item) interactions
   are dropped, keeping each pair's first (``rm_dup_inter: first``, our default; RecBole
-  keeps them), and counted on the console;
-* :func:`check_split` (after the split): the users too short to be validated or tested
-  are counted, and a split without any validation or test user is an error before
-  training.
+  keeps them), and counted on the console.
+
+The checks after the split: :mod:`recbole_attn.data.preparation`.
 """
 
 import codecs
 import os
-import re
 from logging import getLogger
 
 import numpy as np
 import pandas as pd
 
-from recbole_attn.data.categories import check_category_field_loads, loaded_fields
 from recbole_attn.data.hints import converter_hint
-from recbole_attn.errors import DataError, DatasetNotFoundError
+from recbole_attn.errors import CategoryFieldError, DataError, DatasetNotFoundError
+from recbole_attn.evaluator.collector import (
+    category_field_name,
+    header_columns,
+    item_file_columns,
+    missing_field_hint,
+)
 from recbole_attn.files import not_text_message
 
 #: RecBole's feature types (``name:type`` in an atomic file's header)
@@ -175,7 +180,7 @@ def check_dataset_files(config, sequential, needs_categories=()):
     (:func:`check_sequential_order`), the atomic files read as RecBole reads them
     (:func:`check_atomic_files`), and, for each ``(who needs them, what to do instead)``
     of ``needs_categories`` (the model, the metrics), the category field loads
-    (:func:`~recbole_attn.data.categories.check_category_field_loads`)."""
+    (:func:`check_category_field_loads`)."""
     check_labeled_evaluation(config)
     check_dataset_exists(config)
     if sequential:
@@ -183,6 +188,46 @@ def check_dataset_files(config, sequential, needs_categories=()):
     check_atomic_files(config, sequential)
     for who, alternative in needs_categories:
         check_category_field_loads(config, who, alternative)
+
+
+def loaded_fields(config, source, fields):
+    """The ``fields`` of a file (``source``: inter, item, user) that RecBole loads:
+    ``load_col[source]`` (``'*'``: all of them; a file ``load_col`` does not name: none;
+    no ``load_col``: all), less ``unload_col[source]``."""
+    load_col, unload_col = config["load_col"], config["unload_col"]
+    names = list(fields)
+    if isinstance(load_col, dict) and load_col.get(source) != "*":
+        names = [n for n in names if n in (load_col.get(source) or [])]
+    if isinstance(unload_col, dict):
+        names = [n for n in names if n not in (unload_col.get(source) or [])]
+    return names
+
+
+def check_category_field_loads(config, who, alternative):
+    """Before the dataset loads: the ``category_field`` will be loaded as a ``token_seq``
+    item feature (it is a ``token_seq`` column of the ``.item`` file, and ``load_col`` /
+    ``unload_col`` keep it), or a :class:`CategoryFieldError` saying what to change.
+    (:func:`~recbole_attn.evaluator.collector.check_category_field` checks the loaded
+    dataset.)"""
+    field = category_field_name(config)
+    columns, _ = item_file_columns(config)
+    types = dict(c.split(":", 1) for c in columns or [] if ":" in c)
+    if field not in loaded_fields(config, "item", types):
+        inter = os.path.join(config["data_path"] or "", f"{config['dataset']}.inter")
+        inter_columns = header_columns(inter) if os.path.isfile(inter) else []
+        raise CategoryFieldError(
+            f"{who} the item category field {field!r} (category_field), but dataset "
+            f"{config['dataset']!r} will not load it (its interaction fields: "
+            f"{[c.split(':')[0] for c in inter_columns]}). To fix: "
+            + missing_field_hint(config, field, alternative)
+        )
+    if types[field] != "token_seq":
+        raise CategoryFieldError(
+            f"category_field {field!r} has type {types[field]}; {who} a token_seq field "
+            f"(declare the column as '{field}:token_seq' in the .item header; one "
+            "category per item is fine)"
+        )
+    return field
 
 
 def check_atomic_files(config, sequential):
@@ -312,89 +357,4 @@ class CheckedDataset:
             f"{name}: dropped {count} repeated (user, item) interaction(s), keeping "
             f"each pair's {'earliest' if keep == 'first' else 'latest'} (rm_dup_inter: "
             f"{keep}; rm_dup_inter: ~ keeps them)"
-        )
-
-
-def check_topk(config, dataset):
-    """Full ranking cannot return more items than the dataset has, and a sampled
-    ranking (``uni<N>``, ``pop<N>``: the target among N sampled items) must have more
-    candidates than the largest cutoff: with ``topk`` >= N + 1 every target is in every
-    top-K and Recall@K is 1 whatever the model."""
-    mode = (config["eval_args"] or {}).get("mode")
-    modes = set(mode.values()) if isinstance(mode, dict) else {mode}
-    items = dataset.item_num - 1  # ids 1.. (0 is padding)
-    largest = max(config["topk"])
-    if "full" in modes and largest > items:
-        raise DataError(
-            f"topk {config['topk']} ranks more items than the {items} of "
-            f"{config['dataset']!r}: lower topk (and valid_metric's cutoff)"
-        )
-    for name in sorted(m for m in modes if isinstance(m, str)):
-        sampled = re.fullmatch(r"(uni|pop)([0-9]+)", name)
-        if sampled and largest > int(sampled.group(2)):
-            n = int(sampled.group(2))
-            raise DataError(
-                f"topk {config['topk']} reaches past the {n + 1} candidates of a "
-                f"{name} evaluation (the target and {n} sampled items): Recall@{largest} "
-                f"and Hit@{largest} would be 1 for any model; sample more items "
-                f"(--eval_args=\"{{'mode': '{sampled.group(1)}{max(100, largest)}'}}\") "
-                f"or lower topk to at most {n}"
-            )
-
-
-def cap_eval_batch_size(config, dataset):
-    """Full ranking scores a ``[users, items]`` block per evaluation batch (RecBole's
-    sequential loaders take ``eval_batch_size`` users; the model's scores, the evaluator's
-    positive matrix and top-K work on blocks of that size): ``eval_batch_size`` is lowered,
-    said on the console, so that one block of float32 scores stays within
-    ``eval_scores_budget_mb`` (a million items at the default 512 MB: 134 users per
-    batch). Catalogues of the size of Amazon's 5-core datasets are not affected."""
-    mode = (config["eval_args"] or {}).get("mode")
-    full = mode == "full" or (isinstance(mode, dict) and "full" in mode.values())
-    budget = config["eval_scores_budget_mb"]
-    if not full or not budget:
-        return
-    users = max(1, int(budget * 2**20) // (4 * dataset.item_num))
-    if config["eval_batch_size"] > users:
-        getLogger().warning(
-            f"eval_batch_size lowered from {config['eval_batch_size']} to {users} users: "
-            f"full ranking over {dataset.item_num} items keeps each batch's scores "
-            f"within eval_scores_budget_mb ({budget} MB)"
-        )
-        config["eval_batch_size"] = users
-
-
-#: leave-one-out mode -> the evaluation phases its splits hold, after the training split
-LOO_PHASES = {
-    "valid_and_test": ("validation", "test"),
-    "valid_only": ("validation",),
-    "test_only": ("test",),
-}
-
-
-def check_split(config, dataset, splits):
-    """After a leave-one-out split: the users left out of validation or test (too few
-    interactions) are counted on the console; a :class:`DataError` when no user is left
-    to validate or test on."""
-    split = (config["eval_args"] or {}).get("split") or {}
-    phases = LOO_PHASES.get(split.get("LS")) if isinstance(split, dict) else None
-    if not phases:
-        return
-    users = dataset.user_num - 1  # ids 1.. (0 is padding)
-    short = {}
-    for phase, part in zip(phases, splits[1:]):
-        evaluated = len(set(part.inter_feat[dataset.uid_field].tolist()))
-        if not evaluated:
-            raise DataError(
-                f"no user of {config['dataset']!r} has enough interactions for a "
-                f"{phase} sample ({users} users; leave-one-out with a sequential model "
-                "needs 3 interactions for a test sample and 4 for a validation one, "
-                "other models 2 and 3): use more data or filter less (k-core)"
-            )
-        short[phase] = users - evaluated
-    if any(short.values()):
-        counts = " and ".join(f"{n} for a {p} sample" for p, n in short.items())
-        getLogger().warning(
-            f"{config['dataset']}: of {users} users, {counts} have too few interactions; "
-            "they are trained on but not evaluated there"
         )

@@ -10,11 +10,14 @@ under that name runs its code in the next ordinary run, and a file saved by an e
 run silently replaces the configuration's data. recbole_attn never unpickles a file:
 :func:`data_preparation` is RecBole's split-and-load step without the load, and
 :func:`check_no_pickles` refuses the options that would save or load pickled datasets or
-dataloaders.
+dataloaders. After the split, :func:`check_split`, :func:`check_topk` and
+:func:`cap_eval_batch_size` check it against the configuration.
 """
 
-from recbole_attn.data.checks import cap_eval_batch_size, check_split, check_topk
-from recbole_attn.errors import ConfigError
+import re
+from logging import getLogger
+
+from recbole_attn.errors import ConfigError, DataError
 
 #: RecBole's options that save or load pickled datasets and dataloaders
 PICKLE_OPTIONS = (
@@ -41,7 +44,7 @@ def data_preparation(config, dataset):
     """``(train, valid, test)`` dataloaders of ``dataset``, split by ``eval_args``: what
     RecBole's ``data_preparation`` builds when it finds no saved file, never loading one
     (and never saving one: :func:`check_no_pickles`). The split is checked
-    (:func:`~recbole_attn.data.checks.check_split`: users too short to evaluate are
+    (:func:`check_split`: users too short to evaluate are
     counted; none to evaluate is an error)."""
     from recbole.data.utils import create_samplers, get_dataloader
     from recbole.sampler import KGSampler
@@ -74,3 +77,88 @@ def data_preparation(config, dataset):
         config, test_dataset, test_sampler, shuffle=False
     )
     return train_data, valid_data, test_data
+
+
+def check_topk(config, dataset):
+    """Full ranking cannot return more items than the dataset has, and a sampled
+    ranking (``uni<N>``, ``pop<N>``: the target among N sampled items) must have more
+    candidates than the largest cutoff: with ``topk`` >= N + 1 every target is in every
+    top-K and Recall@K is 1 whatever the model."""
+    mode = (config["eval_args"] or {}).get("mode")
+    modes = set(mode.values()) if isinstance(mode, dict) else {mode}
+    items = dataset.item_num - 1  # ids 1.. (0 is padding)
+    largest = max(config["topk"])
+    if "full" in modes and largest > items:
+        raise DataError(
+            f"topk {config['topk']} ranks more items than the {items} of "
+            f"{config['dataset']!r}: lower topk (and valid_metric's cutoff)"
+        )
+    for name in sorted(m for m in modes if isinstance(m, str)):
+        sampled = re.fullmatch(r"(uni|pop)([0-9]+)", name)
+        if sampled and largest > int(sampled.group(2)):
+            n = int(sampled.group(2))
+            raise DataError(
+                f"topk {config['topk']} reaches past the {n + 1} candidates of a "
+                f"{name} evaluation (the target and {n} sampled items): Recall@{largest} "
+                f"and Hit@{largest} would be 1 for any model; sample more items "
+                f"(--eval_args=\"{{'mode': '{sampled.group(1)}{max(100, largest)}'}}\") "
+                f"or lower topk to at most {n}"
+            )
+
+
+def cap_eval_batch_size(config, dataset):
+    """Full ranking scores a ``[users, items]`` block per evaluation batch (RecBole's
+    sequential loaders take ``eval_batch_size`` users; the model's scores, the evaluator's
+    positive matrix and top-K work on blocks of that size): ``eval_batch_size`` is lowered,
+    said on the console, so that one block of float32 scores stays within
+    ``eval_scores_budget_mb`` (a million items at the default 512 MB: 134 users per
+    batch). Catalogues of the size of Amazon's 5-core datasets are not affected."""
+    mode = (config["eval_args"] or {}).get("mode")
+    full = mode == "full" or (isinstance(mode, dict) and "full" in mode.values())
+    budget = config["eval_scores_budget_mb"]
+    if not full or not budget:
+        return
+    users = max(1, int(budget * 2**20) // (4 * dataset.item_num))
+    if config["eval_batch_size"] > users:
+        getLogger().warning(
+            f"eval_batch_size lowered from {config['eval_batch_size']} to {users} users: "
+            f"full ranking over {dataset.item_num} items keeps each batch's scores "
+            f"within eval_scores_budget_mb ({budget} MB)"
+        )
+        config["eval_batch_size"] = users
+
+
+#: leave-one-out mode -> the evaluation phases its splits hold, after the training split
+LOO_PHASES = {
+    "valid_and_test": ("validation", "test"),
+    "valid_only": ("validation",),
+    "test_only": ("test",),
+}
+
+
+def check_split(config, dataset, splits):
+    """After a leave-one-out split: the users left out of validation or test (too few
+    interactions) are counted on the console; a :class:`DataError` when no user is left
+    to validate or test on."""
+    split = (config["eval_args"] or {}).get("split") or {}
+    phases = LOO_PHASES.get(split.get("LS")) if isinstance(split, dict) else None
+    if not phases:
+        return
+    users = dataset.user_num - 1  # ids 1.. (0 is padding)
+    short = {}
+    for phase, part in zip(phases, splits[1:]):
+        evaluated = len(set(part.inter_feat[dataset.uid_field].tolist()))
+        if not evaluated:
+            raise DataError(
+                f"no user of {config['dataset']!r} has enough interactions for a "
+                f"{phase} sample ({users} users; leave-one-out with a sequential model "
+                "needs 3 interactions for a test sample and 4 for a validation one, "
+                "other models 2 and 3): use more data or filter less (k-core)"
+            )
+        short[phase] = users - evaluated
+    if any(short.values()):
+        counts = " and ".join(f"{n} for a {p} sample" for p, n in short.items())
+        getLogger().warning(
+            f"{config['dataset']}: of {users} users, {counts} have too few interactions; "
+            "they are trained on but not evaluated there"
+        )
