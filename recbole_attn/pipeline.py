@@ -71,13 +71,13 @@ def check_valid_metric(config):
 def check_before_loading(config, writes=True, processes=1):
     """Everything about a run that can be checked before its data loads, so that a bad
     value, a broken file or a folder that cannot be written fails in seconds, not after
-    an epoch: with several ``processes``, metrics they can compute; the validation metric
-    and the options of the metrics, the model against
-    the options (its negatives, its training mode, its dataset class), the dataset's
-    files (:func:`~recbole_attn.data.checks.check_dataset_files`: they exist and read,
-    with the category field the model and the metrics need), and the checkpoint folder.
-    ``config``: made by :func:`~recbole_attn.config.make_config` (it reads
-    ``config.run_classes``)."""
+    an epoch: no F1 over several ``processes`` (a multi-process run checks itself once,
+    before it starts them), the validation metric and the metrics' options, the model
+    against the options (its negatives, its training mode, its dataset class), the
+    dataset's files (:func:`~recbole_attn.data.checks.check_dataset_files`: they exist
+    and read, with the category field the model and the metrics need), and the
+    checkpoint folder. ``config``: made by :func:`~recbole_attn.config.make_config` (it
+    reads ``config.run_classes``)."""
     from recbole.utils import ModelType
 
     model_class = config.model_class

@@ -487,12 +487,27 @@ def test_an_evaluator_file_importing_the_plugin_is_refused(monkeypatch):
         tree = real(text, *args, **kwargs)
         if "class CategoryMetric(" in text:
             tree.body.insert(
-                0, real("from recbole_attn.errors import DataError").body[0]
+                1, real("from recbole_attn.errors import DataError").body[0]
             )
         return tree
 
     monkeypatch.setattr(metric_files.ast, "parse", parse)
     with pytest.raises(ExportError, match="recbole_attn.errors is imported"):
+        metric_files.blocks()
+
+
+def test_an_evaluator_file_with_code_among_its_imports_is_refused(monkeypatch):
+    """What stands between the imports would not be copied: refused, not dropped."""
+    real = metric_files.ast.parse
+
+    def parse(text, *args, **kwargs):
+        tree = real(text, *args, **kwargs)
+        if "class CategoryMetric(" in text:
+            tree.body.insert(1, real("LIMIT = 3").body[0])
+        return tree
+
+    monkeypatch.setattr(metric_files.ast, "parse", parse)
+    with pytest.raises(ExportError, match="must all stand at the top"):
         metric_files.blocks()
 
 

@@ -64,14 +64,17 @@ def _one_line(node):
         a.name + (f" as {a.asname}" if a.asname else "") for a in node.names
     )
     if isinstance(node, ast.Import):
-        return f"import {names}"
-    module = re.sub(rf"^{re.escape(OURS)}\.", f"{THEIRS}.", node.module)
-    if module.split(".")[0] == "recbole_attn":
-        raise ExportError(
-            f"{node.module} is imported by an evaluator file: the files that RecBole "
-            "gets import nothing of the plugin"
-        )
-    return f"from {module} import {names}"
+        modules, line = [a.name for a in node.names], f"import {names}"
+    else:
+        module = re.sub(rf"^{re.escape(OURS)}\.", f"{THEIRS}.", node.module or "")
+        modules, line = [module], f"from {module} import {names}"
+    for module in modules:
+        if module.split(".")[0] in ("recbole_attn", "") or getattr(node, "level", 0):
+            raise ExportError(
+                f"{module or 'a relative module'} is imported by an evaluator file: "
+                "the files that RecBole gets import nothing of the plugin"
+            )
+    return line
 
 
 def blocks():
@@ -85,6 +88,13 @@ def blocks():
             text = f.read()
         tree = ast.parse(text)
         imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        docstring = ast.get_docstring(tree) is not None
+        if tree.body.index(imports[-1]) != docstring + len(imports) - 1:
+            # what stands between the imports would not be copied
+            raise ExportError(
+                f"{OURS}.{name}: the export copies what follows the imports, which "
+                "must all stand at the top of the file (after its docstring)"
+            )
         itself = f"from {THEIRS}.{name} import "
         lines = [
             line for line in map(_one_line, imports) if not line.startswith(itself)
