@@ -596,7 +596,7 @@ def main_quick(args):
     """``--quick``: each ``--group``'s quick study (the group's models on the synthetic
     fixture, one epoch, the first seed) in a scratch folder (or ``--root``); its report
     says it means nothing."""
-    from recbole_attn.data.synthetic import write_synthetic_dataset
+    from experiments.synthetic import write_synthetic_dataset
 
     if args.study or not args.group:
         raise SystemExit("--quick runs a group: --group=reproduce --quick")

@@ -7,7 +7,7 @@ full-ranking test evaluation per loss, with time and peak memory.
     python -m experiments.scale --report          # only rebuild the report
     python -m experiments.scale --quick [--out=DIR]   # tiny sizes, seconds
 
-Data: synthetic RecBole datasets (``recbole_attn.data.synthetic.write_zipf_dataset``:
+Data: synthetic RecBole datasets (``experiments.synthetic.write_zipf_dataset``:
 Zipf item popularity with exponent 1, Beauty-like sequence lengths, 1-3 of 20 categories
 per item, the whole catalogue in the .item file), one per catalogue size with the same
 number of users, written once under ``--data_path``. Each run is a fresh process (so that
@@ -168,7 +168,7 @@ def one_run(spec):
 
 # ---------------------------------------------------------------- the runs
 def ensure_dataset(data_path, items, users):
-    from recbole_attn.data.synthetic import write_zipf_dataset
+    from experiments.synthetic import write_zipf_dataset
 
     name = dataset_name(items, users)
     if not os.path.isfile(os.path.join(data_path, name, f"{name}.item")):

@@ -49,7 +49,7 @@ import time
 import numpy as np
 import torch
 
-from recbole_attn.data.synthetic import write_synthetic_dataset
+from experiments.synthetic import write_synthetic_dataset
 from recbole_attn.config import get_model_class, has_categories
 from recbole_attn.quick_start import build
 
@@ -133,7 +133,7 @@ def parse_args(argv):
 
 # ---------------------------------------------------------------- data
 def write_tiny_dataset(root, name="tiny"):
-    """The package's synthetic dataset (recbole_attn.data.synthetic), with the yaml that
+    """The synthetic dataset (experiments.synthetic), with the yaml that
     loads its categories."""
     folder = write_synthetic_dataset(root, name=name)
     with open(os.path.join(folder, f"{name}.yaml"), "w") as f:

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from recbole_attn.data.synthetic import write_synthetic_dataset
+from experiments.synthetic import write_synthetic_dataset
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_RAW = os.path.join(os.path.dirname(REPO), "shared", "datasets", "raw")

@@ -1,5 +1,5 @@
 """What large catalogues rely on: the synthetic Zipf datasets of the scale benchmark
-(``recbole_attn.data.synthetic.write_zipf_dataset``) and the memory bound of full-ranking
+(``experiments.synthetic.write_zipf_dataset``) and the memory bound of full-ranking
 evaluation (``eval_scores_budget_mb``), which changes batch sizes, never results."""
 
 import collections
@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from recbole_attn.data import synthetic
+from experiments import synthetic
 from recbole_attn.quick_start import build, train_and_evaluate
 
 

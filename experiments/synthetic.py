@@ -1,6 +1,6 @@
 """
-recbole_attn.data.synthetic
-###########################
+experiments.synthetic
+#####################
 
 A small synthetic dataset in RecBole's atomic-file format (with item categories), for the
 tests and for the ``--quick`` modes of the benchmarks: runs in seconds on a CPU, exercises
