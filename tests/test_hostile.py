@@ -768,12 +768,27 @@ def test_metrics_over_several_processes_are_the_mean_over_all_users():
     assert got == {"r": 0.2333}
 
 
-def test_f1_over_several_processes_is_refused(trained, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    "processes",
+    [["--nproc=2"], ["--nproc=1", "--world_size=2"]],
+    ids=["two here", "one here of two"],
+)
+def test_f1_over_several_processes_is_refused(
+    trained, tmp_path, monkeypatch, capsys, processes
+):
+    """Refused before any process starts, whether the processes are on this machine
+    or one of them is (the other on another machine)."""
+    import torch.multiprocessing as mp
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("processes were started")
+
+    monkeypatch.setattr(mp, "spawn", refuse)
     monkeypatch.chdir(tmp_path)
     code, err = main(
         _run_args(
             trained[1]["data_path"],
-            "--nproc=2",
+            *processes,
             "--metrics=['Recall','NDCG','ILD','F1']",
         ),
         capsys,

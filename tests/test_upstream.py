@@ -478,36 +478,33 @@ def test_sized_cases_are_the_variant_plus_sizes(files):
     assert sized == 5
 
 
-def test_an_evaluator_file_importing_the_plugin_is_refused(monkeypatch):
-    """The evaluator files are copied as they are: an import of the plugin in one of them
-    (which RecBole's tree would lack) stops the export, naming it."""
+@pytest.mark.parametrize(
+    "where, statement, message",
+    [
+        (1, "from recbole_attn.errors import DataError", "recbole_attn.errors is imp"),
+        (1, "from . import collector", "a relative module is imported"),
+        (1, "LIMIT = 3", "must all stand at the top"),
+        (-1, "def f():\n    from recbole_attn import errors", "inside a function"),
+    ],
+    ids=["plugin import", "relative import", "code among imports", "inner import"],
+)
+def test_an_evaluator_file_the_export_cannot_copy_is_refused(
+    monkeypatch, where, statement, message
+):
+    """The evaluator files are copied as they are: an import of the plugin (which
+    RecBole's tree lacks), at the top or inside a function, or code among the imports
+    (which would not be copied) stops the export, naming it."""
     real = metric_files.ast.parse
 
     def parse(text, *args, **kwargs):
         tree = real(text, *args, **kwargs)
         if "class CategoryMetric(" in text:
-            tree.body.insert(
-                1, real("from recbole_attn.errors import DataError").body[0]
-            )
+            node = real(statement).body[0]
+            tree.body.insert(len(tree.body) if where < 0 else where, node)
         return tree
 
     monkeypatch.setattr(metric_files.ast, "parse", parse)
-    with pytest.raises(ExportError, match="recbole_attn.errors is imported"):
-        metric_files.blocks()
-
-
-def test_an_evaluator_file_with_code_among_its_imports_is_refused(monkeypatch):
-    """What stands between the imports would not be copied: refused, not dropped."""
-    real = metric_files.ast.parse
-
-    def parse(text, *args, **kwargs):
-        tree = real(text, *args, **kwargs)
-        if "class CategoryMetric(" in text:
-            tree.body.insert(1, real("LIMIT = 3").body[0])
-        return tree
-
-    monkeypatch.setattr(metric_files.ast, "parse", parse)
-    with pytest.raises(ExportError, match="must all stand at the top"):
+    with pytest.raises(ExportError, match=message):
         metric_files.blocks()
 
 

@@ -58,23 +58,30 @@ TEST_FILE = "tests/metrics/test_category_metrics.py"
 EVALUATOR_FILES = tuple(f"recbole/evaluator/{name}.py" for name in EVALUATOR_MODULES)
 
 
+def _modules(node):
+    """The modules an import statement names ('' for a relative one)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    return ["" if node.level else node.module]
+
+
 def _one_line(node):
     """An import statement on one line, our evaluator modules named as RecBole's."""
     names = ", ".join(
         a.name + (f" as {a.asname}" if a.asname else "") for a in node.names
     )
-    if isinstance(node, ast.Import):
-        modules, line = [a.name for a in node.names], f"import {names}"
-    else:
-        module = re.sub(rf"^{re.escape(OURS)}\.", f"{THEIRS}.", node.module or "")
-        modules, line = [module], f"from {module} import {names}"
+    modules = [
+        re.sub(rf"^{re.escape(OURS)}\.", f"{THEIRS}.", m) for m in _modules(node)
+    ]
     for module in modules:
-        if module.split(".")[0] in ("recbole_attn", "") or getattr(node, "level", 0):
+        if module.split(".")[0] in ("recbole_attn", ""):
             raise ExportError(
                 f"{module or 'a relative module'} is imported by an evaluator file: "
                 "the files that RecBole gets import nothing of the plugin"
             )
-    return line
+    if isinstance(node, ast.Import):
+        return f"import {names}"
+    return f"from {modules[0]} import {names}"
 
 
 def blocks():
@@ -88,6 +95,13 @@ def blocks():
             text = f.read()
         tree = ast.parse(text)
         imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        for node in ast.walk(tree):  # an import inside a function is copied as it is
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and node not in imports:
+                if any(m.split(".")[0] in ("recbole_attn", "") for m in _modules(node)):
+                    raise ExportError(
+                        f"{OURS}.{name}, line {node.lineno}: an import of the plugin "
+                        "inside a function would be copied into RecBole as it is"
+                    )
         docstring = ast.get_docstring(tree) is not None
         if tree.body.index(imports[-1]) != docstring + len(imports) - 1:
             # what stands between the imports would not be copied
@@ -244,7 +258,7 @@ def pr_description():
         f"{doc}\n\n"
         "## What changes\n\n"
         "- `recbole/evaluator/base_metric.py`: `CategoryMetric` (the base of CC and ILD) "
-        "and the helpers the metrics and the collector share.\n"
+        "and the name of the category table the metrics and the collector share.\n"
         "- `recbole/evaluator/metrics.py`: `CC`, `ILD`, `F1`.\n"
         "- `recbole/evaluator/collector.py`: `Collector.data_collect` stores the "
         "item→category table under `data.item_categories` when a metric needs it "
