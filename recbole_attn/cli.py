@@ -222,7 +222,7 @@ def run_main(argv=None, prog=PROG):
 def _product_options(args, files, overrides):
     from recbole_attn.config import check_no_research_options
 
-    check_no_research_options(args.model, files, overrides)
+    check_no_research_options(files, overrides)
 
 
 def _run(args, files, overrides):

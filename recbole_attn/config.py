@@ -253,13 +253,11 @@ def declared_of(classes):
     return merged
 
 
-def check_no_research_options(model, config_file_list=None, config_dict=None):
+def check_no_research_options(config_file_list=None, config_dict=None):
     """The product commands' check: a :class:`ConfigError` for a research-only option
-    among the user's (files and overrides), naming the research runner."""
-    model_class = get_model_class(model)
+    (:data:`~recbole_attn.config_check.RESEARCH_WING_KEYS`) among the user's (files and
+    overrides), naming the research runner. (No product model declares one: only the
+    research wing's classes mark options ``research``.)"""
     config_check.check_yaml_files(config_file_list or [])
     given = user_options(config_file_list, config_dict)
-    for key, opt in declared_of(model_classes(model_class, given)).items():
-        if opt.research and key in given:
-            raise config_check.research_wing_error(key, opt.research)
     config_check.check_research_wing_keys(given, set())

@@ -91,10 +91,6 @@ def check_before_loading(config, writes=True, processes=1):
         )
     check_valid_metric(config)
     metrics = check_metric_options(config)  # those that need categories
-    check_recbole_negatives(config, model_class)
-    sequential = config["MODEL_TYPE"] == ModelType.SEQUENTIAL
-    if sequential:
-        check_sequential_model(config, model_class)
     needs_categories = []  # (who needs them, what to do instead)
     if any(getattr(c, "needs_item_categories", False) for c in config.run_classes):
         needs_categories.append(
@@ -105,6 +101,10 @@ def check_before_loading(config, writes=True, processes=1):
         )
     if metrics:
         needs_categories.append((metrics_who(metrics), WITHOUT_CATEGORIES))
+    check_recbole_negatives(config, model_class)
+    sequential = config["MODEL_TYPE"] == ModelType.SEQUENTIAL
+    if sequential:
+        check_sequential_model(config, model_class)
     check_dataset_files(config, sequential, needs_categories)
     if writes:  # a loaded checkpoint writes nothing
         check_writable_folder(config["checkpoint_dir"], "checkpoint_dir")

@@ -126,7 +126,9 @@ def test_every_option_has_a_meaning_and_a_default_that_passes_its_check():
 def test_research_options_are_marked_and_refused_by_the_commands(tmp_path, capsys):
     from recbole_attn.cli import main
 
-    assert research_options(STOSA) == {}
+    from recbole_attn.models import MODELS
+
+    assert all(research_options(cls) == {} for cls in MODELS.values())
     wing = research_options(research.RESEARCH_MODELS["STOSA"])
     assert set(wing) >= {"stosa_layer_means", "trim_batch"}
     status = main(["--model=STOSA", "--dataset=tiny", "--stosa_layer_means=paper"])
