@@ -354,6 +354,32 @@ def test_item_file_not_loaded_is_an_error_before_training(tiny_config):
     assert 0 < test["cc@5"] <= 1 and 0 < test["itemcoverage@5"] <= 1
 
 
+def test_the_category_error_reads_the_files_with_their_separator(
+    tiny_config, tiny_data_path, tmp_path
+):
+    """A dataset whose files are comma-separated (``field_separator``): the message
+    names the interaction fields as RecBole reads them (it named one field, the whole
+    header line, before)."""
+    folder = tmp_path / "data" / "tinycsv"
+    folder.mkdir(parents=True)
+    for ext in ("inter", "item"):
+        with open(os.path.join(tiny_data_path, "tiny", f"tiny.{ext}")) as f:
+            text = f.read().replace("\t", ",")
+        (folder / f"tinycsv.{ext}").write_text(text)
+    config = categorized(
+        tiny_config,
+        metrics=["CC"],
+        data_path=str(tmp_path / "data"),
+        field_separator=",",
+    )
+    config["load_col"] = {"inter": ["user_id", "item_id", "timestamp"]}
+    with pytest.raises(CategoryFieldError) as err:
+        run("SASRec", "tinycsv", config_dict=config)
+    message = str(err.value)
+    assert "its interaction fields: ['user_id', 'item_id', 'timestamp']" in message
+    assert "load_col does not load the item file" in message
+
+
 def test_wrong_category_field_is_an_error(tiny_config, tiny_data_path, tmp_path):
     config = categorized(tiny_config, metrics=["F1"], category_field="genre")
     with pytest.raises(CategoryFieldError, match="no column 'genre'.*token_seq"):

@@ -35,8 +35,7 @@ from recbole_attn.data.hints import converter_hint
 from recbole_attn.errors import CategoryFieldError, DataError, DatasetNotFoundError
 from recbole_attn.evaluator.collector import (
     category_field_name,
-    header_columns,
-    item_file_columns,
+    file_columns,
     missing_field_hint,
 )
 from recbole_attn.files import not_text_message
@@ -210,15 +209,14 @@ def check_category_field_loads(config, who, alternative):
     (:func:`~recbole_attn.evaluator.collector.check_category_field` checks the loaded
     dataset.)"""
     field = category_field_name(config)
-    columns, _ = item_file_columns(config)
+    columns, _ = file_columns(config, "item")
     types = dict(c.split(":", 1) for c in columns or [] if ":" in c)
     if field not in loaded_fields(config, "item", types):
-        inter = os.path.join(config["data_path"] or "", f"{config['dataset']}.inter")
-        inter_columns = header_columns(inter) if os.path.isfile(inter) else []
+        inter_columns, _ = file_columns(config, "inter")
         raise CategoryFieldError(
             f"{who} the item category field {field!r} (category_field), but dataset "
             f"{config['dataset']!r} will not load it (its interaction fields: "
-            f"{[c.split(':')[0] for c in inter_columns]}). To fix: "
+            f"{[c.split(':')[0] for c in inter_columns or []]}). To fix: "
             + missing_field_hint(config, field, alternative)
         )
     if types[field] != "token_seq":

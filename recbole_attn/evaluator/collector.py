@@ -45,11 +45,12 @@ def header_columns(path, sep="\t", encoding="utf-8"):
     return [c for c in header.split(sep) if c]
 
 
-def item_file_columns(config):
+def file_columns(config, source):
     """``(columns, path)``: the column names (``name:type``) in the header of the
-    dataset's ``.item`` file (None if there is no such file) and its path."""
+    dataset's ``.<source>`` file (``item``, ``inter``; None if there is no such file),
+    read with the dataset's separator and encoding, and its path."""
     dataset = config["dataset"]
-    path = os.path.join(config["data_path"] or "", f"{dataset}.item")
+    path = os.path.join(config["data_path"] or "", f"{dataset}.{source}")
     if not os.path.isfile(path):
         return None, path
     sep = config["field_separator"] or "\t"
@@ -60,7 +61,7 @@ def missing_field_hint(config, field, alternative):
     """How to make ``field`` a loaded item feature, from the ``.item`` file's header and
     ``load_col`` / ``unload_col`` (``alternative``: what to do instead)."""
     item_fields = config["ITEM_ID_FIELD"] or "item_id"
-    columns, path = item_file_columns(config)
+    columns, path = file_columns(config, "item")
     load_col = config["load_col"]
     unload_col = config["unload_col"] or {}
     if columns is None:
