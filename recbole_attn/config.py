@@ -17,9 +17,8 @@ from recbole.utils import get_model
 
 from recbole_attn import config_check, distributed
 from recbole_attn.data.bucketing import check_grouping
-from recbole_attn.data.categories import dataset_has_categories
 from recbole_attn.data.preparation import check_no_pickles
-from recbole_attn.files import read_once
+from recbole_attn.files import read_once, read_yaml
 from recbole_attn.errors import (
     ConfigError,
     MetricConfigError,
@@ -41,16 +40,6 @@ def properties_dir():
     from importlib.resources import files
 
     return str(files("recbole_attn.properties"))
-
-
-def has_categories(dataset, data_path):
-    """Whether ``dataset`` (read as RecBole reads it from ``data_path``) has item categories:
-    the ``category_field`` of the dataset yaml we ship (``~`` for a dataset published
-    without categories, as Office) names a column of its ``.item`` file. For planning runs
-    without building the dataset (a model with ``needs_item_categories`` cannot run where
-    this is False)."""
-    dataset_yaml = os.path.join(properties_dir(), "dataset", f"{dataset}.yaml")
-    return dataset_has_categories(dataset, data_path, dataset_yaml)
 
 
 def get_model_class(model):
@@ -83,7 +72,7 @@ def user_options(config_file_list=None, config_dict=None):
     options = {}
     for path in config_file_list or []:
         if os.path.isfile(path):
-            options.update(yaml.safe_load(read_once(path, "config file")) or {})
+            options.update(read_yaml(path) or {})
     options.update(
         {
             k: convert_value(v) if isinstance(v, str) else v
@@ -182,7 +171,8 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     classes (:func:`model_classes`, chosen from the user's options: AWRSR's backbone),
     then the user's files and overrides. Malformed yaml files, invalid values of the
     common keys and of the model's declared options are a :class:`ConfigError` before
-    any data is loaded (``recbole_attn.config_check``)."""
+    any data is loaded (``recbole_attn.config_check``; a yaml file:
+    :func:`~recbole_attn.files.read_yaml`)."""
     model_class = get_model_class(model)
     # the model's own defaults, then the user's (AWRSR: which backbone's yaml to read)
     own = [
@@ -192,12 +182,12 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     for path in config_file_list or []:
         if not os.path.isfile(path):
             raise RecboleAttnError(f"config file not found: {path}")
-    config_check.check_yaml_files(
-        [p for p in own if os.path.isfile(p)] + list(config_file_list or [])
-    )
-    given = user_options(own + list(config_file_list or []), config_dict)
+    users = user_options(config_file_list, config_dict)  # the user's keys and values
+    given = {**user_options(own), **users}
+    classes = model_classes(model_class, given)  # the run's, as its yaml files are
     files = config_files(model_class, dataset, config_file_list, given)
-    config_check.check_yaml_files(files)
+    for path in files:  # each one well-formed before RecBole reads it
+        read_yaml(path)
     # the user's overrides first, in our words (RecBole rejects some, e.g. topk [0], in
     # its own)
     config_check.check_options(user_options(config_dict=config_dict), VALUE_RULES)
@@ -226,11 +216,9 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     # yaml files it read, the keys the user gave and the options the classes declare (the
     # checks below, the warnings of keys nothing reads and a search's space read them
     # from the configuration)
-    config.run_classes = model_classes(model_class, config)
+    config.run_classes = classes
     config.shipped_files = files[: len(files) - len(config_file_list or [])]
-    config.given_keys = set(config_dict or {}).union(
-        *(config_check.yaml_keys(path) for path in config_file_list or [])
-    )
+    config.given_keys = set(users)
     config.declared = declared_of(config.run_classes)
     config_check.check_values(config)
     config_check.check_research_wing_keys(config, set(config.declared))
@@ -258,6 +246,5 @@ def check_no_research_options(config_file_list=None, config_dict=None):
     (:data:`~recbole_attn.config_check.RESEARCH_WING_KEYS`) among the user's (files and
     overrides), naming the research runner. (No product model declares one: only the
     research wing's classes mark options ``research``.)"""
-    config_check.check_yaml_files(config_file_list or [])
     given = user_options(config_file_list, config_dict)
     config_check.check_research_wing_keys(given, set())

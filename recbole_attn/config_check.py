@@ -6,7 +6,6 @@ Checks of the user's configuration that run before anything heavy (loading the d
 building the model), so that a bad value is one line naming the key instead of a traceback
 from deep inside RecBole or torch, or worse, a run that silently does something else:
 
-* :func:`check_yaml_files`: a malformed yaml file is reported with its path and line;
 * :func:`check_values`: types and ranges of the common keys (``epochs >= 1``, batch sizes,
   ``learning_rate > 0``, dropout probabilities in ``[0, 1)``, ...; their rules:
   :data:`recbole_attn.values.VALUE_RULES`);
@@ -19,38 +18,9 @@ import functools
 import glob
 import os
 
-import yaml
-
 from recbole_attn.errors import ConfigError
 from recbole_attn.names import closest
 from recbole_attn.values import VALUE_RULES
-
-# ---------------------------------------------------------------------- yaml files
-
-
-def check_yaml_files(paths):
-    """Raise a :class:`ConfigError` naming the file and line of the first malformed yaml
-    file of ``paths``, or the file whose top level is not ``key: value`` lines."""
-    from recbole_attn.files import read_once
-
-    for path in paths:
-        text = read_once(path, "config file")
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-            raise ConfigError(
-                f"{path}{where}: not valid yaml ({problem}); config files hold "
-                "'key: value' lines"
-            ) from None
-        if data is not None and not isinstance(data, dict):
-            raise ConfigError(
-                f"{path}: a config file holds 'key: value' lines, got a "
-                f"{type(data).__name__} at its top level"
-            )
-
 
 #: keys that were renamed: old key -> what to write instead
 RENAMED_KEYS = {
@@ -204,13 +174,12 @@ PLUGIN_OPTIONAL_KEYS = ("ild_distance", "f1_accuracy_metrics", "f1_diversity_met
 def yaml_keys(path):
     """The top-level keys of a yaml file (empty when unreadable)."""
     from recbole_attn.errors import RecboleAttnError
-    from recbole_attn.files import read_once
+    from recbole_attn.files import read_yaml
 
     try:
-        data = yaml.safe_load(read_once(path, "config file"))
-    except (RecboleAttnError, yaml.YAMLError):
-        return set()
-    return frozenset(data) if isinstance(data, dict) else frozenset()
+        return frozenset(read_yaml(path) or ())
+    except RecboleAttnError:
+        return frozenset()
 
 
 #: the shipped yaml files (RecBole's and ours) are read once per process: every run, and

@@ -17,7 +17,9 @@ import shutil
 import tempfile
 import time
 
-from recbole_attn.errors import ExistingOutputError, RecboleAttnError
+import yaml
+
+from recbole_attn.errors import ConfigError, ExistingOutputError, RecboleAttnError
 
 
 def run_stem(*parts):
@@ -145,6 +147,28 @@ def read_once(path, what="file"):
     if key not in _READ:
         _READ[key] = read_text(path, what)
     return _READ[key]
+
+
+def read_yaml(path):
+    """The ``key: value`` mapping of a config file (None if it is empty), read once
+    (:func:`read_once`); a :class:`ConfigError` naming the file and line when it is not
+    valid yaml, or when its top level is not ``key: value`` lines."""
+    try:
+        data = yaml.safe_load(read_once(path, "config file"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(
+            f"{path}{where}: not valid yaml ({problem}); config files hold "
+            "'key: value' lines"
+        ) from None
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: a config file holds 'key: value' lines, got a "
+            f"{type(data).__name__} at its top level"
+        )
+    return data
 
 
 def not_text_message(path, byte, position, what="file", encoding="utf-8"):
