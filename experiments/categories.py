@@ -1,9 +1,6 @@
-"""
-recbole_attn.data.categories
-############################
-
-Whether a dataset has item categories, without loading it (for planning runs and
-reports; docs/metrics.md). The category field is a ``token_seq`` item feature whose name
+"""Whether a dataset has item categories, without loading it: for planning the studies' runs
+(``experiments/runner.py``, ``experiments/speed.py``) and their reports. A run itself checks
+its category field before its data loads (docs/metrics.md). The category field is a ``token_seq`` item feature whose name
 is ``category_field`` (default ``categories``; ``class`` for ml-100k). The check that it
 will load: :func:`recbole_attn.data.checks.check_category_field_loads`; the table itself
 and the check of a loaded dataset: :mod:`recbole_attn.evaluator.collector`.
@@ -11,6 +8,7 @@ and the check of a loaded dataset: :mod:`recbole_attn.evaluator.collector`.
 
 import os
 
+from recbole_attn.config import properties_dir
 from recbole_attn.evaluator.collector import DEFAULT_CATEGORY_FIELD, header_columns
 
 
@@ -46,3 +44,12 @@ def dataset_has_categories(dataset, data_path, dataset_yaml=None):
     if not os.path.isfile(path):
         return declared and not os.path.isfile(os.path.join(folder, f"{dataset}.inter"))
     return field in [column.split(":")[0] for column in header_columns(path)]
+
+
+def has_categories(dataset, data_path):
+    """Whether ``dataset`` (read as RecBole reads it from ``data_path``) has item
+    categories: the ``category_field`` of the dataset yaml we ship (``~`` for a dataset
+    published without categories, as Office) names a column of its ``.item`` file (a
+    model with ``needs_item_categories`` cannot run where this is False)."""
+    dataset_yaml = os.path.join(properties_dir(), "dataset", f"{dataset}.yaml")
+    return dataset_has_categories(dataset, data_path, dataset_yaml)

@@ -412,7 +412,7 @@ def plan(names, args, root, quick=False):
     """The jobs of the runs not done yet: (study, definition, label, seed, args,
     folder)."""
     from recbole_attn.models import MODELS as MODEL_CLASSES
-    from recbole_attn.config import has_categories
+    from experiments.categories import has_categories
 
     jobs = []
     wanted = args.variants.split(",") if args.variants else None

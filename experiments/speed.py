@@ -50,7 +50,8 @@ import numpy as np
 import torch
 
 from experiments.synthetic import write_synthetic_dataset
-from recbole_attn.config import get_model_class, has_categories
+from experiments.categories import has_categories
+from recbole_attn.config import get_model_class
 from recbole_attn.quick_start import build
 
 #: experiments/ (the outputs go to its speed/ folder)

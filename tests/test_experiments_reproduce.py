@@ -59,7 +59,7 @@ def test_datasets_without_categories_drop_dpatt_and_the_diversity_metrics(tmp_pa
     """Office ships without categories: no DPAtt, no CC/ILD/F1; ml-100k (RecBole's bundled
     copy, genres) keeps both. The declared studies follow each dataset's shipped yaml.
     """
-    from recbole_attn.config import has_categories
+    from experiments.categories import has_categories
 
     for dataset, categories in studies.REPRODUCE_DATASETS.items():
         assert has_categories(dataset, str(tmp_path)) == categories, dataset

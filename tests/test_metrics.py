@@ -452,8 +452,8 @@ def test_dataset_has_categories_answers_from_the_yaml_and_the_item_file(
 ):
     """The one planning helper (benchmarks skip category models and metrics with it):
     the dataset yaml's ``category_field`` must name a column of the ``.item`` file."""
-    from recbole_attn.data.categories import dataset_has_categories
-    from recbole_attn.config import has_categories
+    from experiments.categories import dataset_has_categories
+    from experiments.categories import has_categories
 
     assert dataset_has_categories("tiny", tiny_data_path)
     assert not dataset_has_categories("tiny_nocat", tiny_data_path)  # no .item file
