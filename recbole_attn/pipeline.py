@@ -22,21 +22,15 @@ from recbole_attn.data.bucketing import bucket_train_dataloader
 from recbole_attn.data.checks import (
     check_dataset_exists,
     check_dataset_files,
-    has_label,
+    check_recbole_negatives,
 )
-from recbole_attn.data.dataset import (
-    AttnSequentialDataset,
-    check_sequential_model,
-    recbole_dataset_class,
-)
+from recbole_attn.data.dataset import check_sequential_model, load_dataset
 from recbole_attn.data.preparation import data_preparation
 from recbole_attn.errors import ConfigError, MetricConfigError
-from recbole_attn.evaluator import check_metric_options, validate_dataset
-from recbole_attn.evaluator.collector import WITHOUT_CATEGORIES, metrics_who
+from recbole_attn.evaluator import check_loaded_categories, check_metric_options
 from recbole_attn.files import check_writable_folder
 from recbole_attn.logs import DETAIL, init_logging, log_file_only
 from recbole_attn.memory import check_memory
-from recbole_attn.sequential.recommender import AttnSequentialRecommender
 from recbole_attn.threads import set_threads
 from recbole_attn.trainer import AttnTrainer
 
@@ -90,7 +84,7 @@ def check_before_loading(config, writes=True, processes=1):
             "recbole-attn evaluate --model_file=... --metrics=\"[...,'F1']\""
         )
     check_valid_metric(config)
-    metrics = check_metric_options(config)  # those that need categories
+    metrics_need = check_metric_options(config)  # do they need categories?
     needs_categories = []  # (who needs them, what to do instead)
     if any(getattr(c, "needs_item_categories", False) for c in config.run_classes):
         needs_categories.append(
@@ -99,72 +93,20 @@ def check_before_loading(config, writes=True, processes=1):
                 "use a model that needs no categories (PAtt)",
             )
         )
-    if metrics:
-        needs_categories.append((metrics_who(metrics), WITHOUT_CATEGORIES))
-    check_recbole_negatives(config, model_class)
+    if metrics_need:
+        needs_categories.append(metrics_need)
     sequential = config["MODEL_TYPE"] == ModelType.SEQUENTIAL
     if sequential:
         check_sequential_model(config, model_class)
+    check_recbole_negatives(config, model_class)
     check_dataset_files(config, sequential, needs_categories)
     if writes:  # a loaded checkpoint writes nothing
         check_writable_folder(config["checkpoint_dir"], "checkpoint_dir")
 
 
-def check_recbole_negatives(config, model_class):
-    """RecBole's own models that train on sampled negatives (pairwise models such as
-    BPR, and its sequential models with ``loss_type: BPR``) need RecBole's sampler, which
-    our defaults switch off (our models sample inside the model): say how to switch it on
-    instead of RecBole's ``KeyError: 'neg_item_id'`` after loading the data. Our models
-    train on RecBole's negatives only the way RecBole trains their model files: on its
-    prefix samples, with the loss of the model file."""
-    from recbole.utils import InputType, ModelType
-
-    sampling = (config["train_neg_sample_args"] or {}).get("distribution", "none")
-    name = model_class.__name__
-    if issubclass(model_class, AttnSequentialRecommender):
-        losses = getattr(model_class, "recbole_loss_types", ())
-        sampled = [loss for loss in losses if loss != "CE"]
-        if sampling == "none":
-            return
-        if config["training_mode"] != "last_position" or config["loss_type"] not in (
-            sampled
-        ):
-            raise ConfigError(
-                f"train_neg_sample_args: RecBole's sampler draws the negatives {name} "
-                "trains on RecBole's way only (training_mode: last_position, loss_type: "
-                f"{' or '.join(sampled) or 'none'}); otherwise {name} draws its own "
-                "(neg_sample_num): remove train_neg_sample_args"
-            )
-        return
-    pairwise = getattr(model_class, "input_type", None) == InputType.PAIRWISE
-    sequential_bpr = (
-        config["MODEL_TYPE"] == ModelType.SEQUENTIAL and config["loss_type"] == "BPR"
-    )
-    if (pairwise or sequential_bpr) and sampling == "none":
-        raise ConfigError(
-            f"{name} trains on negatives from RecBole's sampler, which "
-            "recbole_attn's defaults switch off; set --train_neg_sample_args=\"{"
-            "'distribution': 'uniform', 'sample_num': 1}\""
-        )
-    # point-wise models (context-aware ones, DIN, DIEN, NeuMF, ...) train on labels,
-    # which RecBole's sampler makes (1, and 0 for each sampled negative) unless the
-    # data has them; Pop and the other traditional models count interactions
-    pointwise = getattr(model_class, "input_type", None) == InputType.POINTWISE
-    traditional = getattr(model_class, "type", None) == ModelType.TRADITIONAL
-    if pointwise and not traditional and sampling == "none" and not has_label(config):
-        raise ConfigError(
-            f"{model_class.__name__} trains on labelled interactions (1, or 0 for a "
-            f"negative), and the data has no {config['LABEL_FIELD']} field while "
-            "recbole_attn's defaults switch off RecBole's sampler, which would label "
-            "them; set --train_neg_sample_args=\"{'distribution': 'uniform', "
-            "'sample_num': 1}\", or load a label field (or --threshold=\"{'rating': "
-            '4}")'
-        )
-
-
 def create_dataset(config, model_class=None):
     """Our sequential dataset (training modes) for sequential models; RecBole's dataset
-    class otherwise (:func:`~recbole_attn.data.dataset.recbole_dataset_class`), after
+    class otherwise (:func:`~recbole_attn.data.dataset.load_dataset`), after
     checking that its files exist and (with ``model_class``) that the model can train in
     ``training_mode`` on the pipeline's dataset
     (:func:`~recbole_attn.data.dataset.check_sequential_model`). A run (:func:`prepare`)
@@ -174,17 +116,7 @@ def create_dataset(config, model_class=None):
     check_dataset_exists(config)
     if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:
         check_sequential_model(config, model_class)
-    return _load_dataset(config, model_class)
-
-
-def _load_dataset(config, model_class):
-    from recbole.utils import ModelType
-
-    if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:
-        # a model may train on a dataset class of its own (the research wing's records
-        # the held-out items); RecBole's models train on ours
-        return getattr(model_class, "dataset_class", AttnSequentialDataset)(config)
-    return recbole_dataset_class(config)(config)
+    return load_dataset(config, model_class)
 
 
 def prepare(
@@ -248,9 +180,9 @@ def build_run(
     logger.info(config, extra=DETAIL)
 
     with log_file_only():
-        data = _load_dataset(config, model_class)  # checked by prepare()
+        data = load_dataset(config, model_class)  # checked by prepare()
         logger.info(data)
-        validate_dataset(config, data)
+        check_loaded_categories(config, data)
         train_data, valid_data, test_data = data_preparation(config, data)
         train_data = bucket_train_dataloader(config, train_data)
 

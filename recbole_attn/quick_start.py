@@ -27,6 +27,7 @@ from recbole_attn.pipeline import (  # noqa: F401  (create_dataset: re-exported)
     create_dataset,
     prepare,
 )
+from recbole_attn.data.preparation import eval_modes
 
 
 def train_and_evaluate(
@@ -321,6 +322,4 @@ def evaluate(model_file, config_dict=None, per_user=False):
 
 
 def is_full_ranking(config):
-    mode = (config["eval_args"] or {}).get("mode")
-    modes = set(mode.values()) if isinstance(mode, dict) else {mode}
-    return modes == {"full"}
+    return eval_modes(config) == {"full"}

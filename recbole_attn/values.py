@@ -55,12 +55,15 @@ class Learner(Option):
             return f"one of {list(LEARNERS)}"
 
 
+#: a sampled evaluation mode: the target among N sampled items (``uni100``, ``pop50``)
+SAMPLED_MODE = re.compile(r"(uni|pop)([1-9][0-9]*)")
+
+
 class EvalArgs(Option):
     """RecBole's ``eval_args``: ``split`` ``{LS: valid_and_test | valid_only | test_only}``
     or ``{RS: [ratios]}``, ``order`` RO | TO, ``group_by`` user | none, ``mode`` full |
     labeled | uni<N> | pop<N> (or one per phase: ``{valid: ..., test: ...}``)."""
 
-    MODE = re.compile(r"^(full|labeled|uni[1-9][0-9]*|pop[1-9][0-9]*)$")
     LS = ("valid_and_test", "valid_only", "test_only")
 
     def problem(self, value):
@@ -89,7 +92,9 @@ class EvalArgs(Option):
         mode = value.get("mode")  # absent: an earlier source's (entries merge)
         modes = mode.values() if isinstance(mode, dict) else [mode]
         if mode is not None and not all(
-            isinstance(m, str) and self.MODE.match(m) for m in modes
+            m in ("full", "labeled")
+            or (isinstance(m, str) and SAMPLED_MODE.fullmatch(m))
+            for m in modes
         ):
             return (
                 "a dict whose mode is full, labeled, uni<N> or pop<N> (N >= 1 sampled "

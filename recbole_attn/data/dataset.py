@@ -128,3 +128,15 @@ def recbole_dataset_class(config):
         name = by_type.get(config["MODEL_TYPE"], "Dataset")
     base = getattr(module, name)
     return type(base.__name__, (CheckedDataset, base), {})
+
+
+def load_dataset(config, model_class=None):
+    """The dataset of a run, loaded: a sequential model's in our
+    :class:`AttnSequentialDataset` (or the dataset class the model names, the research
+    wing's records the held-out items), any other model's in
+    :func:`recbole_dataset_class`."""
+    from recbole.utils import ModelType
+
+    if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:
+        return getattr(model_class, "dataset_class", AttnSequentialDataset)(config)
+    return recbole_dataset_class(config)(config)

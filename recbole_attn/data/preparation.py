@@ -14,10 +14,10 @@ dataloaders. After the split, :func:`check_split`, :func:`check_topk` and
 :func:`cap_eval_batch_size` check it against the configuration.
 """
 
-import re
 from logging import getLogger
 
 from recbole_attn.errors import ConfigError, DataError
+from recbole_attn.values import SAMPLED_MODE
 
 #: RecBole's options that save or load pickled datasets and dataloaders
 PICKLE_OPTIONS = (
@@ -79,13 +79,18 @@ def data_preparation(config, dataset):
     return train_data, valid_data, test_data
 
 
+def eval_modes(config):
+    """The evaluation modes of a run (``eval_args``' ``mode``, or its value per phase)."""
+    mode = (config["eval_args"] or {}).get("mode")
+    return set(mode.values()) if isinstance(mode, dict) else {mode}
+
+
 def check_topk(config, dataset):
     """Full ranking cannot return more items than the dataset has, and a sampled
     ranking (``uni<N>``, ``pop<N>``: the target among N sampled items) must have more
     candidates than the largest cutoff: with ``topk`` >= N + 1 every target is in every
     top-K and Recall@K is 1 whatever the model."""
-    mode = (config["eval_args"] or {}).get("mode")
-    modes = set(mode.values()) if isinstance(mode, dict) else {mode}
+    modes = eval_modes(config)
     items = dataset.item_num - 1  # ids 1.. (0 is padding)
     largest = max(config["topk"])
     if "full" in modes and largest > items:
@@ -94,7 +99,7 @@ def check_topk(config, dataset):
             f"{config['dataset']!r}: lower topk (and valid_metric's cutoff)"
         )
     for name in sorted(m for m in modes if isinstance(m, str)):
-        sampled = re.fullmatch(r"(uni|pop)([0-9]+)", name)
+        sampled = SAMPLED_MODE.fullmatch(name)
         if sampled and largest > int(sampled.group(2)):
             n = int(sampled.group(2))
             raise DataError(
@@ -113,8 +118,7 @@ def cap_eval_batch_size(config, dataset):
     said on the console, so that one block of float32 scores stays within
     ``eval_scores_budget_mb`` (a million items at the default 512 MB: 134 users per
     batch). Catalogues of the size of Amazon's 5-core datasets are not affected."""
-    mode = (config["eval_args"] or {}).get("mode")
-    full = mode == "full" or (isinstance(mode, dict) and "full" in mode.values())
+    full = "full" in eval_modes(config)
     budget = config["eval_scores_budget_mb"]
     if not full or not budget:
         return

@@ -18,10 +18,12 @@ from recbole.evaluator.collector import Collector
 from recbole_attn.errors import CategoryFieldError, MetricConfigError
 from recbole_attn.evaluator.base_metric import ITEM_CATEGORIES, CategoryMetric
 from recbole_attn.evaluator.collector import (
+    WITHOUT_CATEGORIES,
     category_field_name,
     check_metrics_category_field,
     collected_item_categories,
     item_category_table,
+    metrics_who,
     needs_item_categories,
 )
 from recbole_attn.evaluator.metrics import (
@@ -60,14 +62,16 @@ def register_metrics():
 
 
 def check_metric_options(config):
-    """The requested metrics that need item categories, after checking the options of
-    ILD (``ild_distance``) and F1 (``f1_accuracy_metrics``, ``f1_diversity_metrics``),
-    which needs no data: a run fails on them in seconds.
+    """Check the options of ILD (``ild_distance``) and F1 (``f1_accuracy_metrics``,
+    ``f1_diversity_metrics``), which needs no data: a run fails on them in seconds.
+    Returns ``(who needs them, what to do instead)`` when a requested metric needs item
+    categories (the subject and the advice of a category-field message), else None.
 
     Raises:
         MetricConfigError: an invalid ``ild_distance`` or F1 component.
     """
     metrics = needs_item_categories(config["metrics"])
+    need = (metrics_who(metrics), WITHOUT_CATEGORIES) if metrics else None
     lowered = [m.lower() for m in metrics]
     try:
         if "ild" in lowered:
@@ -76,11 +80,29 @@ def check_metric_options(config):
             F1(config)  # checks f1_accuracy_metrics / f1_diversity_metrics
     except ValueError as error:
         raise MetricConfigError(str(error)) from None
-    return metrics
+    return need
+
+
+def check_loaded_categories(config, dataset):
+    """After the dataset loads: it has the category field that the requested metrics
+    need, a ``token_seq`` item feature holding categories (the run checked before
+    loading that the field will load; this sees the values).
+
+    Raises:
+        CategoryFieldError: the field is missing, not an item feature, not a
+            ``token_seq`` field or holds no category.
+    """
+    metrics = needs_item_categories(config["metrics"])
+    if metrics:
+        try:
+            check_metrics_category_field(config, dataset, metrics)
+        except ValueError as error:
+            raise CategoryFieldError(str(error)) from None
 
 
 def validate_dataset(config, dataset):
-    """Check, before training, that ``dataset`` has what the requested metrics need.
+    """Check, before training, that ``dataset`` has what the requested metrics need
+    (:func:`check_metric_options`, then :func:`check_loaded_categories`).
 
     Raises:
         CategoryFieldError: CC, ILD or F1 is requested and the category field
@@ -88,12 +110,8 @@ def validate_dataset(config, dataset):
             ``token_seq`` field.
         MetricConfigError: an invalid ``ild_distance`` or F1 component.
     """
-    metrics = check_metric_options(config)
-    if metrics:
-        try:
-            check_metrics_category_field(config, dataset, metrics)
-        except ValueError as error:
-            raise CategoryFieldError(str(error)) from None
+    check_metric_options(config)
+    check_loaded_categories(config, dataset)
 
 
 def _dataset_of(data):
@@ -144,6 +162,7 @@ __all__ = [
     "MetricConfigError",
     "category_field_name",
     "category_multi_hot",
+    "check_loaded_categories",
     "check_metric_options",
     "check_metrics_category_field",
     "coverage_per_user",
