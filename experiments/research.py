@@ -33,6 +33,26 @@ from recbole_attn.model import dpatt, patt, stosa
 from recbole_attn.models import MODELS
 from recbole_attn.options import Flag, OneOf, Opt, declared_options
 
+
+class ResearchOpt(Opt):
+    """An option only the research runner sets (``python -m experiments.runner``; the
+    product commands refuse it): an :class:`~recbole_attn.options.Opt` and ``research``,
+    what another value than the product's reproduces or measures."""
+
+    def __init__(self, default, check, meaning, research):
+        super().__init__(default, check, meaning)
+        self.research = research
+
+
+def research_options(model_class):
+    """key -> :class:`ResearchOpt` of the research-only options of the class."""
+    return {
+        k: o
+        for k, o in declared_options(model_class).items()
+        if isinstance(o, ResearchOpt)
+    }
+
+
 #: attribute of a training split that holds its :func:`heldout_table`
 HELDOUT_ATTR = "_heldout_items"
 
@@ -84,7 +104,7 @@ class HeldoutNegatives:
 
     dataset_class = HeldoutDataset
     options = {
-        "neg_exclude_heldout": Opt(
+        "neg_exclude_heldout": ResearchOpt(
             False,
             Flag(),
             "negatives also avoid the user's validation and test items",
@@ -122,7 +142,7 @@ class FullLengthBatches:
     length (and unsplit)."""
 
     options = {
-        "trim_batch": Opt(
+        "trim_batch": ResearchOpt(
             True,
             Flag(),
             "cut every batch to its longest sequence (exact)",
@@ -154,7 +174,7 @@ class STOSAForms:
     """Mixin of STOSA: each of the four forms of ``stosa_preset`` on its own."""
 
     options = {
-        f"stosa_{form}": Opt(
+        f"stosa_{form}": ResearchOpt(
             None,
             OneOf(*values),
             f"~: the preset's; {' or '.join(values)}",
@@ -286,19 +306,19 @@ class PAttForms:
     with :class:`SequenceGroundSet`, PAtt's leaky sequence ground set)."""
 
     options = {
-        "dpp_row_normalize": Opt(
+        "dpp_row_normalize": ResearchOpt(
             True,
             Flag(),
             "divide every row of D by its sum (official; False: the paper's raw weights)",
             research="the paper's form alone: an ablation against the official code's",
         ),
-        "dpp_diagonal": Opt(
+        "dpp_diagonal": ResearchOpt(
             "kernel",
             OneOf("one", "kernel"),
             "kernel: D_tt = exp(-lambda L_tt) (official); one: D_tt = 1 (eq. 7)",
             research="the paper's form alone: an ablation against the official code's",
         ),
-        "dpp_sampler": Opt(
+        "dpp_sampler": ResearchOpt(
             "squared",
             OneOf("linear", "squared"),
             "squared: S = (M W + b)^2 elementwise (official); linear: S = M W (eq. 8)",
@@ -352,7 +372,7 @@ class SequenceGroundSet:
     """Mixin of PAtt (before :class:`PAttForms`): ``dpp_ground_set``."""
 
     options = {
-        "dpp_ground_set": Opt(
+        "dpp_ground_set": ResearchOpt(
             "prefix",
             OneOf("prefix", "sequence"),
             "prefix: query t's k-DPP on the valid prefix; sequence: on every position "
@@ -381,13 +401,13 @@ class PARecForms:
     one FFN after all attention sublayers."""
 
     options = {
-        "add_position_embedding": Opt(
+        "add_position_embedding": ResearchOpt(
             False,
             Flag(),
             "add a learned position embedding to the input (the paper has none)",
             research="the official code always adds one",
         ),
-        "ffn_placement": Opt(
+        "ffn_placement": ResearchOpt(
             "block",
             OneOf("block", "after"),
             "block: an FFN in every block (the paper); after: one FFN after all blocks",

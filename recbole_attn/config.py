@@ -244,7 +244,7 @@ def declared_of(classes):
 def check_no_research_options(config_file_list=None, config_dict=None):
     """The product commands' check: a :class:`ConfigError` for a research-only option
     (:data:`~recbole_attn.config_check.RESEARCH_WING_KEYS`) among the user's (files and
-    overrides), naming the research runner. (No product model declares one: only the
-    research wing's classes mark options ``research``.)"""
+    overrides), naming the research runner. (No product model declares one: the research
+    wing's options are declared by its classes, ``experiments/research.py``.)"""
     given = user_options(config_file_list, config_dict)
     config_check.check_research_wing_keys(given, set())

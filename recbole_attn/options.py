@@ -3,8 +3,7 @@ recbole_attn.options
 ####################
 
 The option is the unit: every key a model reads is declared once, as an :class:`Opt` in
-the ``options`` of the class that reads it (default, check, one-line meaning, and whether
-it is a research-only option), and a model states its own values of keys declared
+the ``options`` of the class that reads it (default, check, one-line meaning), and a model states its own values of keys declared
 elsewhere in ``defaults`` (``{key: value}`` or ``{key: Default(value, note)}``). From
 those declarations come
 
@@ -146,15 +145,11 @@ class Subset(Option):
 
 # ---------------------------------------------------------------- options
 class Opt:
-    """One option: its ``default``, its ``check`` (a
-    :class:`Option`: what a value must be), its one-line
-    ``meaning``, and ``research``: None for an option users choose, or what the option
-    reproduces or measures, for an option only the research runner may set
-    (``python -m experiments.runner``; the commands refuse it)."""
+    """One option: its ``default``, its ``check`` (a :class:`Option`: what a value must
+    be) and its one-line ``meaning``."""
 
-    def __init__(self, default, check, meaning, research=None):
+    def __init__(self, default, check, meaning):
         self.default, self.check, self.meaning = default, check, meaning
-        self.research = research
 
     def convert(self, value):
         """The value as the model keeps it (``int``, ``float``, ``bool``, ``list``)."""
@@ -183,11 +178,6 @@ def declared_options(model_class):
     for cls in reversed(model_class.__mro__):
         merged.update(_own(cls, "options"))
     return merged
-
-
-def research_options(model_class):
-    """key -> :class:`Opt` of the research-only options of the class."""
-    return {k: o for k, o in declared_options(model_class).items() if o.research}
 
 
 def load_options(model, config, cls=None):
@@ -264,8 +254,6 @@ def _value_note(given):
 
 def _comment(opt, note=""):
     text = f"({opt.kind}) {opt.meaning}"
-    if opt.research:
-        text += f" [research: {opt.research}]"
     return text + (f"; {note}" if note else "")
 
 

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from experiments import research
+from experiments.research import research_options
 from recbole_attn.options import Number
 from recbole_attn.models import MODELS, STOSA
 from recbole_attn.options import (
@@ -17,7 +18,6 @@ from recbole_attn.options import (
     declared_options,
     docs_table,
     model_yaml,
-    research_options,
 )
 from recbole_attn.options_files import generated_files
 
