@@ -86,6 +86,14 @@ def distributed_options(config_dict):
     }, rest
 
 
+def started_by_command(config_dict):
+    """Whether a run is one process of a multi-process run that :func:`spawn` started
+    (its ``config_dict`` names the process, ``local_rank``, and the run's
+    ``world_size``): the command checked the run before it started the processes."""
+    given = config_dict or {}
+    return "local_rank" in given and "world_size" in given
+
+
 def cpu_only(config):
     """Whether this run has no CUDA device to use (then processes talk over gloo)."""
     gpu_id = str(config["gpu_id"] if config["gpu_id"] is not None else "")

@@ -14,7 +14,7 @@ from logging import getLogger
 
 from recbole.utils import init_seed
 
-from recbole_attn import allocator
+from recbole_attn import allocator, distributed
 from recbole_attn.checkpoint import data_signature
 from recbole_attn.compat import check_recbole_version
 from recbole_attn.config import make_config
@@ -66,7 +66,7 @@ def check_before_loading(config, writes=True, processes=1):
     """Everything about a run that can be checked before its data loads, so that a bad
     value, a broken file or a folder that cannot be written fails in seconds, not after
     an epoch: no F1 over several ``processes`` (a multi-process run checks itself once,
-    before it starts them), the validation metric and the metrics' options, the model
+    in its command, before it starts them), the validation metric and the metrics' options, the model
     against the options (its negatives, its training mode, its dataset class), the
     dataset's files (:func:`~recbole_attn.data.checks.check_dataset_files`: they exist
     and read, with the category field the model and the metrics need), and the
@@ -134,14 +134,16 @@ def prepare(
        metric and the metrics' options, the model's negatives, training mode and dataset
        class, the dataset's files and the category field the model and the metrics
        need, the checkpoint folder (``writes``); with several ``processes`` (a
-       multi-process run checks itself once before it starts them), no F1.
+       multi-process run checks itself once, in its command, before it starts them:
+       :func:`~recbole_attn.distributed.started_by_command`), no F1.
 
     Returns the configuration. First of all, the installed RecBole must be the release
     the pipeline was written for (:func:`~recbole_attn.compat.check_recbole_version`).
     """
     check_recbole_version()
     config = make_config(model, dataset, config_file_list, config_dict)
-    check_before_loading(config, writes=writes, processes=processes)
+    if not distributed.started_by_command(config_dict):  # else checked once, before
+        check_before_loading(config, writes=writes, processes=processes)
     return config
 
 

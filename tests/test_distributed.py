@@ -103,3 +103,26 @@ def test_two_cpu_processes_train_with_the_single_process_metrics(tiny_config):
     # model evaluated in one process (RecBole averaged rounded per-process values)
     alone = evaluate(multi["saved_model_file"], {"state": "ERROR"})
     assert multi["test_result"] == alone["test_result"]
+
+
+def test_a_process_of_a_multi_process_run_is_checked_once_in_its_command(monkeypatch):
+    """The command checks the run (its files read and decoded) before it starts the
+    processes; each process then builds its configuration without checking it again."""
+    from recbole_attn import pipeline
+
+    checked = []
+    monkeypatch.setattr(pipeline, "check_recbole_version", lambda: None)
+    monkeypatch.setattr(pipeline, "make_config", lambda *args: "config")
+    monkeypatch.setattr(
+        pipeline,
+        "check_before_loading",
+        lambda config, writes, processes: checked.append((config, processes)),
+    )
+    options, rest = distributed_options({"nproc": 2, "epochs": 1})
+    pipeline.prepare("STOSA", "tiny", None, rest, processes=options["world_size"])
+    assert checked == [("config", 2)]  # the command
+    for rank in range(options["nproc"]):  # the processes, as spawn starts them
+        pipeline.prepare("STOSA", "tiny", None, {**rest, **options, "local_rank": rank})
+    assert checked == [("config", 2)]
+    pipeline.prepare("STOSA", "tiny", None, {"local_rank": 0})  # not a spawned one
+    assert checked == [("config", 2), ("config", 1)]
