@@ -32,7 +32,9 @@ from recbole_attn.evaluator.metrics import (
     ILD,
     category_multi_hot,
     coverage_per_user,
+    f1_components,
     f1_score,
+    ild_distance,
     ild_per_user,
 )
 
@@ -74,10 +76,9 @@ def check_metric_options(config):
     need = (metrics_who(metrics), WITHOUT_CATEGORIES) if metrics else None
     lowered = [m.lower() for m in metrics]
     try:
-        if "ild" in lowered:
-            ILD(config)  # checks ild_distance
-        if "f1" in lowered:
-            F1(config)  # checks f1_accuracy_metrics / f1_diversity_metrics
+        components = sum(f1_components(config), []) if "f1" in lowered else []
+        if "ild" in lowered + components:
+            ild_distance(config)
     except ValueError as error:
         raise MetricConfigError(str(error)) from None
     return need

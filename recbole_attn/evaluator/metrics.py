@@ -183,24 +183,55 @@ class ILD(CategoryMetric):
 
     def __init__(self, config):
         super().__init__(config)
-        self.distance = str(_option(config, "ild_distance", "cosine")).lower()
-        if self.distance not in ILD_DISTANCES:
-            raise ValueError(
-                f"ild_distance must be one of {list(ILD_DISTANCES)}, "
-                f"got {self.distance!r}"
-            )
+        self.distance = ild_distance(config)
 
     def per_user(self, rec_items, item_categories):
         return ild_per_user(rec_items, item_categories, self.distance)
 
 
-def _f1_components(config, key, default):
-    names = _option(config, key, list(default))
-    if isinstance(names, str):
-        names = [names]
-    if not names:
-        raise ValueError(f"{key} must name at least one metric")
-    return [str(n) for n in names]
+def ild_distance(config):
+    """``ild_distance`` (``cosine``, the default, or ``jaccard``); a ``ValueError``
+    for any other."""
+    distance = str(_option(config, "ild_distance", "cosine")).lower()
+    if distance not in ILD_DISTANCES:
+        raise ValueError(
+            f"ild_distance must be one of {list(ILD_DISTANCES)}, got {distance!r}"
+        )
+    return distance
+
+
+def f1_components(config):
+    """``(accuracy, diversity)``: the names (lower case) of the metrics F1 combines
+    (``f1_accuracy_metrics``, ``f1_diversity_metrics``), each a top-K metric computed
+    from what F1 collects; a ``ValueError`` naming the first that is not."""
+    from recbole.evaluator.register import metric_information, metrics_dict
+
+    def names(key, default):
+        given = _option(config, key, list(default))
+        given = [given] if isinstance(given, str) else list(given)
+        if not given:
+            raise ValueError(f"{key} must name at least one metric")
+        for name in map(str, given):
+            metric = name.lower()
+            if metric == "f1" or metric not in metrics_dict:
+                raise ValueError(
+                    f"F1 component {name!r} is not a usable metric; use top-K metrics "
+                    "such as Recall, NDCG, Hit, MRR, Precision (accuracy) or CC, ILD "
+                    "(diversity)"
+                )
+            missing = set(metric_information[metric]) - set(F1.metric_need)
+            if missing or metrics_dict[metric].metric_type != EvaluatorType.RANKING:
+                raise ValueError(
+                    f"F1 component {name!r} needs {sorted(missing)}, which F1 does not "
+                    f"collect; F1 components must be top-K metrics computed from "
+                    f"{F1.metric_need}"
+                )
+        return [name.lower() for name in map(str, given)]
+
+    return (
+        names("f1_accuracy_metrics", DEFAULT_F1_ACCURACY),
+        names("f1_diversity_metrics", DEFAULT_F1_DIVERSITY),
+    )
 
 
 class F1(AbstractMetric):
@@ -224,36 +255,14 @@ class F1(AbstractMetric):
     def __init__(self, config):
         super().__init__(config)
         self.topk = topk_list(config)
-        self.accuracy = [
-            self._component(config, name)
-            for name in _f1_components(
-                config, "f1_accuracy_metrics", DEFAULT_F1_ACCURACY
-            )
-        ]
-        self.diversity = [
-            self._component(config, name)
-            for name in _f1_components(
-                config, "f1_diversity_metrics", DEFAULT_F1_DIVERSITY
-            )
-        ]
+        accuracy, diversity = f1_components(config)
+        self.accuracy = [self._component(config, key) for key in accuracy]
+        self.diversity = [self._component(config, key) for key in diversity]
 
-    @classmethod
-    def _component(cls, config, name):
-        from recbole.evaluator.register import metric_information, metrics_dict
+    @staticmethod
+    def _component(config, key):
+        from recbole.evaluator.register import metrics_dict
 
-        key = name.lower()
-        if key == "f1" or key not in metrics_dict:
-            raise ValueError(
-                f"F1 component {name!r} is not a usable metric; use top-K metrics such "
-                "as Recall, NDCG, Hit, MRR, Precision (accuracy) or CC, ILD (diversity)"
-            )
-        missing = set(metric_information[key]) - set(cls.metric_need)
-        if missing or metrics_dict[key].metric_type != EvaluatorType.RANKING:
-            raise ValueError(
-                f"F1 component {name!r} needs {sorted(missing)}, which F1 does not "
-                f"collect; F1 components must be top-K metrics computed from "
-                f"{cls.metric_need}"
-            )
         metric = metrics_dict[key](config)
         metric.decimal_place = 15  # F1 uses unrounded component values
         return key, metric
