@@ -139,6 +139,7 @@ class AttnTrainer(Trainer):
         self.last_losses = None
         self.last_epoch_seconds = {"train": 0.0, "valid": 0.0}
         self.resume_epoch = None  # the epoch whose state the resume file holds
+        self._announced_file = None  # the checkpoint whose loading was last said
 
     # ------------------------------------------------------------------ checkpoints
     def _state(self, epoch):
@@ -330,7 +331,7 @@ class AttnTrainer(Trainer):
             distributed.barrier(self.config)  # process 0 has written the file
             checkpoint_file = model_file or self.saved_model_file
             self.load_model_file(checkpoint_file)
-            if checkpoint_file != getattr(self, "_announced_file", None):
+            if checkpoint_file != self._announced_file:
                 # once per file (evaluate: validation, then test)
                 self._announced_file = checkpoint_file
                 self.logger.info(
