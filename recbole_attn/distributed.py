@@ -86,12 +86,14 @@ def distributed_options(config_dict):
     }, rest
 
 
-def started_by_command(config_dict):
-    """Whether a run is one process of a multi-process run that :func:`spawn` started
-    (its ``config_dict`` names the process, ``local_rank``, and the run's
-    ``world_size``): the command checked the run before it started the processes."""
-    given = config_dict or {}
-    return "local_rank" in given and "world_size" in given
+#: set in a process that :func:`spawn` started (a fresh interpreter), before its run
+SPAWNED = False
+
+
+def started_by_command():
+    """Whether this process is one of a multi-process run that :func:`spawn` started:
+    the command checked the run before it started the processes."""
+    return SPAWNED
 
 
 def cpu_only(config):
@@ -173,6 +175,8 @@ def barrier(config):
 def _process(rank, run_fn, model, dataset, kwargs, queue):
     from recbole_attn.errors import RecboleAttnError
 
+    global SPAWNED
+    SPAWNED = True
     config_dict = dict(kwargs.pop("config_dict"))
     config_dict["local_rank"] = rank
     try:

@@ -107,8 +107,9 @@ def test_two_cpu_processes_train_with_the_single_process_metrics(tiny_config):
 
 def test_a_process_of_a_multi_process_run_is_checked_once_in_its_command(monkeypatch):
     """The command checks the run (its files read and decoded) before it starts the
-    processes; each process then builds its configuration without checking it again."""
-    from recbole_attn import pipeline
+    processes; each process then builds its configuration without checking it again.
+    A run given local_rank and world_size by its caller is checked."""
+    from recbole_attn import distributed, pipeline
 
     checked = []
     monkeypatch.setattr(pipeline, "check_recbole_version", lambda: None)
@@ -119,10 +120,11 @@ def test_a_process_of_a_multi_process_run_is_checked_once_in_its_command(monkeyp
         lambda config, writes, processes: checked.append((config, processes)),
     )
     options, rest = distributed_options({"nproc": 2, "epochs": 1})
+    given = {**rest, **options, "local_rank": 0}
     pipeline.prepare("STOSA", "tiny", None, rest, processes=options["world_size"])
     assert checked == [("config", 2)]  # the command
-    for rank in range(options["nproc"]):  # the processes, as spawn starts them
-        pipeline.prepare("STOSA", "tiny", None, {**rest, **options, "local_rank": rank})
-    assert checked == [("config", 2)]
-    pipeline.prepare("STOSA", "tiny", None, {"local_rank": 0})  # not a spawned one
+    pipeline.prepare("STOSA", "tiny", None, given)  # not started by spawn
+    assert checked == [("config", 2), ("config", 1)]
+    monkeypatch.setattr(distributed, "SPAWNED", True)  # as _process sets it
+    pipeline.prepare("STOSA", "tiny", None, given)
     assert checked == [("config", 2), ("config", 1)]
