@@ -177,6 +177,9 @@ def test_f1_components_are_configurable():
             F1(metric_config(f1_accuracy_metrics=bad))
         with pytest.raises(MetricConfigError, match="F1 component"):
             check_metric_options(metric_config(metrics=["F1"], f1_accuracy_metrics=bad))
+    for bad in ([], 0, True, 3.5):  # a one-line error, not a TypeError
+        with pytest.raises(MetricConfigError, match="f1_accuracy_metrics must"):
+            check_metric_options(metric_config(metrics=["F1"], f1_accuracy_metrics=bad))
 
 
 def test_f1_reproduces_patt_table2():

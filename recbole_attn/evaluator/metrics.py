@@ -203,15 +203,19 @@ def ild_distance(config):
 def f1_components(config):
     """``(accuracy, diversity)``: the names (lower case) of the metrics F1 combines
     (``f1_accuracy_metrics``, ``f1_diversity_metrics``), each a top-K metric computed
-    from what F1 collects; a ``ValueError`` naming the first that is not."""
+    from what F1 collects; a ``ValueError`` for an empty option or the first name that
+    is not such a metric."""
     from recbole.evaluator.register import metric_information, metrics_dict
 
     def names(key, default):
-        given = _option(config, key, list(default))
-        given = [given] if isinstance(given, str) else list(given)
-        if not given:
+        value = _option(config, key, list(default))
+        if isinstance(value, str):
+            value = [value]
+        if not value:
             raise ValueError(f"{key} must name at least one metric")
-        for name in map(str, given):
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{key} must be a metric name or a list of them")
+        for name in map(str, value):
             metric = name.lower()
             if metric == "f1" or metric not in metrics_dict:
                 raise ValueError(
@@ -226,7 +230,7 @@ def f1_components(config):
                     f"collect; F1 components must be top-K metrics computed from "
                     f"{F1.metric_need}"
                 )
-        return [name.lower() for name in map(str, given)]
+        return [name.lower() for name in map(str, value)]
 
     return (
         names("f1_accuracy_metrics", DEFAULT_F1_ACCURACY),
