@@ -246,5 +246,7 @@ def check_no_research_options(config_file_list=None, config_dict=None):
     (:data:`~recbole_attn.config_check.RESEARCH_WING_KEYS`) among the user's (files and
     overrides), naming the research runner. (No product model declares one: the research
     wing's options are declared by its classes, ``experiments/research.py``.)"""
+    for path in config_file_list or []:
+        read_yaml(path)  # missing, not a file, unreadable or not yaml: said here
     given = user_options(config_file_list, config_dict)
     config_check.check_research_wing_keys(given, set())
