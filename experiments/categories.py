@@ -1,10 +1,10 @@
-"""Whether a dataset has item categories, without loading it: for planning the studies' runs
-(``experiments/runner.py``, ``experiments/speed.py``) and their reports. A run itself checks
-its category field before its data loads (docs/metrics.md). The category field is a ``token_seq`` item feature whose name
-is ``category_field`` (default ``categories``; ``class`` for ml-100k). The check that it
-will load: :func:`recbole_attn.data.checks.check_category_field_loads`; the table itself
-and the check of a loaded dataset: :mod:`recbole_attn.evaluator.collector`.
-"""
+"""Whether a dataset has item categories, without loading it: for planning the studies'
+runs (``experiments/runner.py``, ``experiments/speed.py``) and their reports. A run
+itself checks its category field before its data loads (docs/metrics.md). The category
+field is a ``token_seq`` item feature whose name is ``category_field`` (default
+``categories``; ``class`` for ml-100k). The check that it will load:
+:func:`recbole_attn.data.checks.check_category_field_loads`; the table itself and the
+check of a loaded dataset: :mod:`recbole_attn.evaluator.collector`."""
 
 import os
 

@@ -98,12 +98,13 @@ def check_memory(config, dataset, model_class, available=None, training=True):
     """A :class:`ConfigError` with the numbers when the run cannot fit the memory
     available on its device (``available``: bytes, default :func:`available_bytes`);
     without ``training`` (a loaded checkpoint) only the evaluation counts."""
-    from recbole_attn.models import MODELS
-
     available = available_bytes(config["device"]) if available is None else available
     if not available:
         return
-    own = model_class.__name__ in MODELS
+    # recbole_attn's models (they name their dataset class) cut every batch to its
+    # longest sequence, unless the research wing's trim_batch: False keeps it whole
+    trimmed = _value(config, "trim_batch") is not False
+    own = hasattr(model_class, "dataset_class") and trimmed
     users = dataset.inter_feat[dataset.uid_field]
     users = users.numpy() if hasattr(users, "numpy") else np.asarray(users)
     longest = int(np.bincount(users.astype(np.int64)).max()) if len(users) else 0

@@ -3,9 +3,9 @@ recbole_attn.options
 ####################
 
 The option is the unit: every key a model reads is declared once, as an :class:`Opt` in
-the ``options`` of the class that reads it (default, check, one-line meaning), and a model states its own values of keys declared
-elsewhere in ``defaults`` (``{key: value}`` or ``{key: Default(value, note)}``). From
-those declarations come
+the ``options`` of the class that reads it (default, check, one-line meaning), and a
+model states its own values of keys declared elsewhere in ``defaults`` (``{key: value}``
+or ``{key: Default(value, note)}``). From those declarations come
 
 * the model's attributes, named as the keys (:func:`load_options`, called by the base
   class before any layer is built): no constructor copies config keys by hand;

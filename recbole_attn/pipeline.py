@@ -19,12 +19,12 @@ from recbole_attn.checkpoint import data_signature
 from recbole_attn.compat import check_recbole_version
 from recbole_attn.config import make_config
 from recbole_attn.data.bucketing import bucket_train_dataloader
-from recbole_attn.data.checks import (
-    check_dataset_exists,
-    check_dataset_files,
+from recbole_attn.data.checks import check_dataset_exists, check_dataset_files
+from recbole_attn.data.dataset import (
     check_recbole_negatives,
+    check_sequential_model,
+    load_dataset,
 )
-from recbole_attn.data.dataset import check_sequential_model, load_dataset
 from recbole_attn.data.preparation import data_preparation
 from recbole_attn.errors import ConfigError, MetricConfigError
 from recbole_attn.evaluator import check_loaded_categories, check_metric_options
@@ -66,12 +66,13 @@ def check_before_loading(config, writes=True, processes=1):
     """Everything about a run that can be checked before its data loads, so that a bad
     value, a broken file or a folder that cannot be written fails in seconds, not after
     an epoch: no F1 over several ``processes`` (a multi-process run checks itself once,
-    in its command, before it starts them), the validation metric and the metrics' options, the model
-    against the options (its negatives, its training mode, its dataset class), the
-    dataset's files (:func:`~recbole_attn.data.checks.check_dataset_files`: they exist
-    and read, with the category field the model and the metrics need), and the
-    checkpoint folder. ``config``: made by :func:`~recbole_attn.config.make_config` (it
-    reads ``config.run_classes``)."""
+    in its command, before it starts them), the validation metric and the metrics'
+    options, the model against the options (its training mode, its dataset class, its
+    negatives), the dataset's files
+    (:func:`~recbole_attn.data.checks.check_dataset_files`: they exist and read, with
+    the category field the model and the metrics need), and the checkpoint folder.
+    ``config``: made by :func:`~recbole_attn.config.make_config` (it reads
+    ``config.run_classes``)."""
     from recbole.utils import ModelType
 
     model_class = config.model_class
@@ -131,8 +132,8 @@ def prepare(
        grouping and the dataset's saved files; the user's keys that nothing reads
        (``config.warnings``, logged by the caller);
     2. the run against its inputs (:func:`check_before_loading`): the validation
-       metric and the metrics' options, the model's negatives, training mode and dataset
-       class, the dataset's files and the category field the model and the metrics
+       metric and the metrics' options, the model's training mode, dataset class and
+       negatives, the dataset's files and the category field the model and the metrics
        need, the checkpoint folder (``writes``); with several ``processes`` (a
        multi-process run checks itself once, in its command, before it starts them:
        :func:`~recbole_attn.distributed.started_by_command`), no F1.
@@ -142,7 +143,7 @@ def prepare(
     """
     check_recbole_version()
     config = make_config(model, dataset, config_file_list, config_dict)
-    if not distributed.started_by_command(config_dict):  # else checked once, before
+    if not distributed.started_by_command():  # else checked once, before
         check_before_loading(config, writes=writes, processes=processes)
     return config
 

@@ -19,6 +19,7 @@ from recbole.utils import set_color
 
 from recbole_attn import distributed
 from recbole_attn.checkpoint import CHECKPOINT_FORMAT, load_checkpoint
+from recbole_attn.data.preparation import eval_modes
 from recbole_attn.errors import CheckpointError, ConfigError, Interrupted
 from recbole_attn.logs import DETAIL, show_progress
 from recbole_attn.pipeline import (  # noqa: F401  (create_dataset: re-exported)
@@ -27,7 +28,6 @@ from recbole_attn.pipeline import (  # noqa: F401  (create_dataset: re-exported)
     create_dataset,
     prepare,
 )
-from recbole_attn.data.preparation import eval_modes
 
 
 def train_and_evaluate(

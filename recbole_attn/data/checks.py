@@ -15,8 +15,6 @@ anything" below, in one call):
 * :func:`check_atomic_files` (before RecBole reads anything): an empty file, a header that
   is not ``name:type`` fields, a missing user, item or time column, an interaction file
   without interactions, a non-numeric value in a ``float`` column;
-* :func:`check_recbole_negatives` (before RecBole reads anything): a model that trains
-  on RecBole's sampled negatives or labels has them;
 * :func:`check_category_field_loads` (before RecBole reads anything): the category field
   the model or the metrics need will load as a ``token_seq`` item feature;
 * :class:`CheckedDataset` (while the dataset loads): repeated (user, item) interactions
@@ -34,12 +32,7 @@ import numpy as np
 import pandas as pd
 
 from recbole_attn.data.hints import converter_hint
-from recbole_attn.errors import (
-    CategoryFieldError,
-    ConfigError,
-    DataError,
-    DatasetNotFoundError,
-)
+from recbole_attn.errors import CategoryFieldError, DataError, DatasetNotFoundError
 from recbole_attn.evaluator.collector import (
     category_field_name,
     file_columns,
@@ -128,58 +121,6 @@ def has_label(config):
         or loaded == "*"
         or (config["LABEL_FIELD"] in (loaded or []))
     )
-
-
-def check_recbole_negatives(config, model_class):
-    """RecBole's own models that train on sampled negatives (pairwise models such as
-    BPR, and its sequential models with ``loss_type: BPR``) need RecBole's sampler, which
-    our defaults switch off (our models sample inside the model): say how to switch it on
-    instead of RecBole's ``KeyError: 'neg_item_id'`` after loading the data. Our models
-    train on RecBole's negatives only the way RecBole trains their model files: on its
-    prefix samples, with the loss of the model file."""
-    from recbole.utils import InputType, ModelType
-
-    sampling = (config["train_neg_sample_args"] or {}).get("distribution", "none")
-    name = model_class.__name__
-    if hasattr(model_class, "dataset_class"):  # recbole_attn's models
-        losses = getattr(model_class, "recbole_loss_types", ())
-        sampled = [loss for loss in losses if loss != "CE"]
-        if sampling == "none":
-            return
-        if config["training_mode"] != "last_position" or config["loss_type"] not in (
-            sampled
-        ):
-            raise ConfigError(
-                f"train_neg_sample_args: RecBole's sampler draws the negatives {name} "
-                "trains on RecBole's way only (training_mode: last_position, loss_type: "
-                f"{' or '.join(sampled) or 'none'}); otherwise {name} draws its own "
-                "(neg_sample_num): remove train_neg_sample_args"
-            )
-        return
-    pairwise = getattr(model_class, "input_type", None) == InputType.PAIRWISE
-    sequential_bpr = (
-        config["MODEL_TYPE"] == ModelType.SEQUENTIAL and config["loss_type"] == "BPR"
-    )
-    if (pairwise or sequential_bpr) and sampling == "none":
-        raise ConfigError(
-            f"{name} trains on negatives from RecBole's sampler, which "
-            "recbole_attn's defaults switch off; set --train_neg_sample_args=\"{"
-            "'distribution': 'uniform', 'sample_num': 1}\""
-        )
-    # point-wise models (context-aware ones, DIN, DIEN, NeuMF, ...) train on labels,
-    # which RecBole's sampler makes (1, and 0 for each sampled negative) unless the
-    # data has them; Pop and the other traditional models count interactions
-    pointwise = getattr(model_class, "input_type", None) == InputType.POINTWISE
-    traditional = getattr(model_class, "type", None) == ModelType.TRADITIONAL
-    if pointwise and not traditional and sampling == "none" and not has_label(config):
-        raise ConfigError(
-            f"{model_class.__name__} trains on labelled interactions (1, or 0 for a "
-            f"negative), and the data has no {config['LABEL_FIELD']} field while "
-            "recbole_attn's defaults switch off RecBole's sampler, which would label "
-            "them; set --train_neg_sample_args=\"{'distribution': 'uniform', "
-            "'sample_num': 1}\", or load a label field (or --threshold=\"{'rating': "
-            '4}")'
-        )
 
 
 def check_labeled_evaluation(config):

@@ -12,12 +12,17 @@ every paper here does) keeps ONE training sample per user, the longest training 
 ``(s_1 .. s_{n-1}) -> s_n`` (cut to the last ``MAX_ITEM_LIST_LENGTH`` items), and the model
 puts a loss on every position ``t`` with target ``s_{t+1}``. Validation and test are
 RecBole's leave-one-out samples, unchanged.
+
+Which dataset a run loads (:func:`load_dataset`), and the checks of a model against it
+before it loads: the training mode and RecBole's own dataset classes
+(:func:`check_sequential_model`), RecBole's sampled negatives or labels
+(:func:`check_recbole_negatives`).
 """
 
 import torch
 from recbole.data.dataset import SequentialDataset
 
-from recbole_attn.data.checks import CheckedDataset
+from recbole_attn.data.checks import CheckedDataset, has_label
 
 from recbole_attn.data.histories import HISTORIES_ATTR, training_histories
 from recbole_attn.errors import ConfigError
@@ -110,6 +115,58 @@ def check_sequential_model(config, model_class=None):
             "recbole-attn; choose another model"
         )
     return mode
+
+
+def check_recbole_negatives(config, model_class):
+    """RecBole's own models that train on sampled negatives (pairwise models such as
+    BPR, and its sequential models with ``loss_type: BPR``) need RecBole's sampler, which
+    our defaults switch off (our models sample inside the model): say how to switch it on
+    instead of RecBole's ``KeyError: 'neg_item_id'`` after loading the data. Our models
+    train on RecBole's negatives only the way RecBole trains their model files: on its
+    prefix samples, with the loss of the model file."""
+    from recbole.utils import InputType, ModelType
+
+    sampling = (config["train_neg_sample_args"] or {}).get("distribution", "none")
+    name = model_class.__name__
+    if hasattr(model_class, "dataset_class"):  # recbole_attn's models
+        losses = getattr(model_class, "recbole_loss_types", ())
+        sampled = [loss for loss in losses if loss != "CE"]
+        if sampling == "none":
+            return
+        if config["training_mode"] != "last_position" or config["loss_type"] not in (
+            sampled
+        ):
+            raise ConfigError(
+                f"train_neg_sample_args: RecBole's sampler draws the negatives {name} "
+                "trains on RecBole's way only (training_mode: last_position, loss_type: "
+                f"{' or '.join(sampled) or 'none'}); otherwise {name} draws its own "
+                "(neg_sample_num): remove train_neg_sample_args"
+            )
+        return
+    pairwise = getattr(model_class, "input_type", None) == InputType.PAIRWISE
+    sequential_bpr = (
+        config["MODEL_TYPE"] == ModelType.SEQUENTIAL and config["loss_type"] == "BPR"
+    )
+    if (pairwise or sequential_bpr) and sampling == "none":
+        raise ConfigError(
+            f"{name} trains on negatives from RecBole's sampler, which "
+            "recbole_attn's defaults switch off; set --train_neg_sample_args=\"{"
+            "'distribution': 'uniform', 'sample_num': 1}\""
+        )
+    # point-wise models (context-aware ones, DIN, DIEN, NeuMF, ...) train on labels,
+    # which RecBole's sampler makes (1, and 0 for each sampled negative) unless the
+    # data has them; Pop and the other traditional models count interactions
+    pointwise = getattr(model_class, "input_type", None) == InputType.POINTWISE
+    traditional = getattr(model_class, "type", None) == ModelType.TRADITIONAL
+    if pointwise and not traditional and sampling == "none" and not has_label(config):
+        raise ConfigError(
+            f"{model_class.__name__} trains on labelled interactions (1, or 0 for a "
+            f"negative), and the data has no {config['LABEL_FIELD']} field while "
+            "recbole_attn's defaults switch off RecBole's sampler, which would label "
+            "them; set --train_neg_sample_args=\"{'distribution': 'uniform', "
+            "'sample_num': 1}\", or load a label field (or --threshold=\"{'rating': "
+            '4}")'
+        )
 
 
 def recbole_dataset_class(config):
