@@ -417,6 +417,14 @@ CASES = {
         lambda t, m, d: _run_args(d, f"--config_files={t / 'latin1.yaml'}"),
         "config file",
     ),
+    "config file is a folder": (
+        lambda t, m, d: _run_args(d, f"--config_files={t / 'folder'}"),
+        "folder is not a file",
+    ),
+    "missing config file": (
+        lambda t, m, d: _run_args(d, f"--config_files={t / 'absent.yaml'}"),
+        "config file not found",
+    ),
     "binary params file": (
         lambda t, m, d: ["tune"]
         + _run_args(d, f"--params_file={t / 'binary.hyper'}", "--tool=hyperopt"),
