@@ -54,13 +54,6 @@ def train_and_evaluate(
         ``saved``), ``epochs`` (the epochs trained, resumed ones included) and
         ``stop_reason``.
     """
-    evaluated = []
-
-    def on_evaluated(epoch, valid_score):
-        evaluated.append(epoch)
-        if callback is not None:
-            callback(epoch, valid_score)
-
     try:
         best_valid_score, best_valid_result = trainer.fit(
             train_data,
@@ -68,7 +61,7 @@ def train_and_evaluate(
             verbose=verbose,
             saved=saved,
             show_progress=show_progress,
-            callback_fn=on_evaluated,
+            callback_fn=callback,
         )
         test_result = None
         if test_data is not None:
@@ -78,7 +71,8 @@ def train_and_evaluate(
     except KeyboardInterrupt:
         epoch = "" if trainer.epoch is None else f" in epoch {trainer.epoch}"
         raise Interrupted(f"interrupted{epoch}; {trainer.saved_state_text()}") from None
-    epochs = (evaluated[-1] + 1) if evaluated else trainer.start_epoch
+    last = trainer.last_evaluated_epoch
+    epochs = trainer.start_epoch if last is None else last + 1
     early = epochs < config["epochs"]
     return {
         "best_valid_score": best_valid_score,

@@ -139,6 +139,7 @@ class AttnTrainer(Trainer):
         self.last_losses = None
         self.last_epoch_seconds = {"train": 0.0, "valid": 0.0}
         self.resume_epoch = None  # the epoch whose state the resume file holds
+        self.last_evaluated_epoch = None  # of the last fit, None before its first
         self._announced_file = None  # the checkpoint whose loading was last said
 
     # ------------------------------------------------------------------ checkpoints
@@ -226,8 +227,10 @@ class AttnTrainer(Trainer):
             self._pending_generator_state = None
 
         lines = EpochLines(self)
+        self.last_evaluated_epoch = None
 
         def on_evaluated(epoch_idx, valid_score):
+            self.last_evaluated_epoch = epoch_idx
             lines.evaluated(epoch_idx)
             if saved:
                 self._save_resume_state(epoch_idx)
