@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from recbole_attn.data.hints import converter_hint
+from recbole_attn.data.preparation import eval_modes
 from recbole_attn.errors import CategoryFieldError, DataError, DatasetNotFoundError
 from recbole_attn.evaluator.collector import (
     category_field_name,
@@ -131,8 +132,7 @@ def check_labeled_evaluation(config):
     from recbole.evaluator.register import metric_types
     from recbole.utils import EvaluatorType
 
-    mode = (config["eval_args"] or {}).get("mode")
-    if "labeled" not in (set(mode.values()) if isinstance(mode, dict) else {mode}):
+    if "labeled" not in eval_modes(config):
         return
     ranking = [
         m
