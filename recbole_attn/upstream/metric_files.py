@@ -65,6 +65,11 @@ def _modules(node):
     return ["" if node.level else node.module]
 
 
+def _of_the_plugin(module):
+    """Whether an imported module is the plugin's (or a relative one, ``''``)."""
+    return module.split(".")[0] in ("recbole_attn", "")
+
+
 def _one_line(node):
     """An import statement on one line, our evaluator modules named as RecBole's."""
     names = ", ".join(
@@ -74,7 +79,7 @@ def _one_line(node):
         re.sub(rf"^{re.escape(OURS)}\.", f"{THEIRS}.", m) for m in _modules(node)
     ]
     for module in modules:
-        if module.split(".")[0] in ("recbole_attn", ""):
+        if _of_the_plugin(module):
             raise ExportError(
                 f"{module or 'a relative module'} is imported by an evaluator file: "
                 "the files that RecBole gets import nothing of the plugin"
@@ -97,7 +102,7 @@ def blocks():
         imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
         for node in ast.walk(tree):  # an import inside a function is copied as it is
             if isinstance(node, (ast.Import, ast.ImportFrom)) and node not in imports:
-                if any(m.split(".")[0] in ("recbole_attn", "") for m in _modules(node)):
+                if any(map(_of_the_plugin, _modules(node))):
                     raise ExportError(
                         f"{OURS}.{name}, line {node.lineno}: an import of the plugin "
                         "inside a function would be copied into RecBole as it is"
