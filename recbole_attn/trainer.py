@@ -24,12 +24,14 @@ recbole_attn.trainer
 * the console's lines of a training (:class:`recbole_attn.logs.EpochLines`).
 """
 
-import contextlib
 import time
+from logging import getLogger
 
 import numpy as np
 import torch
-from recbole.trainer import Trainer
+from recbole.evaluator import Evaluator
+from recbole.trainer import AbstractTrainer, Trainer
+from recbole.utils import WandbLogger
 from torch.nn.parallel import DistributedDataParallel
 
 from recbole_attn import distributed
@@ -61,28 +63,6 @@ class _CountingEvaluator:
         return getattr(self._evaluator, name)
 
 
-class _NoWriter:
-    """A TensorBoard writer that writes nothing (a loaded checkpoint's trainer)."""
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: None
-
-
-@contextlib.contextmanager
-def _writing_nothing():
-    """RecBole's ``Trainer.__init__`` without its writes: no ``log_tensorboard/`` folder
-    and no ``checkpoint_dir``."""
-    import recbole.trainer.trainer as module
-
-    saved = module.get_tensorboard, module.ensure_dir
-    module.get_tensorboard = lambda logger: _NoWriter()
-    module.ensure_dir = lambda path: None
-    try:
-        yield
-    finally:
-        module.get_tensorboard, module.ensure_dir = saved
-
-
 class AttnTrainer(Trainer):
     r"""RecBole's Trainer with safe, resumable checkpoints and optional history masking."""
 
@@ -93,8 +73,7 @@ class AttnTrainer(Trainer):
         creates no folder, TensorBoard writer or model file (:meth:`use_model_file`
         names the checkpoint)."""
         if loaded:
-            with _writing_nothing():
-                super().__init__(config, model)
+            self._init_for_evaluation(config, model)
         elif distributed.is_distributed(config) and config["device"].type == "cpu":
             # RecBole wraps the model for GPU devices (device_ids=[local_rank]); a CPU
             # module is wrapped without device ids
@@ -141,6 +120,22 @@ class AttnTrainer(Trainer):
         self.resume_epoch = None  # the epoch whose state the resume file holds
         self.last_evaluated_epoch = None  # of the last fit, None before its first
         self._announced_file = None  # the checkpoint whose loading was last said
+
+    def _init_for_evaluation(self, config, model):
+        """RecBole's ``Trainer.__init__`` as far as evaluation reads it, for a loaded
+        checkpoint's trainer: no optimizer, no TensorBoard writer (it creates its folder
+        when built) and no ``checkpoint_dir`` (RecBole creates it)."""
+        AbstractTrainer.__init__(self, config, model)
+        self.logger = getLogger()
+        self.wandblogger = WandbLogger(config)
+        self.device = config["device"]
+        self.gpu_available = torch.cuda.is_available() and config["use_gpu"]
+        self.enable_amp = config["enable_amp"]
+        self.test_batch_size = config["eval_batch_size"]
+        self.checkpoint_dir = config["checkpoint_dir"]
+        self.eval_type = config["eval_type"]
+        self.evaluator = Evaluator(config)
+        self.item_tensor = self.tot_item_num = None
 
     # ------------------------------------------------------------------ checkpoints
     def _state(self, epoch):
