@@ -167,7 +167,6 @@ def build_run(
     recommend work in a read-only folder."""
     config = prepare(model, dataset, config_file_list, config_dict, writes=not loaded)
     model_class = config.model_class
-    machine = (set_threads(config), allocator.described())
     init_seed(config["seed"], config["reproducibility"])
     log_file = init_logging(config, verbose, log_file=not loaded)
     logger = getLogger()
@@ -178,7 +177,7 @@ def build_run(
         )
     for message in config.warnings:
         logger.warning(message)
-    for line in machine:
+    for line in (set_threads(config), allocator.described()):  # the machine's use
         logger.info(line, extra=DETAIL)
     logger.info(config, extra=DETAIL)
 

@@ -36,7 +36,6 @@ from recbole_attn.data.preparation import eval_modes
 from recbole_attn.errors import CategoryFieldError, DataError, DatasetNotFoundError
 from recbole_attn.evaluator.collector import (
     category_field_name,
-    file_columns,
     missing_field_hint,
 )
 from recbole_attn.files import not_text_message
@@ -183,9 +182,9 @@ def check_dataset_files(config, sequential, needs_categories=()):
     check_dataset_exists(config)
     if sequential:
         check_sequential_order(config)
-    check_atomic_files(config, sequential)
+    headers = check_atomic_files(config, sequential)
     for who, alternative in needs_categories:
-        check_category_field_loads(config, who, alternative)
+        check_category_field_loads(config, who, alternative, headers)
 
 
 def loaded_fields(config, source, fields):
@@ -201,21 +200,20 @@ def loaded_fields(config, source, fields):
     return names
 
 
-def check_category_field_loads(config, who, alternative):
+def check_category_field_loads(config, who, alternative, headers):
     """Before the dataset loads: the ``category_field`` will be loaded as a ``token_seq``
     item feature (it is a ``token_seq`` column of the ``.item`` file, and ``load_col`` /
     ``unload_col`` keep it), or a :class:`CategoryFieldError` saying what to change.
+    ``headers``: the files' ``{name: type}`` (:func:`check_atomic_files`).
     (:func:`~recbole_attn.evaluator.collector.check_category_field` checks the loaded
     dataset.)"""
     field = category_field_name(config)
-    columns, _ = file_columns(config, "item")
-    types = dict(c.split(":", 1) for c in columns or [] if ":" in c)
+    types = headers.get("item", {})
     if field not in loaded_fields(config, "item", types):
-        inter_columns, _ = file_columns(config, "inter")
         raise CategoryFieldError(
             f"{who} the item category field {field!r} (category_field), but dataset "
             f"{config['dataset']!r} will not load it (its interaction fields: "
-            f"{[c.split(':')[0] for c in inter_columns or []]}). To fix: "
+            f"{list(headers.get('inter', []))}). To fix: "
             + missing_field_hint(config, field, alternative)
         )
     if types[field] != "token_seq":
@@ -230,16 +228,21 @@ def check_category_field_loads(config, who, alternative):
 def check_atomic_files(config, sequential):
     """The atomic files of ``config['dataset']`` can be read as RecBole reads them: a
     :class:`DataError` naming the file and the fix otherwise. ``sequential``: the model
-    orders each user's interactions by the time field, which must then exist."""
+    orders each user's interactions by the time field, which must then exist. Returns
+    the ``{name: type}`` of each file's header, ``{source: fields}``."""
     dataset, folder = config["dataset"], config["data_path"]
     needs_time = sequential or (config["eval_args"] or {}).get("order") == "TO"
+    headers = {}
     for source in ("inter", "item", "user"):
         path = os.path.join(folder, f"{dataset}.{source}")
         if not os.path.isfile(path):
             continue
         if os.path.getsize(path) == 0:
             raise DataError(f"{path} is empty: an atomic file starts with its header")
-        _check_atomic_file(config, source, path, sequential, needs_time)
+        headers[source] = _check_atomic_file(
+            config, source, path, sequential, needs_time
+        )
+    return headers
 
 
 def _check_decodes(path, encoding):
@@ -309,6 +312,7 @@ def _check_atomic_file(config, source, path, sequential, needs_time):
             "(recbole-attn convert ...)"
         )
     _check_numbers(path, fields, names, separator, encoding)
+    return fields
 
 
 def _field_key(field, uid, iid):
