@@ -152,6 +152,10 @@ class FullLengthBatches:
 
     trim_batch = True
 
+    @classmethod
+    def trims_batches(cls, config):
+        return _option(cls, config, "trim_batch") and super().trims_batches(config)
+
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
         if not _option(self, config, "trim_batch"):
@@ -164,8 +168,9 @@ class FullLengthBatches:
 
 
 def _option(model, config, key):
-    """``config[key]``, or the declared default where the configuration lacks it."""
-    opt = declared_options(type(model))[key]
+    """``config[key]``, or the declared default of ``model`` (a model or its class)
+    where the configuration lacks it."""
+    opt = declared_options(model if isinstance(model, type) else type(model))[key]
     return opt.convert(config[key] if key in config else opt.default)
 
 
@@ -381,6 +386,13 @@ class SequenceGroundSet:
             "official PAtt normalizer",
         ),
     }
+
+    @classmethod
+    def trims_batches(cls, config):
+        # the k-DPP of a sequence reads every position of its padded row
+        sequence = _option(cls, config, "dpp_ground_set") == "sequence"
+        return not sequence and super().trims_batches(config)
+
     option_rules = (
         lambda c: (
             "dpp_ground_set: sequence computes the exact marginals only: set "

@@ -101,10 +101,9 @@ def check_memory(config, dataset, model_class, available=None, training=True):
     available = available_bytes(config["device"]) if available is None else available
     if not available:
         return
-    # recbole_attn's models (they name their dataset class) cut every batch to its
-    # longest sequence, unless the research wing's trim_batch: False keeps it whole
-    trimmed = _value(config, "trim_batch") is not False
-    own = hasattr(model_class, "dataset_class") and trimmed
+    # recbole_attn's models cut every batch to its longest sequence, where they say so
+    trims = getattr(model_class, "trims_batches", None)
+    own = bool(trims and trims(config))
     users = dataset.inter_feat[dataset.uid_field]
     users = users.numpy() if hasattr(users, "numpy") else np.asarray(users)
     longest = int(np.bincount(users.astype(np.int64)).max()) if len(users) else 0

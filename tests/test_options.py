@@ -201,3 +201,19 @@ def test_a_research_class_takes_the_default_of_an_option_not_given(tiny_config):
     _, net, _, _ = build(RESEARCH_MODELS["PAtt"], "tiny", config_dict=config)
     assert net._forms["dpp_ground_set"] == "prefix" and net.trim_batch is True
     assert net.neg_exclude_heldout and net.heldout_items is not None
+
+
+def test_a_model_class_says_whether_its_batches_are_trimmed():
+    """The memory estimate asks the model class (``trims_batches``) instead of reading
+    a research-wing key: the product's models always trim, the research wing's
+    full-length batches (``trim_batch: False``, PAtt's sequence ground set) do not."""
+    from experiments.research import RESEARCH_MODELS
+    from recbole_attn.models import MODELS
+
+    assert all(MODELS[name].trims_batches({}) is True for name in MODELS)
+    patt = RESEARCH_MODELS["PAtt"]
+    assert patt.trims_batches({}) is True
+    assert not patt.trims_batches({"trim_batch": False})
+    assert not patt.trims_batches({"dpp_ground_set": "sequence"})
+    assert patt.trims_batches({"dpp_ground_set": "prefix", "trim_batch": True})
+    assert not RESEARCH_MODELS["STOSA"].trims_batches({"trim_batch": False})

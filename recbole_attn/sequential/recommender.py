@@ -164,6 +164,12 @@ class AttnSequentialRecommender:
         )
 
     # ------------------------------------------------------------------ batches
+    @classmethod
+    def trims_batches(cls, config):
+        """Whether the batches of a run with ``config`` are cut to their longest
+        sequence (:meth:`trim`; the memory estimate reads it): always, here."""
+        return True
+
     def trim(self, item_seq, item_seq_len):
         """Cut a right-padded batch to its longest sequence (exact: attention is causal
         and position ids do not depend on the padding)."""
