@@ -10,6 +10,7 @@ import os
 
 from recbole_attn.config import properties_dir
 from recbole_attn.evaluator.collector import DEFAULT_CATEGORY_FIELD, header_columns
+from recbole_attn.files import read_yaml
 
 
 def dataset_folder(dataset, data_path):
@@ -31,10 +32,7 @@ def dataset_has_categories(dataset, data_path, dataset_yaml=None):
     not on this machine, the yaml's word alone (a report of runs made elsewhere)."""
     field, declared = DEFAULT_CATEGORY_FIELD, False
     if dataset_yaml and os.path.isfile(dataset_yaml):
-        import yaml
-
-        with open(dataset_yaml) as f:
-            settings = yaml.safe_load(f) or {}
+        settings = read_yaml(dataset_yaml) or {}
         if "category_field" in settings and not settings["category_field"]:
             return False
         declared = bool(settings.get("category_field"))

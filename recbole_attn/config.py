@@ -186,8 +186,10 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     given = {**user_options(own), **users}
     classes = model_classes(model_class, given)  # the run's, as its yaml files are
     files = config_files(model_class, dataset, config_file_list, given)
-    for path in files:  # each one well-formed before RecBole reads it
-        read_yaml(path)
+    parsed = set(own) | set(config_file_list or [])  # read above
+    for path in files:  # the others well-formed too before RecBole reads them
+        if path not in parsed:
+            read_yaml(path)
     # the user's overrides first, in our words (RecBole rejects some, e.g. topk [0], in
     # its own)
     config_check.check_options(user_options(config_dict=config_dict), VALUE_RULES)
