@@ -62,8 +62,9 @@ def _value(config, key):
 def estimate(config, n_items, n_interactions, own_model, n_users=None, longest=None):
     """``(bytes, parts)``: the lower bound of a training step's and an evaluation
     batch's memory, and ``{part: bytes}`` of what it counts (module docstring).
-    ``longest``: the longest user history (our models cut a batch to its longest
-    sequence; RecBole's pad every sequence to MAX_ITEM_LIST_LENGTH)."""
+    ``own_model``: one of recbole_attn's models (their CE logits are chunked);
+    ``longest``: the longest user history, where batches are cut to their longest
+    sequence (our models'; None: padded to MAX_ITEM_LIST_LENGTH, as RecBole's)."""
     parts = {}
     T = _value(config, "MAX_ITEM_LIST_LENGTH")
     if T and longest and own_model:
@@ -101,12 +102,15 @@ def check_memory(config, dataset, model_class, available=None, training=True):
     available = available_bytes(config["device"]) if available is None else available
     if not available:
         return
-    # recbole_attn's models cut every batch to its longest sequence, where they say so
+    # recbole_attn's models (chunked CE logits) cut every batch to its longest
+    # sequence where they say so (the research wing's full-length batches do not)
     trims = getattr(model_class, "trims_batches", None)
-    own = bool(trims and trims(config))
+    own = trims is not None
     users = dataset.inter_feat[dataset.uid_field]
     users = users.numpy() if hasattr(users, "numpy") else np.asarray(users)
-    longest = int(np.bincount(users.astype(np.int64)).max()) if len(users) else 0
+    longest = None
+    if own and trims(config) and len(users):
+        longest = int(np.bincount(users.astype(np.int64)).max())
     need, parts = estimate(
         config, dataset.item_num, len(users), own, dataset.user_num, longest
     )

@@ -217,3 +217,37 @@ def test_a_model_class_says_whether_its_batches_are_trimmed():
     assert not patt.trims_batches({"dpp_ground_set": "sequence"})
     assert patt.trims_batches({"dpp_ground_set": "prefix", "trim_batch": True})
     assert not RESEARCH_MODELS["STOSA"].trims_batches({"trim_batch": False})
+
+
+def test_the_memory_estimate_of_full_length_batches_keeps_our_chunked_logits(
+    monkeypatch,
+):
+    """Full-length batches (the research wing's) are estimated at
+    MAX_ITEM_LIST_LENGTH and still as our model (its CE logits chunked, not counted
+    whole); RecBole's models as before (found in review: one flag meant both)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    from recbole.model.sequential_recommender import SASRec
+
+    from experiments.research import RESEARCH_MODELS
+    from recbole_attn import memory
+    from recbole_attn.models import MODELS
+
+    seen = []
+    monkeypatch.setattr(memory, "estimate", lambda *a: seen.append(a[3:]) or (0, {}))
+    data = SimpleNamespace(
+        inter_feat={"user_id": np.array([1, 1, 1, 2])},
+        uid_field="user_id",
+        item_num=5,
+        user_num=3,
+    )
+    cases = [
+        (MODELS["PAtt"], {}),
+        (RESEARCH_MODELS["PAtt"], {"dpp_ground_set": "sequence"}),
+        (RESEARCH_MODELS["STOSA"], {"trim_batch": False}),
+        (SASRec, {}),
+    ]
+    for model_class, config in cases:
+        memory.check_memory(config, data, model_class, available=2**40)
+    assert seen == [(True, 3, 3), (True, 3, None), (True, 3, None), (False, 3, None)]
