@@ -21,7 +21,10 @@ The dataset (same path), the package and the configuration must be the same on e
 machine; process 0 (machine A) writes the checkpoints and the log.
 """
 
+import contextlib
+
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 from recbole_attn.options import Integer
 from recbole_attn.values import convert_value
@@ -165,6 +168,51 @@ def gather_results(result, users, config):
     torch.distributed.all_gather(rows, row)
     per_process = [(r[0].item(), dict(zip(keys, r[1:].tolist()))) for r in rows]
     return combine_results(per_process, config["metric_decimal_place"])
+
+
+class _CountingEvaluator:
+    """RecBole's Evaluator that also remembers how many users its last evaluation was
+    over (the rows of the collected top-K)."""
+
+    def __init__(self, evaluator):
+        self._evaluator = evaluator
+        self.users = 0
+
+    def evaluate(self, struct):
+        self.users = len(struct.get("rec.topk")) if "rec.topk" in struct else 1
+        return self._evaluator.evaluate(struct)
+
+    def __getattr__(self, name):
+        return getattr(self._evaluator, name)
+
+
+@contextlib.contextmanager
+def wrapping_on_cpu(trainer, config):
+    """Around RecBole's ``Trainer.__init__`` of ``trainer``: in a process of a
+    multi-process run on the CPU, RecBole's wrapping of the model for GPU devices
+    (``device_ids=[local_rank]``) is skipped and the model wrapped without device ids.
+    """
+    if not (is_distributed(config) and config["device"].type == "cpu"):
+        yield
+        return
+    config["single_spec"] = True
+    try:
+        yield
+    finally:
+        config["single_spec"] = False
+    trainer.distributed_model = DistributedDataParallel(trainer.model)
+
+
+def exact_evaluator(evaluator, config):
+    """``evaluator`` (RecBole's) for a process of a multi-process run: its metrics
+    unrounded, and the users of its last evaluation counted, so that
+    :func:`gather_results` gives the mean over all users exactly; in one process
+    ``evaluator`` itself."""
+    if not is_distributed(config):
+        return evaluator
+    for metric in evaluator.metric_class.values():
+        metric.decimal_place = 15
+    return _CountingEvaluator(evaluator)
 
 
 def barrier(config):

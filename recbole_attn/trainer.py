@@ -32,7 +32,6 @@ import torch
 from recbole.evaluator import Evaluator
 from recbole.trainer import AbstractTrainer, Trainer
 from recbole.utils import WandbLogger
-from torch.nn.parallel import DistributedDataParallel
 
 from recbole_attn import distributed
 from recbole_attn.checkpoint import (
@@ -47,22 +46,6 @@ from recbole_attn.files import claim_file, release_if_empty, run_stem
 from recbole_attn.logs import EpochLines, epoch_lines_on_console
 
 
-class _CountingEvaluator:
-    """RecBole's Evaluator that also remembers how many users its last evaluation was
-    over (the rows of the collected top-K)."""
-
-    def __init__(self, evaluator):
-        self._evaluator = evaluator
-        self.users = 0
-
-    def evaluate(self, struct):
-        self.users = len(struct.get("rec.topk")) if "rec.topk" in struct else 1
-        return self._evaluator.evaluate(struct)
-
-    def __getattr__(self, name):
-        return getattr(self._evaluator, name)
-
-
 class AttnTrainer(Trainer):
     r"""RecBole's Trainer with safe, resumable checkpoints and optional history masking."""
 
@@ -74,17 +57,9 @@ class AttnTrainer(Trainer):
         names the checkpoint)."""
         if loaded:
             self._init_for_evaluation(config, model)
-        elif distributed.is_distributed(config) and config["device"].type == "cpu":
-            # RecBole wraps the model for GPU devices (device_ids=[local_rank]); a CPU
-            # module is wrapped without device ids
-            config["single_spec"] = True
-            try:
-                super().__init__(config, model)
-            finally:
-                config["single_spec"] = False
-            self.distributed_model = DistributedDataParallel(self.model)
         else:
-            super().__init__(config, model)
+            with distributed.wrapping_on_cpu(self, config):
+                super().__init__(config, model)
         # a name no concurrent run can take, claimed by process 0 and shared by every
         # process (RecBole's name holds the second of each process's clock)
         if loaded:
@@ -98,12 +73,7 @@ class AttnTrainer(Trainer):
         self.data_signature = data
         # collects the item->category table for CC / ILD / F1 (recbole_attn.evaluator)
         self.eval_collector = CategoryCollector(config)
-        if distributed.is_distributed(config):
-            # each process's metrics unrounded, and the users they are over, so that
-            # _map_reduce gives the mean over all users exactly
-            for metric in self.evaluator.metric_class.values():
-                metric.decimal_place = 15
-            self.evaluator = _CountingEvaluator(self.evaluator)
+        self.evaluator = distributed.exact_evaluator(self.evaluator, config)
         self.eval_mask_history = bool(config["eval_mask_history"])
         self.resume_file = (
             self.saved_model_file[: -len(".pth")] + "-last.pth"
@@ -124,16 +94,14 @@ class AttnTrainer(Trainer):
     def _init_for_evaluation(self, config, model):
         """RecBole's ``Trainer.__init__`` as far as evaluation reads it, for a loaded
         checkpoint's trainer: no optimizer, no TensorBoard writer (it creates its folder
-        when built) and no ``checkpoint_dir`` (RecBole creates it)."""
+        when built), no ``checkpoint_dir`` (RecBole creates it) and no training state.
+        """
         AbstractTrainer.__init__(self, config, model)
         self.logger = getLogger()
         self.wandblogger = WandbLogger(config)
         self.device = config["device"]
         self.gpu_available = torch.cuda.is_available() and config["use_gpu"]
-        self.enable_amp = config["enable_amp"]
         self.test_batch_size = config["eval_batch_size"]
-        self.checkpoint_dir = config["checkpoint_dir"]
-        self.eval_type = config["eval_type"]
         self.evaluator = Evaluator(config)
         self.item_tensor = self.tot_item_num = None
 
