@@ -32,7 +32,7 @@ from recbole_attn.files import check_writable_folder
 from recbole_attn.logs import DETAIL, init_logging, log_file_only
 from recbole_attn.memory import check_memory
 from recbole_attn.threads import set_threads
-from recbole_attn.trainer import AttnTrainer
+from recbole_attn.trainer import AttnTrainer, LoadedTrainer
 
 
 def check_valid_metric(config):
@@ -200,5 +200,9 @@ def build_run(
                 f"(RecBole's words); change the option it names"
             ) from None
         logger.info(net)
-    trainer = AttnTrainer(config, net, data=data_signature(data), loaded=loaded)
+    signature = data_signature(data)
+    if loaded:  # evaluates a checkpoint: writes nothing, trains nothing
+        trainer = LoadedTrainer(config, net, data=signature)
+    else:
+        trainer = AttnTrainer(config, net, data=signature)
     return config, net, trainer, data, (train_data, valid_data, test_data)

@@ -22,6 +22,9 @@ recbole_attn.trainer
   the items of the input sequence are excluded from the ranking (STOSA's and PAtt's protocol).
   RecBole does not do this; it is off by default;
 * the console's lines of a training (:class:`recbole_attn.logs.EpochLines`).
+
+:class:`LoadedTrainer` evaluates a loaded checkpoint (evaluate, recommend, viz): it
+writes nothing and refuses to train.
 """
 
 import time
@@ -49,37 +52,22 @@ from recbole_attn.logs import EpochLines, epoch_lines_on_console
 class AttnTrainer(Trainer):
     r"""RecBole's Trainer with safe, resumable checkpoints and optional history masking."""
 
-    def __init__(self, config, model, data=None, loaded=False):
-        """``data``: :func:`~recbole_attn.checkpoint.data_signature` of the run's dataset, stored in every
-        checkpoint and checked when one is loaded (None: not recorded, not checked).
-        ``loaded``: the trainer of a loaded checkpoint (evaluate, recommend, viz): it
-        creates no folder, TensorBoard writer or model file (:meth:`use_model_file`
-        names the checkpoint)."""
-        if loaded:
-            self._init_for_evaluation(config, model)
-        else:
-            with distributed.wrapping_on_cpu(self, config):
-                super().__init__(config, model)
+    def __init__(self, config, model, data=None):
+        """``data``: :func:`~recbole_attn.checkpoint.data_signature` of the run's
+        dataset, stored in every checkpoint and checked when one is loaded (None: not
+        recorded, not checked)."""
+        with distributed.wrapping_on_cpu(self, config):
+            super().__init__(config, model)
+        self.evaluator = distributed.exact_evaluator(self.evaluator, config)
         # a name no concurrent run can take, claimed by process 0 and shared by every
         # process (RecBole's name holds the second of each process's clock)
-        if loaded:
-            self.saved_model_file = None
-        else:
-            if distributed.is_main_process(config):
-                self.saved_model_file = claim_file(
-                    self.checkpoint_dir, run_stem(config["model"]), ".pth"
-                )
-            self.saved_model_file = distributed.broadcast(self.saved_model_file, config)
-        self.data_signature = data
-        # collects the item->category table for CC / ILD / F1 (recbole_attn.evaluator)
-        self.eval_collector = CategoryCollector(config)
-        self.evaluator = distributed.exact_evaluator(self.evaluator, config)
-        self.eval_mask_history = bool(config["eval_mask_history"])
-        self.resume_file = (
-            self.saved_model_file[: -len(".pth")] + "-last.pth"
-            if self.saved_model_file
-            else None
-        )
+        if distributed.is_main_process(config):
+            self.saved_model_file = claim_file(
+                self.checkpoint_dir, run_stem(config["model"]), ".pth"
+            )
+        self.saved_model_file = distributed.broadcast(self.saved_model_file, config)
+        self.resume_file = self.saved_model_file[: -len(".pth")] + "-last.pth"
+        self._init_evaluation(config, data)
         self._train_generator = None
         self._pending_generator_state = None
         self.last_valid_result = None
@@ -89,21 +77,14 @@ class AttnTrainer(Trainer):
         self.last_epoch_seconds = {"train": 0.0, "valid": 0.0}
         self.resume_epoch = None  # the epoch whose state the resume file holds
         self.last_evaluated_epoch = None  # of the last fit, None before its first
-        self._announced_file = None  # the checkpoint whose loading was last said
 
-    def _init_for_evaluation(self, config, model):
-        """RecBole's ``Trainer.__init__`` as far as evaluation reads it, for a loaded
-        checkpoint's trainer: no optimizer, no TensorBoard writer (it creates its folder
-        when built), no ``checkpoint_dir`` (RecBole creates it) and no training state.
-        """
-        AbstractTrainer.__init__(self, config, model)
-        self.logger = getLogger()
-        self.wandblogger = WandbLogger(config)
-        self.device = config["device"]
-        self.gpu_available = torch.cuda.is_available() and config["use_gpu"]
-        self.test_batch_size = config["eval_batch_size"]
-        self.evaluator = Evaluator(config)
-        self.item_tensor = self.tot_item_num = None
+    def _init_evaluation(self, config, data):
+        """What evaluation adds to RecBole's trainer: the data a loaded checkpoint must
+        match, the category collector (CC / ILD / F1) and the history mask."""
+        self.data_signature = data
+        self.eval_collector = CategoryCollector(config)
+        self.eval_mask_history = bool(config["eval_mask_history"])
+        self._announced_file = None  # the checkpoint whose loading was last said
 
     # ------------------------------------------------------------------ checkpoints
     def _state(self, epoch):
@@ -306,3 +287,31 @@ class AttnTrainer(Trainer):
         return super().evaluate(
             eval_data, load_best_model=False, show_progress=show_progress
         )
+
+
+class LoadedTrainer(AttnTrainer):
+    """The trainer of a loaded checkpoint (evaluate, recommend, viz, per-user files):
+    RecBole's ``Trainer.__init__`` as far as evaluation reads it, without its writes (a
+    TensorBoard folder, the checkpoint folder) and without an optimizer. It claims no
+    model file (:meth:`use_model_file` names the checkpoint) and trains nothing."""
+
+    def __init__(self, config, model, data=None):
+        AbstractTrainer.__init__(self, config, model)
+        self.logger = getLogger()
+        self.wandblogger = WandbLogger(config)
+        self.device = config["device"]
+        self.gpu_available = torch.cuda.is_available() and config["use_gpu"]
+        self.test_batch_size = config["eval_batch_size"]
+        self.evaluator = Evaluator(config)
+        self.item_tensor = self.tot_item_num = None
+        self.saved_model_file = self.resume_file = None
+        self._init_evaluation(config, data)
+
+    def fit(self, *args, **kwargs):
+        raise TrainingError(
+            "this trainer evaluates a loaded checkpoint and trains nothing (it would "
+            "write over the checkpoint); to train on from it, run with "
+            "--resume_checkpoint=<the checkpoint>"
+        )
+
+    resume_checkpoint = fit

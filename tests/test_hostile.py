@@ -625,6 +625,27 @@ def test_evaluate_and_recommend_write_nothing_but_their_output(
     )
 
 
+def test_a_loaded_checkpoints_trainer_refuses_to_train(trained, tmp_path):
+    """fit on the trainer of load_data_and_model trained and saved its best model over
+    the loaded checkpoint (the trainer's model file; c5c6267), then failed with an
+    AttributeError (no optimizer); now one clear error, and the checkpoint unchanged."""
+    from recbole_attn.errors import TrainingError
+    from recbole_attn.quick_start import load_data_and_model
+
+    model_file = tmp_path / "copy.pth"
+    shutil.copy(trained[0]["saved_model_file"], model_file)
+    before = model_file.read_bytes()
+    _, _, trainer, (train, valid, _) = load_data_and_model(str(model_file))
+    logging.getLogger().handlers.clear()
+    for attempt in (
+        lambda: trainer.fit(train, valid),
+        lambda: trainer.resume_checkpoint(str(model_file)),
+    ):
+        with pytest.raises(TrainingError, match="--resume_checkpoint="):
+            attempt()
+    assert model_file.read_bytes() == before
+
+
 # ---------------------------------------------------------------------- 1. no hang (Ray)
 
 
