@@ -302,16 +302,16 @@ class LoadedTrainer(AttnTrainer):
         self.device = config["device"]
         self.gpu_available = torch.cuda.is_available() and config["use_gpu"]
         self.test_batch_size = config["eval_batch_size"]
-        self.evaluator = Evaluator(config)
+        self.evaluator = distributed.exact_evaluator(Evaluator(config), config)
         self.item_tensor = self.tot_item_num = None
         self.saved_model_file = self.resume_file = None
         self._init_evaluation(config, data)
 
     def fit(self, *args, **kwargs):
         raise TrainingError(
-            "this trainer evaluates a loaded checkpoint and trains nothing (it would "
-            "write over the checkpoint); to train on from it, run with "
-            "--resume_checkpoint=<the checkpoint>"
+            "this trainer evaluates a loaded checkpoint and trains nothing; to continue "
+            "the run that wrote it, in that run's own files, run with "
+            "--resume_checkpoint=<its -last.pth file>"
         )
 
     resume_checkpoint = fit
