@@ -67,7 +67,7 @@ def estimate(config, n_items, n_interactions, own_model, n_users=None, longest=N
     sequence (our models'; None: padded to MAX_ITEM_LIST_LENGTH, as RecBole's)."""
     parts = {}
     T = _value(config, "MAX_ITEM_LIST_LENGTH")
-    if T and longest and own_model:
+    if T and longest:  # given only where batches are cut to it
         T = min(int(T), int(longest))
     layers, heads = _value(config, "n_layers"), _value(config, "n_heads")
     # a training batch holds sequences: one per user (all_position), else one per
