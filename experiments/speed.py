@@ -7,6 +7,7 @@ FFN width and batch size.
     python -m experiments.speed --curve=T [--lengths=30,50,100,200]
     python -m experiments.speed --curve=users [--datasets=Office,Beauty:0.25,Beauty:0.5,Beauty]
     python -m experiments.speed --quick [--curve=...] [--out=DIR]   # tiny fixture, seconds
+    python -m experiments.speed --device=cuda --amp=bf16,fp16 [--no_memory] [--no_flops]
 
 Every variant is built once; then every repeat runs one training epoch and one validation
 of each variant in turn (interleaved), so that load on the machine falls on all of them
@@ -17,6 +18,11 @@ report). Peak memory is measured in one more pass after the timed ones: on a GPU
 before; on a CPU the growth of the process's resident set size over the same span, sampled
 every millisecond by a thread after ``gc.collect()`` and glibc's ``malloc_trim`` (an
 approximation: the allocator may keep freed memory).
+
+``--amp`` adds each model's variant again under RecBole's ``enable_amp`` in each dtype
+named (the label says it; fp16 trains with RecBole's gradient scaler). The FLOP count and
+the fp32 matmul peak are measured on a CPU and on a GPU; the profile of where the time
+goes, on a CPU only.
 
 Sections: the default compares every model (and length grouping on/off for SASRecAP and
 STOSA, and RecBole's own SASRec in its prefix mode); ``--curve=T`` times SASRecAP and STOSA,
@@ -86,6 +92,21 @@ VARIANTS = [
     ("AWRSR simp on STOSA", "AWRSR", {"backbone": "STOSA", "refinement": "simp"}),
     ("RKSA", "RKSA", {}),
 ]
+#: the variants ``--amp`` repeats under autocast (one per model and form; labels of VARIANTS)
+AMP_BASES = [
+    BASELINE,
+    "SASRec (RecBole, prefix)",
+    "STOSA",
+    "PAtt2",
+    "DPAtt2",
+    "PARec",
+    "FPARec",
+    "AWRSR simp on SASRec",
+    "AWRSR simp on STOSA",
+    "RKSA",
+]
+#: ``--amp`` names -> autocast dtypes (fp16 trains with RecBole's gradient scaler)
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 #: the variants of the curves
 CURVE_LABELS = [BASELINE, "SASRecAP, no grouping", "STOSA", "STOSA, no grouping"]
 QUICK_SIZES = {"hidden_size": 16, "n_layers": 1, "n_heads": 2, "max_len": 12}
@@ -116,7 +137,16 @@ def parse_args(argv):
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if any)")
     p.add_argument("--only", default="", help="';'-separated labels or model names")
     p.add_argument("--skip", default="", help="';'-separated labels or model names")
+    p.add_argument(
+        "--amp",
+        default="",
+        help="comma-separated autocast dtypes (bf16, fp16): every model's variant "
+        "again under RecBole's enable_amp in each (fp16 with enable_scaler)",
+    )
     p.add_argument("--no_memory", action="store_true", help="skip the memory pass")
+    p.add_argument(
+        "--no_flops", action="store_true", help="skip the FLOP count (and profile)"
+    )
     p.add_argument("--name", default=None, help="output file stem")
     p.add_argument("--out", default=None, help="output folder (experiments/speed)")
     args = p.parse_args(argv)
@@ -268,9 +298,17 @@ class Run:
         self.others = ""
 
     def epoch(self, rep, device):
+        # RecBole's autocast takes the device's default dtype (fp16 on a GPU): set the
+        # label's for this variant's training only
+        dtype = autocast_dtype(self.label)
+        default = torch.get_autocast_dtype(device.type)
         sync(device)
         start = time.perf_counter()
-        self.trainer._train_epoch(self.train, rep)
+        torch.set_autocast_dtype(device.type, dtype or default)
+        try:
+            self.trainer._train_epoch(self.train, rep)
+        finally:
+            torch.set_autocast_dtype(device.type, default)
         sync(device)
         mid = time.perf_counter()
         self.trainer._valid_epoch(self.valid)
@@ -278,17 +316,19 @@ class Run:
         end = time.perf_counter()
         return mid - start, end - mid
 
-    def measure_flops(self):
+    def measure_flops(self, device):
         """The matmul FLOPs of one training epoch, forward and backward
         (``torch.utils.flop_counter``: matmuls only, elementwise work is not counted),
-        and where a profiled training epoch spends its time: the share in matmul kernels
-        and the three costliest other operations."""
+        and on a CPU where a profiled training epoch spends its time: the share in
+        matmul kernels and the three costliest other operations."""
         from torch.profiler import ProfilerActivity, profile
         from torch.utils.flop_counter import FlopCounterMode
 
         with FlopCounterMode(display=False) as counter:
             self.trainer._train_epoch(self.train, 0)
         self.flops = counter.get_total_flops()
+        if device.type != "cpu":
+            return
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             self.trainer._train_epoch(self.train, 0)
         events = [e for e in prof.key_averages() if e.key.startswith("aten::")]
@@ -321,9 +361,10 @@ class Run:
 MATMUL_OPS = {"aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addbmm"}
 
 
-def peak_gflops(device, size=1024, repeats=20):
-    """The machine's fp32 matmul rate at the run's threads: ``size``-square products,
-    the best of ``repeats`` (GFLOP/s)."""
+def peak_gflops(device, size=None, repeats=20):
+    """The machine's fp32 matmul rate at the run's threads: ``size``-square products
+    (1024 on a CPU, 8192 on a GPU), the best of ``repeats`` (GFLOP/s)."""
+    size = size or (1024 if device.type == "cpu" else 8192)
     a = torch.randn(size, size, device=device)
     b = torch.randn(size, size, device=device)
     best = float("inf")
@@ -339,6 +380,33 @@ def peak_gflops(device, size=1024, repeats=20):
 def sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def amp_variants(args):
+    """``(label, model, overrides, dtype)`` of the ``--amp`` variants: each of
+    :data:`AMP_BASES` under autocast in each dtype named (not the default section's
+    own bf16 rows again)."""
+    found = []
+    for name in filter(None, args.amp.split(",")):
+        if name not in AMP_DTYPES:
+            raise SystemExit(f"--amp: {name!r} is not one of {', '.join(AMP_DTYPES)}")
+        for label, model, overrides in VARIANTS:
+            if label not in AMP_BASES:
+                continue
+            amp = {"enable_amp": True, "enable_scaler": name == "fp16"}
+            found.append(
+                (f"{label}, {name} autocast", model, {**overrides, **amp}, name)
+            )
+    own = {label for label, _, _ in VARIANTS}
+    return [v for v in found if v[0] not in own]
+
+
+def autocast_dtype(label):
+    """The autocast dtype a variant's label names (``..., bf16 autocast``), or None."""
+    for name, dtype in AMP_DTYPES.items():
+        if label.endswith(f", {name} autocast"):
+            return dtype
+    return None
 
 
 def selected(label, model, args):
@@ -408,9 +476,9 @@ def measure(runs, args, device):
     if not args.no_memory:
         for run in runs:
             run.measure_memory(device)
-    if device.type == "cpu":
+    if not args.no_flops:
         for run in runs:
-            run.measure_flops()
+            run.measure_flops(device)
 
 
 def median_ratio(values, base_values):
@@ -534,7 +602,7 @@ def write(args, argv, device, rows, runs, notes, title, key_columns, stem):
     )
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, args.name or stem)
-    peak = peak_gflops(device) if device.type == "cpu" else None
+    peak = None if args.no_flops else peak_gflops(device)
     for row in rows:
         if peak and row["gflops"] is not None:
             row["peak_share"] = f"{100 * row['gflops'] / peak:.2g} %"
@@ -575,7 +643,7 @@ def write(args, argv, device, rows, runs, notes, title, key_columns, stem):
         f"report). Peak memory: {memory}.",
         "",
     ]
-    if peak:
+    if peak and device.type == "cpu":
         lines += [
             f"Distance to the machine's limit (CPU, {torch.get_num_threads()} "
             f"thread(s)): its fp32 matmul peak, measured in this run, is {peak:.0f} "
@@ -586,6 +654,17 @@ def write(args, argv, device, rows, runs, notes, title, key_columns, stem):
             "peak is the time outside matmuls: the share of a profiled training "
             "epoch's operator time in matmul kernels, and its three costliest other "
             "operations.",
+            "",
+        ]
+    elif peak:
+        lines += [
+            f"Distance to the machine's limit (GPU): its fp32 matmul peak (TF32 "
+            f"{'on' if torch.backends.cuda.matmul.allow_tf32 else 'off'}), measured "
+            f"in this run, is {peak:.0f} GFLOP/s (8192-square products, the best of "
+            "20). Per variant: the matmul FLOPs of a training epoch, forward and "
+            "backward (torch.utils.flop_counter: matmuls only), and the rate they "
+            "reach over the epoch's median time, against that peak (autocast rows "
+            "against the fp32 peak too).",
             "",
         ]
     if not key_columns:
@@ -651,7 +730,11 @@ def main(argv=None):
     os.chdir(workdir)  # RecBole writes log/ and saved/ into the working directory
     notes = []
     try:
-        variants = [v for v in VARIANTS if selected(v[0], v[1], args)]
+        variants = [
+            v
+            for v in VARIANTS + [v[:3] for v in amp_variants(args)]
+            if selected(v[0], v[1], args)
+        ]
         if args.curve is None:
             dataset, yaml, _ = resolve_dataset(data_path, args.dataset)
             plan = [

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from recbole_attn.models import MODELS
 
@@ -102,3 +103,61 @@ def test_quick_users_curve_subsamples(bench, tmp_path):
     assert set(users) == {"tiny_u50", "tiny"}
     assert users["tiny_u50"] == 30 and users["tiny"] == 60
     assert "## dataset = tiny_u50" in markdown
+
+
+def test_amp_variants_train_each_model_under_the_dtype_their_label_names(
+    bench, tmp_path, monkeypatch
+):
+    """``--amp``: each model's variant again under autocast in each dtype, fp16 with
+    RecBole's gradient scaler; each trains under its own dtype and leaves the process's
+    default as it was; no FLOP pass with ``--no_flops``."""
+    seen = []
+    train_epoch = bench.Run.epoch
+
+    def epoch(run, rep, device):
+        original = run.trainer._train_epoch
+
+        def recorded(*args, **kwargs):
+            seen.append(
+                (run.label, run.config["enable_amp"], torch.get_autocast_dtype("cpu"))
+            )
+            return original(*args, **kwargs)
+
+        run.trainer._train_epoch = recorded
+        try:
+            return train_epoch(run, rep, device)
+        finally:
+            run.trainer._train_epoch = original
+
+    monkeypatch.setattr(bench.Run, "epoch", epoch)
+    default = torch.get_autocast_dtype("cpu")
+    try:
+        bench.main(
+            ["--quick", "--only=PARec", "--amp=fp16,bf16", f"--out={tmp_path}"]
+            + ["--no_memory", "--no_flops", "--name=amp"]
+        )
+    finally:
+        logging.getLogger().handlers.clear()
+    assert torch.get_autocast_dtype("cpu") == default
+    rows, markdown = read_outputs(str(tmp_path / "amp"))
+    assert [row["variant"] for row in rows] == [
+        "SASRecAP",
+        "PARec",
+        "PARec, fp16 autocast",
+        "PARec, bf16 autocast",
+    ]
+    assert set(seen) == {
+        ("SASRecAP", False, default),
+        ("PARec", False, default),
+        ("PARec, fp16 autocast", True, torch.float16),
+        ("PARec, bf16 autocast", True, torch.bfloat16),
+    }
+    assert all(row["gflop"] == "" for row in rows)
+    assert "matmul peak" not in markdown
+    with pytest.raises(SystemExit, match="'fp8' is not one of bf16, fp16"):
+        bench.amp_variants(bench.parse_args(["--amp=fp8"]))
+    fp16 = [v for v in bench.amp_variants(bench.parse_args(["--amp=fp16"]))]
+    assert {v[0] for v in fp16} == {
+        f"{label}, fp16 autocast" for label in bench.AMP_BASES
+    }
+    assert all(v[2]["enable_scaler"] and v[2]["enable_amp"] for v in fp16)
