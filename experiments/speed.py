@@ -20,9 +20,9 @@ every millisecond by a thread after ``gc.collect()`` and glibc's ``malloc_trim``
 approximation: the allocator may keep freed memory).
 
 ``--amp`` adds each model's variant again under RecBole's ``enable_amp`` in each dtype
-named (the label says it; fp16 trains with RecBole's gradient scaler). The FLOP count and
-the fp32 matmul peak are measured on a CPU and on a GPU; the profile of where the time
-goes, on a CPU only.
+named (the label says it; fp16 trains with RecBole's gradient scaler). On a CPU, the
+distance to the machine's limit is measured too (``--no_flops`` skips it): the matmul
+FLOPs of an epoch against the fp32 peak, and a profile of where the rest of the time goes.
 
 Sections: the default compares every model (and length grouping on/off for SASRecAP and
 STOSA, and RecBole's own SASRec in its prefix mode); ``--curve=T`` times SASRecAP and STOSA,
@@ -145,7 +145,9 @@ def parse_args(argv):
     )
     p.add_argument("--no_memory", action="store_true", help="skip the memory pass")
     p.add_argument(
-        "--no_flops", action="store_true", help="skip the FLOP count (and profile)"
+        "--no_flops",
+        action="store_true",
+        help="skip the FLOP count and profile (CPU runs; a GPU run has none)",
     )
     p.add_argument("--name", default=None, help="output file stem")
     p.add_argument("--out", default=None, help="output folder (experiments/speed)")
@@ -297,18 +299,21 @@ class Run:
         self.flops = self.matmul_share = None
         self.others = ""
 
-    def epoch(self, rep, device):
-        # RecBole's autocast takes the device's default dtype (fp16 on a GPU): set the
-        # label's for this variant's training only
-        dtype = autocast_dtype(self.label)
+    def train_epoch(self, rep, device):
+        """One training epoch; under ``enable_amp`` in the dtype the label names
+        (RecBole's autocast takes the device's default: bf16 on a CPU, fp16 on a GPU),
+        the process's default restored after it."""
         default = torch.get_autocast_dtype(device.type)
-        sync(device)
-        start = time.perf_counter()
-        torch.set_autocast_dtype(device.type, dtype or default)
+        torch.set_autocast_dtype(device.type, autocast_dtype(self.label) or default)
         try:
             self.trainer._train_epoch(self.train, rep)
         finally:
             torch.set_autocast_dtype(device.type, default)
+
+    def epoch(self, rep, device):
+        sync(device)
+        start = time.perf_counter()
+        self.train_epoch(rep, device)
         sync(device)
         mid = time.perf_counter()
         self.trainer._valid_epoch(self.valid)
@@ -319,18 +324,16 @@ class Run:
     def measure_flops(self, device):
         """The matmul FLOPs of one training epoch, forward and backward
         (``torch.utils.flop_counter``: matmuls only, elementwise work is not counted),
-        and on a CPU where a profiled training epoch spends its time: the share in
-        matmul kernels and the three costliest other operations."""
+        and where a profiled training epoch spends its time: the share in matmul kernels
+        and the three costliest other operations."""
         from torch.profiler import ProfilerActivity, profile
         from torch.utils.flop_counter import FlopCounterMode
 
         with FlopCounterMode(display=False) as counter:
-            self.trainer._train_epoch(self.train, 0)
+            self.train_epoch(0, device)
         self.flops = counter.get_total_flops()
-        if device.type != "cpu":
-            return
         with profile(activities=[ProfilerActivity.CPU]) as prof:
-            self.trainer._train_epoch(self.train, 0)
+            self.train_epoch(0, device)
         events = [e for e in prof.key_averages() if e.key.startswith("aten::")]
         total = sum(e.self_cpu_time_total for e in events) or 1.0
         matmul = [e for e in events if e.key in MATMUL_OPS]
@@ -361,10 +364,9 @@ class Run:
 MATMUL_OPS = {"aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addbmm"}
 
 
-def peak_gflops(device, size=None, repeats=20):
-    """The machine's fp32 matmul rate at the run's threads: ``size``-square products
-    (1024 on a CPU, 8192 on a GPU), the best of ``repeats`` (GFLOP/s)."""
-    size = size or (1024 if device.type == "cpu" else 8192)
+def peak_gflops(device, size=1024, repeats=20):
+    """The machine's fp32 matmul rate at the run's threads: ``size``-square products,
+    the best of ``repeats`` (GFLOP/s)."""
     a = torch.randn(size, size, device=device)
     b = torch.randn(size, size, device=device)
     best = float("inf")
@@ -476,7 +478,7 @@ def measure(runs, args, device):
     if not args.no_memory:
         for run in runs:
             run.measure_memory(device)
-    if not args.no_flops:
+    if device.type == "cpu" and not args.no_flops:
         for run in runs:
             run.measure_flops(device)
 
@@ -602,7 +604,7 @@ def write(args, argv, device, rows, runs, notes, title, key_columns, stem):
     )
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, args.name or stem)
-    peak = None if args.no_flops else peak_gflops(device)
+    peak = peak_gflops(device) if device.type == "cpu" and not args.no_flops else None
     for row in rows:
         if peak and row["gflops"] is not None:
             row["peak_share"] = f"{100 * row['gflops'] / peak:.2g} %"
@@ -643,7 +645,7 @@ def write(args, argv, device, rows, runs, notes, title, key_columns, stem):
         f"report). Peak memory: {memory}.",
         "",
     ]
-    if peak and device.type == "cpu":
+    if peak:
         lines += [
             f"Distance to the machine's limit (CPU, {torch.get_num_threads()} "
             f"thread(s)): its fp32 matmul peak, measured in this run, is {peak:.0f} "
@@ -654,17 +656,6 @@ def write(args, argv, device, rows, runs, notes, title, key_columns, stem):
             "peak is the time outside matmuls: the share of a profiled training "
             "epoch's operator time in matmul kernels, and its three costliest other "
             "operations.",
-            "",
-        ]
-    elif peak:
-        lines += [
-            f"Distance to the machine's limit (GPU): its fp32 matmul peak (TF32 "
-            f"{'on' if torch.backends.cuda.matmul.allow_tf32 else 'off'}), measured "
-            f"in this run, is {peak:.0f} GFLOP/s (8192-square products, the best of "
-            "20). Per variant: the matmul FLOPs of a training epoch, forward and "
-            "backward (torch.utils.flop_counter: matmuls only), and the rate they "
-            "reach over the epoch's median time, against that peak (autocast rows "
-            "against the fp32 peak too).",
             "",
         ]
     if not key_columns:
