@@ -7,7 +7,7 @@ FFN width and batch size.
     python -m experiments.speed --curve=T [--lengths=30,50,100,200]
     python -m experiments.speed --curve=users [--datasets=Office,Beauty:0.25,Beauty:0.5,Beauty]
     python -m experiments.speed --quick [--curve=...] [--out=DIR]   # tiny fixture, seconds
-    python -m experiments.speed --device=cuda --amp=bf16,fp16 [--no_memory] [--no_flops]
+    python -m experiments.speed --device=cuda --amp=bf16,fp16 [--no_memory]
 
 Every variant is built once; then every repeat runs one training epoch and one validation
 of each variant in turn (interleaved), so that load on the machine falls on all of them
@@ -385,9 +385,9 @@ def sync(device):
 
 
 def amp_variants(args):
-    """``(label, model, overrides, dtype)`` of the ``--amp`` variants: each of
-    :data:`AMP_BASES` under autocast in each dtype named (not the default section's
-    own bf16 rows again)."""
+    """``(label, model, overrides)`` of the ``--amp`` variants: each of
+    :data:`AMP_BASES` under autocast in each dtype named, which its label says
+    (:func:`autocast_dtype`; not the default section's own bf16 rows again)."""
     found = []
     for name in filter(None, args.amp.split(",")):
         if name not in AMP_DTYPES:
@@ -396,9 +396,7 @@ def amp_variants(args):
             if label not in AMP_BASES:
                 continue
             amp = {"enable_amp": True, "enable_scaler": name == "fp16"}
-            found.append(
-                (f"{label}, {name} autocast", model, {**overrides, **amp}, name)
-            )
+            found.append((f"{label}, {name} autocast", model, {**overrides, **amp}))
     own = {label for label, _, _ in VARIANTS}
     return [v for v in found if v[0] not in own]
 
@@ -722,9 +720,7 @@ def main(argv=None):
     notes = []
     try:
         variants = [
-            v
-            for v in VARIANTS + [v[:3] for v in amp_variants(args)]
-            if selected(v[0], v[1], args)
+            v for v in VARIANTS + amp_variants(args) if selected(v[0], v[1], args)
         ]
         if args.curve is None:
             dataset, yaml, _ = resolve_dataset(data_path, args.dataset)

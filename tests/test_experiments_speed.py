@@ -156,8 +156,8 @@ def test_amp_variants_train_each_model_under_the_dtype_their_label_names(
     assert "matmul peak" not in markdown
     with pytest.raises(SystemExit, match="'fp8' is not one of bf16, fp16"):
         bench.amp_variants(bench.parse_args(["--amp=fp8"]))
-    fp16 = [v for v in bench.amp_variants(bench.parse_args(["--amp=fp16"]))]
-    assert {v[0] for v in fp16} == {
+    fp16 = bench.amp_variants(bench.parse_args(["--amp=fp16"]))
+    assert {label for label, _, _ in fp16} == {
         f"{label}, fp16 autocast" for label in bench.AMP_BASES
     }
-    assert all(v[2]["enable_scaler"] and v[2]["enable_amp"] for v in fp16)
+    assert all(o["enable_scaler"] and o["enable_amp"] for _, _, o in fp16)
