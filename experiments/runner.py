@@ -133,7 +133,7 @@ def run_one(study_name, label, seed, args, study=None):
         result = train_and_evaluate(
             config, trainer, train, valid, test, saved=True, callback=record
         )
-        ranks = test_ranks(config, trainer, test)
+        ranks = test_ranks(config, trainer, test, whole=study.get("full_ranks", False))
     finally:
         trainer.release()  # the claimed model file, if nothing was saved into it
     model_file = result["saved_model_file"]
@@ -215,11 +215,12 @@ def stack_versions():
     return out
 
 
-def test_ranks(config, trainer, test):
+def test_ranks(config, trainer, test, whole=False):
     """Every test user's rank of the target under full ranking (the best model),
     ordered by the dataset's user ids and capped at the largest cutoff + 1 (enough to
-    recompute every top-K metric per user: ``reports.user_values``); None for a
-    sampled ranking."""
+    recompute every top-K metric per user: ``reports.user_values``), or not capped
+    (``whole``: the cap is the number of item ids + 1, beyond any rank; MRR over the
+    whole list); None for a sampled ranking."""
     import torch
 
     from recbole_attn.evaluator.per_user import PerUserRecorder
@@ -233,7 +234,7 @@ def test_ranks(config, trainer, test):
         trainer.evaluate(test, load_best_model=True)
     users = torch.cat(recorder.users).tolist()
     ranks = torch.cat(recorder.ranks).tolist()
-    cap = max(config["topk"]) + 1
+    cap = (test._dataset.item_num if whole else max(config["topk"])) + 1
     ordered = [min(rank, cap) for _, rank in sorted(zip(users, ranks))]
     return {"cap": cap, "data": trainer.data_signature, "ranks": ordered}
 
@@ -298,7 +299,7 @@ def report(study_name, root=HERE, study=None):
     is reported on its group's page (:func:`group_report`)."""
     study = study or STUDIES[study_name]
     kind = study.get("report", "table")
-    if kind == "reproduce":
+    if kind in GROUP_REPORTS:
         return f"{study_name} is reported on its group's page"
     build = {
         "table": reports.study_table,
@@ -371,9 +372,11 @@ def group_report(group_name, root=HERE, names=None, quick=False):
     group's studies (``names``: other studies in their place, as ``--quick`` does);
     returns the page's path."""
     group = GROUPS[group_name]
-    if group["report"] != "reproduce":
+    if group["report"] not in GROUP_REPORTS:
         raise ValueError(f"unknown group report {group['report']!r}")
     names = names or group["studies"]
+    if group["report"] == "stosa_table1":
+        return stosa_table1_report(group_name, root, names)
     sections = [(_study(name, quick), runs_folder(root, name)) for name in names]
     output = os.path.join(root, group_name)
     os.makedirs(output, exist_ok=True)
@@ -385,6 +388,30 @@ def group_report(group_name, root=HERE, names=None, quick=False):
     if not quick and os.path.abspath(root) == HERE:
         write_docs_block(
             RESULTS_PAGE, reports.GAINS_MARKERS, "\n".join(gains), group_name
+        )
+    return path
+
+
+#: the kinds of report written over a group's studies (their studies have no page)
+GROUP_REPORTS = ("reproduce", "stosa_table1")
+
+
+def stosa_table1_report(group_name, root, names):
+    """``<root>/<group>/report.md``: STOSA's Table 1 from the runs of ``names``, and its
+    table in docs/results.md (between the group's markers)."""
+    sections = [(STUDIES[name], runs_folder(root, name)) for name in names]
+    text = reports.stosa_table1_page(group_name, sections)
+    output = os.path.join(root, group_name)
+    os.makedirs(output, exist_ok=True)
+    path = os.path.join(output, "report.md")
+    with open(path, "w") as f:
+        f.write(text)
+    if os.path.abspath(root) == HERE:
+        write_docs_block(
+            RESULTS_PAGE,
+            reports.docs_markers(group_name, option="--group"),
+            reports.first_table(text),
+            group_name,
         )
     return path
 
