@@ -12,8 +12,11 @@ evaluate), ``recbole_attn.recommend``, ``recbole_attn.viz``, ``recbole_attn.comp
 """
 
 import argparse
+import contextlib
 import re
+import signal
 import sys
+import threading
 
 
 def plain_doc(doc):
@@ -53,14 +56,41 @@ def command_parser(prog, doc):
 def guarded(command, *args, **kwargs):
     """Run a command: a :class:`~recbole_attn.errors.RecboleAttnError` becomes one
     ``error:`` line and its exit status (2; 130 for an interrupted run), a Ctrl-C outside
-    training one line and 130; returns the command's exit status."""
+    training one line and 130; returns the command's exit status. A SIGTERM (what
+    schedulers and ``timeout`` send) stops the command as a Ctrl-C does, so that it
+    says what is saved and removes its temporary files; its exit status is 143."""
     from recbole_attn.errors import RecboleAttnError
 
+    with sigterm_as_interrupt() as terminated:
+        try:
+            return command(*args, **kwargs)
+        except RecboleAttnError as err:
+            print(f"error: {err}", file=sys.stderr)
+            if terminated and isinstance(err, KeyboardInterrupt):
+                return 128 + signal.SIGTERM
+            return err.exit_status
+        except KeyboardInterrupt:
+            print("error: interrupted; nothing was saved", file=sys.stderr)
+            return 128 + signal.SIGTERM if terminated else 130
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """Inside the block a SIGTERM raises :class:`KeyboardInterrupt` in the main thread
+    (Python's default ends the process at once: no message, no clean-up); yields a list
+    that holds the signal once one came. Outside the main thread, nothing changes."""
+    terminated = []
+    if threading.current_thread() is not threading.main_thread():
+        yield terminated
+        return
+
+    def interrupt(signum, frame):
+        if not terminated:  # a second SIGTERM while stopping does not cut the clean-up
+            terminated.append(signum)
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        return command(*args, **kwargs)
-    except RecboleAttnError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_status
-    except KeyboardInterrupt:
-        print("error: interrupted; nothing was saved", file=sys.stderr)
-        return 130
+        yield terminated
+    finally:
+        signal.signal(signal.SIGTERM, previous)

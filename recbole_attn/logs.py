@@ -207,7 +207,7 @@ class EpochLines:
         t = self.trainer
         return (
             f"training {t.config['model']} for up to {t.epochs} epochs (from "
-            f"epoch {t.start_epoch}); it stops early after {t.stopping_step} "
+            f"epoch {t.start_epoch + 1}); it stops early after {t.stopping_step} "
             f"evaluations without a better {t.valid_metric}"
         )
 

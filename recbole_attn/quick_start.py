@@ -54,6 +54,7 @@ def train_and_evaluate(
         ``saved``), ``epochs`` (the epochs trained, resumed ones included) and
         ``stop_reason``.
     """
+    testing = False
     try:
         best_valid_score, best_valid_result = trainer.fit(
             train_data,
@@ -64,13 +65,13 @@ def train_and_evaluate(
             callback_fn=callback,
         )
         test_result = None
+        testing = True
         if test_data is not None:
             test_result = trainer.evaluate(
                 test_data, load_best_model=saved, show_progress=show_progress
             )
-    except KeyboardInterrupt:
-        epoch = "" if trainer.epoch is None else f" in epoch {trainer.epoch}"
-        raise Interrupted(f"interrupted{epoch}; {trainer.saved_state_text()}") from None
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (recbole_attn.commands.guarded)
+        raise Interrupted(trainer.interrupted_text(testing, saved)) from None
     last = trainer.last_evaluated_epoch
     epochs = trainer.start_epoch if last is None else last + 1
     early = epochs < config["epochs"]

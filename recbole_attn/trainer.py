@@ -145,8 +145,10 @@ class AttnTrainer(Trainer):
         if "rng_torch" in checkpoint:
             torch.set_rng_state(checkpoint["rng_torch"])
         self._pending_generator_state = checkpoint.get("rng_train_dataloader")
+        # the console counts epochs from 1: the next one trained is start_epoch + 1
         self.logger.info(
-            f"Checkpoint loaded. Resume training from epoch {self.start_epoch}"
+            f"checkpoint {resume_file} loaded: training continues with epoch "
+            f"{self.start_epoch + 1}/{self.epochs}"
         )
 
     def fit(
@@ -163,7 +165,8 @@ class AttnTrainer(Trainer):
             raise ConfigError(
                 f"the checkpoint has already trained {self.start_epoch} epochs and epochs "
                 f"is {self.epochs}: nothing to train. Raise --epochs to continue, or "
-                "evaluate the checkpoint with recbole_attn.quick_start.load_data_and_model"
+                "evaluate its best model with recbole-attn evaluate "
+                f"--model_file={self.saved_model_file}"
             )
         self._train_generator = getattr(train_data, "generator", None)
         if self._pending_generator_state is not None and self._train_generator:
@@ -212,7 +215,8 @@ class AttnTrainer(Trainer):
         a ValueError for NaN only)."""
         if not bool(torch.isfinite(loss).all()):
             raise TrainingError(
-                f"the training loss became {float(loss.detach())} in epoch {self.epoch} "
+                f"the training loss became {float(loss.detach())} in epoch "
+                f"{self.epoch + 1} "
                 f"(learning_rate {self.config['learning_rate']}): lower --learning_rate "
                 f"(or check the data); {self.saved_state_text()}"
             )
@@ -224,19 +228,37 @@ class AttnTrainer(Trainer):
         bad = non_finite_parameters(self.model)
         if bad:
             raise TrainingError(
-                f"the model's weights became NaN or infinite in epoch {epoch_idx} "
+                f"the model's weights became NaN or infinite in epoch {epoch_idx + 1} "
                 f"({bad}; learning_rate {self.config['learning_rate']}): lower "
                 f"--learning_rate (or check the data); {self.saved_state_text()}"
             )
 
     def saved_state_text(self):
-        """What an interrupted or failed run leaves to resume from."""
+        """What an interrupted or failed run leaves to resume from, epochs counted from
+        1 as on the console."""
         if self.resume_epoch is None:
             return "nothing was saved (no evaluation had finished)"
         return (
-            f"the state after epoch {self.resume_epoch} is saved: resume with "
+            f"the state after epoch {self.resume_epoch + 1}/{self.epochs} is saved: "
+            "continue with the same command and "
             f"--resume_checkpoint={self.resume_file}"
         )
+
+    def interrupted_text(self, testing=False, saved=True):
+        """One line for a run stopped by Ctrl-C or SIGTERM: where, what is saved and the
+        command that continues or evaluates it (epochs counted as on the console)."""
+        if testing:
+            if saved and self.saved_model_file:
+                return (
+                    "interrupted during the test; the training is complete and its "
+                    "best model is saved: evaluate it with recbole-attn evaluate "
+                    f"--model_file={self.saved_model_file}"
+                )
+            return "interrupted during the test; nothing was saved"
+        where = (
+            "" if self.epoch is None else f" in epoch {self.epoch + 1}/{self.epochs}"
+        )
+        return f"interrupted{where}; {self.saved_state_text()}"
 
     # ------------------------------------------------------------------ evaluation
     def _valid_epoch(self, valid_data, show_progress=False):

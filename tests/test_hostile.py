@@ -130,7 +130,7 @@ def test_weights_that_stop_being_finite_stop_the_run(
     monkeypatch.setattr(Trainer, "_train_epoch", poisoned)
     monkeypatch.chdir(tmp_path)
     code, err = main(_run_args(trained[1]["data_path"]), capsys)
-    _one_line(code, err, "the model's weights became NaN or infinite in epoch 0")
+    _one_line(code, err, "the model's weights became NaN or infinite in epoch 1")
     assert "lower --learning_rate" in err
 
 

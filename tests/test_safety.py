@@ -427,7 +427,10 @@ def test_ctrl_c_says_what_was_saved_and_exits_130(
     monkeypatch.chdir(tmp_path)
     code, err = _cli_main(_run_args(tiny_data_path, "--epochs=3"), capsys)
     assert code == 130 and err.count("\n") == 1
-    assert err.startswith("error: interrupted in epoch 1; the state after epoch 0 is ")
+    # epochs as the console counts them (issue 65)
+    assert err.startswith(
+        "error: interrupted in epoch 2/3; the state after epoch 1/3 is"
+    )
     resume = err.split("--resume_checkpoint=")[1].strip()
     assert os.path.isfile(resume)
     monkeypatch.setattr(AttnTrainer, "_train_epoch", real)

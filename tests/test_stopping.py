@@ -1,0 +1,157 @@
+"""A run that is stopped (issue 65): Ctrl-C or SIGTERM at any moment says, in one line
+with the console's own epoch numbers, what is saved and the command that continues or
+evaluates it, and that command works."""
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+from test_pipeline import _cli_main
+from test_safety import _run_args
+
+
+def _interrupt_in_epoch(monkeypatch, epoch_idx, how="ctrl-c"):
+    """Stop the training when it starts ``epoch_idx`` (0-based; the console's epoch
+    ``epoch_idx + 1``): a KeyboardInterrupt, or a real SIGTERM sent to this process."""
+    from recbole_attn.trainer import AttnTrainer
+
+    real = AttnTrainer._train_epoch
+
+    def stop(self, train_data, idx, *args, **kwargs):
+        if idx == epoch_idx:
+            self.epoch = idx
+            if how == "sigterm":
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # the handler raises before this ends
+            raise KeyboardInterrupt
+        return real(self, train_data, idx, *args, **kwargs)
+
+    monkeypatch.setattr(AttnTrainer, "_train_epoch", stop)
+    return real
+
+
+def test_ctrl_c_counts_epochs_as_the_console_and_the_resume_continues_there(
+    tiny_data_path, tmp_path, monkeypatch, capsys, caplog
+):
+    """After the console's ``epoch 3/4`` the run is stopped in epoch 4: the state after
+    epoch 3 is saved, and the resumed run says it continues with epoch 4/4 and prints
+    ``epoch 4/4`` (before: "the state after epoch 2", then "from epoch 3")."""
+    from recbole_attn.trainer import AttnTrainer
+
+    real = _interrupt_in_epoch(monkeypatch, 3)
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level(logging.INFO)  # the console's lines (pytest holds the root logger)
+    code, err = _cli_main(
+        _run_args(tiny_data_path, "--epochs=4", "--state=INFO"), capsys
+    )
+    assert code == 130, err
+    assert "epoch 3/4: loss" in caplog.text
+    caplog.clear()
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(
+        "error: interrupted in epoch 4/4; the state after epoch 3/4 is saved: continue "
+        "with the same command and --resume_checkpoint="
+    ), last
+    assert "Traceback" not in err
+    resume = last.split("--resume_checkpoint=")[1]
+    assert os.path.isfile(resume)
+    monkeypatch.setattr(AttnTrainer, "_train_epoch", real)
+    code, err = _cli_main(
+        _run_args(
+            tiny_data_path,
+            "--epochs=4",
+            "--state=INFO",
+            f"--resume_checkpoint={resume}",
+        ),
+        capsys,
+    )
+    assert code == 0, err
+    console = caplog.text
+    assert "training continues with epoch 4/4" in console
+    assert "(from epoch 4)" in console
+    assert "epoch 4/4: loss" in console and "epoch 3/4: loss" not in console
+
+
+def test_ctrl_c_in_the_final_test_advises_an_evaluate_that_works(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    """Before: "--resume_checkpoint=...-last.pth", which the next command refused
+    ("nothing to train"), pointing to a Python function."""
+    from recbole_attn.trainer import AttnTrainer
+
+    real = AttnTrainer.evaluate
+
+    def stop_the_test(self, eval_data, load_best_model=True, **kwargs):
+        if load_best_model:  # the test of the best model (validation: False)
+            raise KeyboardInterrupt
+        return real(self, eval_data, load_best_model, **kwargs)
+
+    monkeypatch.setattr(AttnTrainer, "evaluate", stop_the_test)
+    monkeypatch.chdir(tmp_path)
+    code, err = _cli_main(_run_args(tiny_data_path, "--epochs=2"), capsys)
+    assert code == 130 and err.count("\n") == 1, err
+    assert err.startswith(
+        "error: interrupted during the test; the training is complete and its best "
+        "model is saved: evaluate it with recbole-attn evaluate --model_file="
+    ), err
+    model_file = err.split("--model_file=")[1].strip()
+    assert os.path.getsize(model_file) > 0
+    monkeypatch.setattr(AttnTrainer, "evaluate", real)
+    code, err = _cli_main(["evaluate", f"--model_file={model_file}"], capsys)
+    assert code == 0, err
+    # the finished run's -last.pth: the refusal names the command, and it works
+    last = model_file[: -len(".pth")] + "-last.pth"
+    code, err = _cli_main(
+        _run_args(tiny_data_path, "--epochs=2", f"--resume_checkpoint={last}"), capsys
+    )
+    assert code == 2 and err.count("\n") == 1, err
+    assert "nothing to train" in err and "recbole_attn.quick_start" not in err
+    assert err.strip().endswith(
+        f"evaluate its best model with recbole-attn evaluate --model_file={model_file}"
+    ), err
+
+
+def test_sigterm_is_handled_as_ctrl_c(tiny_data_path, tmp_path, monkeypatch, capsys):
+    """SIGTERM (what schedulers and ``timeout`` send) ended the run without a word; now
+    the Ctrl-C line, exit status 143, and the handler is put back afterwards."""
+    _interrupt_in_epoch(monkeypatch, 1, how="sigterm")
+    monkeypatch.chdir(tmp_path)
+    before = signal.getsignal(signal.SIGTERM)
+    code, err = _cli_main(_run_args(tiny_data_path, "--epochs=3"), capsys)
+    assert code == 143 and err.count("\n") == 1, err
+    assert err.startswith(
+        "error: interrupted in epoch 2/3; the state after epoch 1/3 is saved: "
+    ), err
+    assert os.path.isfile(err.split("--resume_checkpoint=")[1].strip())
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_training_process(tiny_data_path, tmp_path):
+    """A real process, stopped by ``kill -TERM`` after its first epoch line."""
+    argv = [sys.executable, os.path.join(REPO, "run_recbole_attn.py")]
+    argv += _run_args(tiny_data_path, "--epochs=200", "--state=INFO")
+    argv += ["--stopping_step=200"]
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if "epoch 1/200: loss" in line:
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest = proc.communicate(timeout=120)[1]
+    err = "".join(lines) + rest
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: interrupted in epoch "), last
+    assert "is saved: continue with the same command and --resume_checkpoint=" in last
+    assert os.path.isfile(os.path.join(tmp_path, last.split("=", 1)[1]))
