@@ -1029,12 +1029,17 @@ def budget_choice(tables):
 
 def user_values(run, metric):
     """A run's per-user test values of a top-K accuracy metric (``recall@10``,
-    ``ndcg@10``, ``mrr@20``, ``hit@5``, ``precision@5``), recomputed from its stored
+    ``ndcg@10``, ``mrr@20``, ``hit@5``, ``precision@5``) or of ``mrr`` over the whole
+    list (ranks stored whole: the study's ``full_ranks``), recomputed from its stored
     target ranks (leave-one-out: one target per user); None without ranks or for a
     metric the ranks do not give."""
     import math
 
     stored = run.get("test_ranks")
+    if metric == "mrr":  # over the whole list: only from ranks that were not capped
+        if not stored or stored["cap"] <= max(run["config"]["topk"]) + 1:
+            return None
+        return [1.0 / r for r in stored["ranks"]]
     name, _, k = metric.partition("@")
     if not stored or not k.isdigit() or int(k) >= stored["cap"]:
         return None
@@ -1092,3 +1097,187 @@ def holm_marks(pvalues, alpha=0.05):
         key: "" if p is None else f" (p {_p_text(p)}{'*' if p < alpha else ''})"
         for key, p in holm_adjusted(pvalues).items()
     }
+
+
+# ---------------------------------------------------------------------- STOSA's Table 1
+
+#: the columns of STOSA's Table 1 (``mrr``: over the whole list, from the per-user ranks)
+TABLE1_METRICS = ("recall@1", "recall@5", "ndcg@5", "mrr")
+TABLE1_NAMES = {"recall@1": "R@1", "recall@5": "R@5", "ndcg@5": "N@5", "mrr": "MRR"}
+
+
+def table1_value(run, metric):
+    """A run's test value of a Table 1 column: RecBole's for a top-K metric, the mean
+    reciprocal rank over the whole list from its per-user ranks for ``mrr`` (None
+    without whole ranks)."""
+    if metric != "mrr":
+        return run["test"][metric]
+    values = user_values(run, "mrr")
+    return None if values is None else statistics.mean(values)
+
+
+def _mean_sd(values):
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.4f}"
+    return f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
+
+
+def _ratio(values, paper):
+    return f"{statistics.mean(values) / paper:.2f}" if values and paper else "-"
+
+
+def _pct(new, old):
+    return f"{100.0 * (new / old - 1.0):+.1f} %" if old else "-"
+
+
+def stosa_table1_page(group_name, sections):
+    """STOSA's Table 1 (``sections``: [(study, runs folder)], one per dataset): per
+    dataset and metric the paper's STOSA and SASRec, ours (mean ± sd over seeds) and
+    ours relative to the paper's, STOSA's gain over our SASRec (paired by seed, with the
+    paired t-test over test users, each user averaged over the seeds both have,
+    Holm-corrected over the whole table) beside the paper's gain; then what each run
+    took and where it ran."""
+    rows, pvalues, times = [], {}, []
+    for study, folder in sections:
+        dataset = study["dataset"]
+        paper = studies.STOSA_TABLE1_PAPER[dataset]
+        official = studies.STOSA_TABLE1_OFFICIAL.get(dataset, {})
+        runs = _by_label_and_seed(load_runs(folder))
+        stosa, sasrec = runs.get("STOSA", {}), runs.get("SASRec", {})
+        for label, of_label in (("STOSA", stosa), ("SASRec", sasrec)):
+            if of_label:
+                times.append((dataset, label, study, of_label))
+        for metric in TABLE1_METRICS:
+            ours = {
+                label: [
+                    v
+                    for v in (table1_value(r, metric) for r in of.values())
+                    if v is not None
+                ]
+                for label, of in (("STOSA", stosa), ("SASRec", sasrec))
+            }
+            paired = [
+                table1_value(stosa[s], metric) / table1_value(sasrec[s], metric) - 1.0
+                for s in sorted(set(stosa) & set(sasrec))
+                if table1_value(sasrec[s], metric)
+                and table1_value(stosa[s], metric) is not None
+            ]
+            pvalues[dataset, metric] = paired_p(stosa, sasrec, metric)
+            rows.append(
+                [
+                    dataset,
+                    TABLE1_NAMES[metric],
+                    f"{paper['STOSA'][metric]:.4f}",
+                    _mean_sd(ours["STOSA"]),
+                    _ratio(ours["STOSA"], paper["STOSA"][metric]),
+                    f"{official[metric]:.4f}" if metric in official else "-",
+                    f"{paper['SASRec'][metric]:.4f}",
+                    _mean_sd(ours["SASRec"]),
+                    _ratio(ours["SASRec"], paper["SASRec"][metric]),
+                    _pct(paper["STOSA"][metric], paper["SASRec"][metric]),
+                    (
+                        f"{100.0 * statistics.mean(paired):+.1f} %"
+                        + (
+                            ""
+                            if len(paired) < 2
+                            else f" ± {100.0 * statistics.stdev(paired):.1f}"
+                        )
+                        if paired
+                        else "-"
+                    ),
+                    (dataset, metric),
+                ]
+            )
+    marks = holm_marks(pvalues)
+    seeds = sorted({s for _, _, _, of in times for s in of})
+    header = [
+        "dataset",
+        "metric",
+        "paper STOSA",
+        "ours STOSA",
+        "ours / paper",
+        "official code (run here)",
+        "paper SASRec",
+        "ours SASRec (BCE)",
+        "ours / paper",
+        "paper: STOSA over SASRec",
+        "ours: STOSA over SASRec (p)",
+    ]
+    protocol = studies.STOSA_TABLE1_PROTOCOL
+    lines = [
+        f"# {group_name}: STOSA's Table 1 on its four datasets",
+        "",
+        "Protocol (the paper's Table 1): the authors' sequence files, leave-one-out, full "
+        "ranking over all items with the user's already-seen items masked, MRR over the "
+        "whole list (from each test user's rank), R@K and N@K RecBole's. Both models "
+        f"train with STOSA.yaml's budget: at most {protocol['epochs']} epochs, early stop "
+        f"after {protocol['stopping_step']} validations without a better "
+        f"{protocol['valid_metric']}, test at the best validation epoch. STOSA: its "
+        "defaults (what `recbole-attn --model=STOSA` trains). SASRec: RecBole's SASRec "
+        "layers and defaults (2 layers, 2 heads, d 64, dropout 0.5) trained on all "
+        "positions with the SASRec paper's BCE loss (one sampled negative), T 100 as "
+        "STOSA. Mean ± sd over seeds "
+        f"({', '.join(map(str, seeds)) or 'none yet'}). Gains are paired by seed (mean ± "
+        "sd of the per-seed relative gains); p: paired t-test over the test users (each "
+        "user's value averaged over the seeds), Holm-corrected over every cell of the "
+        "table, * below .05. The official STOSA code's numbers were run here on 2 CPU "
+        "cores (seed 42; docs/results.md).",
+        "",
+        f"Command: `{RUNNER} --group={group_name} --jobs=2 --threads=1` (resumable; "
+        f"`--seeds=2020` for one seed), then `{RUNNER} --group={group_name} --report`",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for *cells, key in rows:
+        if cells[-1] != "-":
+            cells[-1] += marks.get(key, "")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "What each run took, where it ran (minutes of wall time per run; epochs: best / "
+        "run; two runs at a time on a 2-core CPU, one torch thread each, unless the "
+        "device says otherwise):",
+        "",
+        "| dataset | model | seeds | best / run epochs | s / epoch | min / run | device |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for dataset, label, study, of_label in times:
+        runs_of = [of_label[s] for s in sorted(of_label)]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    dataset,
+                    label,
+                    ", ".join(str(r["seed"]) for r in runs_of),
+                    ", ".join(f"{r['best_epoch']}/{r['epochs_run']}" for r in runs_of),
+                    f"{statistics.median(r['seconds_per_epoch'] for r in runs_of):.2f}",
+                    ", ".join(f"{r['seconds'] / 60:.0f}" for r in runs_of),
+                    ", ".join(sorted({r["device"] for r in runs_of})),
+                ]
+            )
+            + " |"
+        )
+    missing = []
+    for study, folder in sections:
+        todo = {
+            label: [
+                str(seed)
+                for seed in study["seeds"]
+                if not os.path.isfile(
+                    os.path.join(folder, f"{studies.slug(label)}__seed{seed}.json")
+                )
+            ]
+            for label in study["variants"]
+        }
+        parts = [
+            f"{label} {', '.join(seeds)}" for label, seeds in todo.items() if seeds
+        ]
+        if parts:
+            missing.append(f"{study['dataset']} ({'; '.join(parts)})")
+    if missing:
+        lines += ["", "Not run yet (seeds): " + ", ".join(missing) + "."]
+    return "\n".join(lines) + "\n"
