@@ -11,9 +11,11 @@ are never written over unless the user asks (:func:`refuse_existing`).
 """
 
 import errno
+import hashlib
 import os
 import secrets
 import shutil
+import socket
 import tempfile
 import time
 
@@ -217,15 +219,59 @@ def write_replacing(path, write, binary=False):
             os.remove(tmp)
 
 
+#: this machine, in the names of temporary files and claims (a pid means something on
+#: its own machine only)
+_HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+
+
+def owner_tag():
+    """``<host>-<pid>``: who writes a temporary file or holds a claim."""
+    return f"{_HOST}-{os.getpid()}"
+
+
+def owner_gone(tag):
+    """Whether the process of ``tag`` (:func:`owner_tag`) has ended: a process of this
+    machine that no longer exists (one of another machine is never taken for gone)."""
+    host, _, pid = str(tag).strip().rpartition("-")
+    if host != _HOST or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def _temporary(path):
     """``(fd, name)`` of a new file beside ``path``, open for writing: created exclusively
-    under a random name, mode 0o666 before the user's umask (``tempfile.mkstemp`` would
-    force 0o600)."""
+    under a name of its writer (:func:`owner_tag`) and a random token, mode 0o666 before
+    the user's umask (``tempfile.mkstemp`` would force 0o600). The temporary files of
+    writers that were killed (no clean-up ran) are removed first."""
+    remove_stale_temporaries(path)
     tmp = os.path.join(
         os.path.dirname(os.path.abspath(path)),
-        f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp",
+        f".{os.path.basename(path)}.{owner_tag()}-{secrets.token_hex(4)}.tmp",
     )
     return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+
+
+def remove_stale_temporaries(path):
+    """Remove the temporary files of ``path`` (``.<name>.<host>-<pid>-<token>.tmp``)
+    whose writer was killed before its clean-up; those of a live writer stay."""
+    folder = os.path.dirname(os.path.abspath(path))
+    prefix = f".{os.path.basename(path)}."
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
+        owner = name[len(prefix) : -len(".tmp")].rpartition("-")[0]
+        if owner_gone(owner):
+            _unlink_quietly(os.path.join(folder, name))
 
 
 def write_files(files, what="the output", overwrite=False, remove=(), error=None):

@@ -157,6 +157,13 @@ def check_dataset_exists(config):
     """Fail early (before RecBole tries to download anything) when the atomic files of
     ``config['dataset']`` are missing."""
     dataset, data_path = config["dataset"], config["data_path"]
+    if os.path.exists(os.path.join(data_path, f".{dataset}.converting")):
+        # the claim a converter holds while it publishes (data/convert/write.py)
+        raise DataError(
+            f"dataset {dataset!r} in {os.path.abspath(data_path)} is an unfinished "
+            "conversion (a converter is writing it, or was stopped while writing it): "
+            "wait for it, or run the converter again"
+        )
     names = [f"{dataset}.inter"]
     if config["benchmark_filename"]:
         names = [f"{dataset}.{part}.inter" for part in config["benchmark_filename"]]

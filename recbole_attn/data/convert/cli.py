@@ -38,6 +38,7 @@ from recbole_attn.data.convert.read import BadLines, ConversionError
 from recbole_attn.data.convert.write import (
     _check_name,
     _refuse_existing,
+    clear_unfinished,
     summary_text,
     write_dataset,
 )
@@ -145,6 +146,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
 def check_fresh(args: argparse.Namespace) -> None:
     """Fail fast (before parsing large inputs) when the dataset exists already."""
     _check_name(args.name)
+    clear_unfinished(args.output_dir, args.name)  # a killed conversion's files
     if not args.overwrite:
         folder = os.path.join(args.output_dir, args.name)
         _refuse_existing(

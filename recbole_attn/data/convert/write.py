@@ -28,7 +28,13 @@ from recbole_attn.data.convert.read import (
     BadLines,
     ConversionError,
 )
-from recbole_attn.files import refuse_existing, write_files
+from recbole_attn.files import (
+    _unlink_quietly,
+    owner_gone,
+    owner_tag,
+    refuse_existing,
+    write_files,
+)
 
 # ------------------------------------------------------------------------ file texts
 
@@ -161,34 +167,93 @@ def write_dataset(
     """Write ``<output_dir>/<name>/<name>.{inter,item,yaml}`` atomically.
 
     Returns the written paths. Without categories no ``.item`` file is written (and a
-    stale one is removed on ``--overwrite``)."""
+    stale one is removed on ``--overwrite``). While the files are published the folder
+    holds a claim, ``.<name>.converting`` (:func:`clear_unfinished`): a conversion killed
+    between two files leaves it, which marks what it left as its own unfinished output
+    (removed by the next conversion, refused by a run), and the yaml comes last."""
     _check_name(name)
     folder = os.path.join(output_dir, name)
-    paths = {
-        ext: os.path.join(folder, f"{name}.{ext}") for ext in ("inter", "item", "yaml")
-    }
+    paths = dataset_paths(output_dir, name)
+    clear_unfinished(output_dir, name)
     if not overwrite:
         _refuse_existing(paths.values())
     has_categories = bool(result.item_rows)
     df = result.inter
-    files = {
-        paths["inter"]: lambda f: f.write(inter_text(df)),
-        paths["yaml"]: dataset_yaml(
-            has_categories, result.with_brand, RATING in df.columns, command
-        ),
-    }
+    files = {paths["inter"]: lambda f: f.write(inter_text(df))}
     if has_categories:
         files[paths["item"]] = item_text(result.item_rows, result.with_brand)
+    files[paths["yaml"]] = dataset_yaml(  # last: a dataset without it is not done
+        has_categories, result.with_brand, RATING in df.columns, command
+    )
     created = not os.path.isdir(folder)
+    marker = None
     try:
+        os.makedirs(folder, exist_ok=True)
+        marker = _claim(folder, name)
         write_atomic(files, overwrite=overwrite, remove=[paths["item"]])
     except BaseException as exc:
+        if marker:
+            _unlink_quietly(marker)
+            marker = None
         if created and os.path.isdir(folder) and not os.listdir(folder):
             os.rmdir(folder)
         if isinstance(exc, OSError):
             raise ConversionError(f"cannot write {folder}: {exc}") from None
         raise
+    finally:
+        if marker:
+            _unlink_quietly(marker)
     return {k: v for k, v in paths.items() if v in files}
+
+
+def dataset_paths(output_dir: str, name: str) -> Dict[str, str]:
+    """``{"inter", "item", "yaml"}`` -> the path of that file of dataset ``name``."""
+    folder = os.path.join(output_dir, name)
+    return {
+        ext: os.path.join(folder, f"{name}.{ext}") for ext in ("inter", "item", "yaml")
+    }
+
+
+def unfinished_marker(folder: str, name: str) -> str:
+    """The claim a conversion holds in ``folder`` while it publishes dataset ``name``."""
+    return os.path.join(folder, f".{name}.converting")
+
+
+def _claim(folder: str, name: str) -> str:
+    marker = unfinished_marker(folder, name)
+    try:
+        with open(marker, "x", encoding="utf-8") as f:
+            f.write(owner_tag() + "\n")
+    except FileExistsError:
+        raise ConversionError(
+            f"{os.path.join(folder, name)} is being written by another conversion; "
+            "wait for it, or choose another --name"
+        ) from None
+    return marker
+
+
+def clear_unfinished(output_dir: str, name: str) -> None:
+    """Remove what a conversion of ``name`` that was killed while publishing left (its
+    claim and the files it had published): the next conversion runs without
+    ``--overwrite``. A conversion still running is a :class:`ConversionError`."""
+    folder = os.path.join(output_dir, name)
+    marker = unfinished_marker(folder, name)
+    try:
+        with open(marker, encoding="utf-8") as f:
+            owner = f.read()
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise ConversionError(f"cannot read {marker}: {err.strerror or err}") from None
+    if not owner_gone(owner):
+        raise ConversionError(
+            f"{folder} is being written by another conversion (its claim: {marker}); "
+            "wait for it, or choose another --name (remove the claim if no conversion "
+            "runs)"
+        )
+    for path in dataset_paths(output_dir, name).values():
+        _unlink_quietly(path)
+    _unlink_quietly(marker)
 
 
 def _check_name(name: str) -> None:
