@@ -29,6 +29,7 @@ from torch import nn
 
 from recbole_attn.data.dataset import AttnSequentialDataset
 from recbole_attn.errors import ConfigError
+from recbole_attn.forms.stosa import PRESETS
 from recbole_attn.model import dpatt, patt, stosa
 from recbole_attn.models import MODELS
 from recbole_attn.options import Flag, OneOf, Opt, declared_options
@@ -196,7 +197,7 @@ class STOSAForms:
 
     @staticmethod
     def preset_forms(config):
-        forms = dict(stosa.PRESETS[config["stosa_preset"]])
+        forms = dict(PRESETS[config["stosa_preset"]])
         for form in forms:
             key = f"stosa_{form}"
             if key in config and config[key] is not None:

@@ -15,6 +15,7 @@ import re
 import torch
 
 from recbole_attn.data.histories import training_histories
+from recbole_attn.forms.stosa import PRESETS, RefinedSTOSAWithForms, STOSAWithForms
 from recbole_attn.model import awrsr, dpatt, fparec, parec, patt, rksa, stosa
 from recbole_attn.options import Default, Integer, Number, OneOf, Opt, Subset
 from recbole_attn.sasrecap import SASREC_OPTIONS, SHARED_OPTIONS, SASRecAP
@@ -39,7 +40,21 @@ def _drop_unbuilt_mean_sublayers(state_dict, prefix, *args):
         del state_dict[key]
 
 
-class STOSA(AttnSequentialRecommender, stosa.STOSA):
+def pvn_hinge(pos_dist, pos_neg_dist):
+    r"""The hinge of eq. 11, :math:`[d(s, j^+) - d(j^+, j^-)]_+`, averaged over the rows
+    ``[N]`` and their negatives ``[N, M]``."""
+    return torch.relu(pos_dist.unsqueeze(-1) - pos_neg_dist).mean()
+
+
+def triplet_distances(model, output, pos_items, neg_items):
+    """STOSA's ``(d(s, j+) [N], d(s, j-) [N, M], d(j+, j-) [N, M])`` for ``neg_items``
+    ``[N, M]`` (the model file's take one negative per row)."""
+    return stosa.triplet_wasserstein2_squared(
+        *output, *model.item_gaussians(pos_items), *model.item_gaussians(neg_items)
+    )
+
+
+class STOSA(AttnSequentialRecommender, STOSAWithForms):
     __doc__ = stosa.STOSA.__doc__
     extra_loss_names = ("pvn",)  # the hinge of eq. 11, with negatives
     yaml_header = """STOSA (Fan et al., WWW 2022). Defaults = the official README run on Amazon data
@@ -50,7 +65,7 @@ items (stosa_preset: official); stosa_preset: paper is the model as the paper wr
         "pvn_weight": Opt(0.005, Number(), "lambda of the positive-vs-negative hinge"),
         "stosa_preset": Opt(
             "official",
-            OneOf(*stosa.PRESETS),
+            OneOf(*PRESETS),
             "official: the official code's model (better on validation); paper: the "
             "model as the paper writes it (eq. 5-12)",
         ),
@@ -84,24 +99,48 @@ items (stosa_preset: official); stosa_preset: paper is the model as the paper wr
         any loss when its weight is not 0."""
         return super().needs_negatives or self.pvn_weight > 0
 
+    def encode(self, item_seq, item_seq_len, rows=None):
+        """The model file's; with no layer (``n_layers: 0``), the input Gaussians."""
+        if self.trm_encoder.layer:
+            return super().encode(item_seq, item_seq_len, rows)
+        positions = self.position_ids(item_seq_len, item_seq.size(1))
+        mean, cov = self.input_gaussians(item_seq, positions)
+        if rows is None:
+            return mean, cov
+        return stosa.at(mean, rows), stosa.at(cov, rows)
+
+    def item_scores(self, output, items):
+        """:math:`-W_2^2` to ``items`` ``[N]`` or ``[N, M]``."""
+        mean, cov = output
+        item_mean, item_cov = self.item_gaussians(items)
+        if item_mean.dim() > mean.dim():
+            mean, cov = mean.unsqueeze(-2), cov.unsqueeze(-2)
+        return -stosa.wasserstein2_squared(mean, cov, item_mean, item_cov)
+
+    def pvn_loss(self, output, pos_items, neg_items):
+        """The hinge of eq. 11 for ``neg_items`` ``[N, M]``."""
+        pos_dist, _, pos_neg_dist = triplet_distances(
+            self, output, pos_items, neg_items
+        )
+        return pvn_hinge(pos_dist, pos_neg_dist)
+
     def position_terms(self, output, pos_items, neg_items):
         if neg_items is None:
             return ()
         return (self.pvn_weight * self.pvn_loss(output, pos_items, neg_items),)
 
     def position_losses(self, output, pos_items, neg_items=None, neg_log_q=None):
-        """A sampled loss and the pvn hinge from one set of distances
-        (:meth:`triplet_distances`); CE as every model's, with the hinge as a position
-        term."""
+        """A sampled loss and the pvn hinge from one set of distances; CE as every
+        model's, with the hinge as a position term."""
         if neg_items is None or self.loss_type == "CE":
             return super().position_losses(output, pos_items, neg_items, neg_log_q)
-        pos_dist, neg_dist, pos_neg_dist = self.triplet_distances(
-            output, pos_items, neg_items
+        pos_dist, neg_dist, pos_neg_dist = triplet_distances(
+            self, output, pos_items, neg_items
         )
         loss = self.sampled_position_loss(
             -pos_dist, -neg_dist, pos_items, neg_items, neg_log_q
         )
-        return loss, self.pvn_weight * self.pvn_hinge(pos_dist, pos_neg_dist)
+        return loss, self.pvn_weight * pvn_hinge(pos_dist, pos_neg_dist)
 
 
 PATT_HEADER = """PAtt (Liu et al., KDD 2024): probabilistic k-DPP attention, Sampler only, value = input.
@@ -215,6 +254,8 @@ then frozen. DPAtt^3: --dpp_k=3. Every other key comes from PAtt.yaml (loaded fi
 
 class AWRSR(AttnSequentialRecommender, awrsr.AWRSR):
     __doc__ = awrsr.AWRSR.__doc__
+    #: the STOSA backbone with the forms of ``stosa_preset``
+    backbones = {**awrsr.BACKBONES, "STOSA": RefinedSTOSAWithForms}
     yaml_header = """AWRSR ("Pay Attention to Attention for Sequential Recommendation", RecSys 2024):
 attention-weight refinement on a backbone. The backbone's yaml (SASRecAP.yaml or
 STOSA.yaml) is loaded first, so every other default is the backbone's (paper: the
@@ -271,8 +312,13 @@ refinement reuses the backbone's tuned settings)."""
     def position_terms(self, output, pos_items, neg_items):
         if neg_items is None or not self.on_stosa:
             return ()
-        weight = self.backbone.pvn_weight
-        return (weight * self.backbone.pvn_loss(output, pos_items, neg_items),)
+        pos_dist, _, pos_neg_dist = triplet_distances(
+            self.backbone, output, pos_items, neg_items
+        )
+        return (self.backbone.pvn_weight * pvn_hinge(pos_dist, pos_neg_dist),)
+
+    def use_loss_type(self, loss_type):
+        self.backbone.loss_type = loss_type
 
 
 class PARec(DotProductScores, AttnSequentialRecommender, parec.PARec):

@@ -159,11 +159,16 @@ def test_stosa_covariances_aggregate_with_the_squared_refined_weights(tiny_confi
     inter = {net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: torch.tensor([5, 3])}
     attention = net.backbone.trm_encoder.layer[0].multi_head_attention
     seen = {}
-    attention.register_forward_hook(
-        lambda m, args, out: seen.update(out=out, args=args)
-    )
+    combine = attention.combine
+
+    def recorded(probs, queries, streams):
+        out = combine(probs, queries, streams)
+        seen.update(out=out, streams=streams)
+        return out
+
+    attention.combine = recorded  # the refined backbone aggregates through it
     probs = net.attention_weights(inter)[0]
-    mean, cov = seen["args"][:2]
+    mean, cov = seen["streams"]["mean"], seen["streams"]["cov"]
     h = attention.n_heads
 
     def heads(x):

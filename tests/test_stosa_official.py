@@ -10,6 +10,7 @@ from torch import nn
 
 from experiments.research import heldout_items, heldout_table, model_for
 from recbole_attn.errors import ConfigError
+from recbole_attn.forms.stosa import PreLNFeedForward
 from recbole_attn.model.stosa import FeedForward, elu_plus_one
 from recbole_attn.quick_start import build
 from recbole_attn.sequential.batching import training_targets
@@ -77,27 +78,29 @@ def test_official_input_streams(tiny_config):
 
 def test_official_ffn_is_post_ln():
     torch.manual_seed(0)
-    ffn = FeedForward(8, 32, 0.0, 1e-12, pre_ln=False).eval()
+    ffn = FeedForward(8, 32, 0.0, 1e-12).eval()
     x = torch.randn(2, 3, 8)
     out = ffn(x)
     want = ffn.LayerNorm(x + ffn.dense_2(F.elu(ffn.dense_1(x))))
     torch.testing.assert_close(out, want)
-    # the paper's pre-LN form differs on the same weights
-    ffn.pre_ln = True
+    # the paper's pre-LN form (the plugin's) differs on the same weights
+    paper = PreLNFeedForward(8, 32, 0.0, 1e-12).eval()
+    paper.load_state_dict(ffn.state_dict())
     torch.testing.assert_close(
-        ffn(x), x + ffn.dense_2(F.elu(ffn.dense_1(ffn.LayerNorm(x))))
+        paper(x), x + ffn.dense_2(F.elu(ffn.dense_1(ffn.LayerNorm(x))))
     )
-    assert not torch.allclose(ffn(x), out)
+    assert not torch.allclose(paper(x), out)
 
 
 def test_stosa_ffn_option_builds_post_ln(tiny_config):
     paper, _ = _build(tiny_config)
     official, _ = _build(tiny_config, stosa_ffn="official")
     for layer in paper.trm_encoder.layer:
-        assert layer.feed_forward.mean.pre_ln and layer.feed_forward.cov.pre_ln
+        for ffn in (layer.feed_forward.mean, layer.feed_forward.cov):
+            assert isinstance(ffn, PreLNFeedForward)
     for layer in official.trm_encoder.layer:
-        assert not layer.feed_forward.mean.pre_ln
-        assert not layer.feed_forward.cov.pre_ln
+        for ffn in (layer.feed_forward.mean, layer.feed_forward.cov):
+            assert type(ffn) is FeedForward
 
 
 def test_official_init_mean_and_padding_rows(tiny_config):

@@ -29,9 +29,11 @@ from recbole.model.abstract_recommender import SequentialRecommender
 from recbole.model.layers import FeedForward, MultiHeadAttention
 from recbole.model.loss import BPRLoss
 from recbole_attn.model.stosa import (
+    POSITION_ALIGNMENTS,
     STOSA,
     elu_plus_one,
     pairwise_wasserstein2_squared,
+    position_ids,
 )
 
 
@@ -199,6 +201,8 @@ class RefinedSASRec(SequentialRecommender):
         self.initializer_range = config["initializer_range"]
         self.position_alignment = config["position_alignment"]
         self.loss_type = config["loss_type"]
+        if self.position_alignment not in POSITION_ALIGNMENTS:
+            raise ValueError("Make sure 'position_alignment' in ['first', 'last']!")
 
         # define layers and loss
         self.item_embedding = nn.Embedding(
@@ -227,7 +231,12 @@ class RefinedSASRec(SequentialRecommender):
         )
         self.LayerNorm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
         self.dropout = nn.Dropout(self.hidden_dropout_prob)
-        self.loss_fct = BPRLoss() if self.loss_type == "BPR" else nn.CrossEntropyLoss()
+        if self.loss_type == "BPR":
+            self.loss_fct = BPRLoss()
+        elif self.loss_type == "CE":
+            self.loss_fct = nn.CrossEntropyLoss()
+        else:
+            raise NotImplementedError("Make sure 'loss_type' in ['BPR', 'CE']!")
 
         # parameters initialization
         self.apply(self._init_weights)
@@ -243,13 +252,9 @@ class RefinedSASRec(SequentialRecommender):
             module.bias.data.zero_()
 
     def position_ids(self, item_seq_len, length):
-        """``[B, length]``: counted from the first item (``first``), or back from the most
-        recent one, which gets T - 1 (``last``; padding clamped to T - 1)."""
-        steps = torch.arange(length, device=item_seq_len.device).unsqueeze(0)
-        if self.position_alignment == "first":
-            return steps.expand(item_seq_len.size(0), length)
-        offset = (self.max_seq_length - item_seq_len).unsqueeze(1)
-        return (steps + offset).clamp(max=self.max_seq_length - 1)
+        return position_ids(
+            item_seq_len, length, self.max_seq_length, self.position_alignment
+        )
 
     def encode(self, item_seq, item_seq_len):
         """Outputs ``[B, L, d]`` at every position."""
@@ -264,11 +269,8 @@ class RefinedSASRec(SequentialRecommender):
         return self.gather_indexes(output, item_seq_len - 1)  # [B, d]
 
     def item_scores(self, output, items):
-        """Dot products of ``output`` ``[N, d]`` with ``items`` ``[N]`` or ``[N, M]``."""
-        items_emb = self.item_embedding(items)
-        if items_emb.dim() > output.dim():
-            output = output.unsqueeze(-2)
-        return (output * items_emb).sum(-1)
+        """Dot products of ``output`` ``[N, d]`` with ``items`` ``[N]``."""
+        return (output * self.item_embedding(items)).sum(-1)
 
     def all_item_scores(self, output):
         return output @ self.item_embedding.weight.transpose(0, 1)
@@ -280,16 +282,49 @@ class RefinedSASRec(SequentialRecommender):
         pos_items = interaction[self.POS_ITEM_ID]
         if self.loss_type == "CE":
             return self.loss_fct(self.all_item_scores(output), pos_items)
-        if self.loss_type != "BPR":
-            raise NotImplementedError("Make sure 'loss_type' in ['BPR', 'CE']!")
         neg_items = interaction[self.NEG_ITEM_ID]
         return self.loss_fct(
             self.item_scores(output, pos_items), self.item_scores(output, neg_items)
         )
 
 
+class RefinedSTOSA(STOSA):
+    """STOSA with a refiner in every attention layer: AWRSR's STOSA backbone. The
+    refiner reads every query row, so the last layer computes them all."""
+
+    def __init__(self, config, dataset, make_refiner):
+        self.make_refiner = make_refiner
+        super(RefinedSTOSA, self).__init__(config, dataset)
+
+    def make_layer(self):
+        refiner = self.make_refiner()
+        layer = super().make_layer()
+        layer.multi_head_attention.refiner = refiner
+        return layer
+
+    def encode(self, item_seq, item_seq_len):
+        """Sequence Gaussians ``(mean, cov)`` ``[B, L, d]`` at every position."""
+        positions = self.position_ids(item_seq_len, item_seq.size(1))
+        mean, cov = self.input_gaussians(item_seq, positions)
+        attention_mask = self.get_attention_mask(item_seq)  # [B, 1, L, L]
+        for layer in self.trm_encoder.layer:
+            attention = layer.multi_head_attention
+            streams = {"mean": mean, "cov": cov}
+            probs = attention.weights(streams, streams, attention_mask)
+            probs = attention.refiner(probs, attention_mask, positions)
+            mean, cov = layer.update(
+                mean, cov, attention.combine(probs, streams, streams)
+            )
+        return mean, cov
+
+    def forward(self, item_seq, item_seq_len):
+        mean, cov = self.encode(item_seq, item_seq_len)
+        last = item_seq_len - 1
+        return self.gather_indexes(mean, last), self.gather_indexes(cov, last)
+
+
 #: backbone name -> model class (each takes a refiner factory)
-BACKBONES = {"SASRec": RefinedSASRec, "STOSA": STOSA}
+BACKBONES = {"SASRec": RefinedSASRec, "STOSA": RefinedSTOSA}
 
 
 class AWRSR(SequentialRecommender):
@@ -321,12 +356,21 @@ class AWRSR(SequentialRecommender):
           initialization; at zero the bilinear refinements start at a saddle point).
     """
 
+    #: backbone name -> model class
+    backbones = BACKBONES
+
     def __init__(self, config, dataset):
         super(AWRSR, self).__init__(config, dataset)
 
         # load parameters info: the backbone's sizes (a refiner works on one head)
         self.refinement = config["refinement"]
         head_size = config["hidden_size"] // config["n_heads"]
+        if config["backbone"] not in self.backbones:
+            raise ValueError("Make sure 'backbone' in ['SASRec', 'STOSA']!")
+        if self.refinement not in REFINERS:
+            raise ValueError(
+                "Make sure 'refinement' in ['simp', 'value', 'add', 'stoc']!"
+            )
         if self.refinement == "stoc" and config["backbone"] != "STOSA":
             raise ValueError("refinement 'stoc' needs backbone: STOSA")
 
@@ -339,7 +383,9 @@ class AWRSR(SequentialRecommender):
             )
 
         # define layers and loss: the backbone, with a refiner in every attention layer
-        self.backbone = BACKBONES[config["backbone"]](config, dataset, make_refiner)
+        self.backbone = self.backbones[config["backbone"]](
+            config, dataset, make_refiner
+        )
 
     def encode(self, item_seq, item_seq_len):
         return self.backbone.encode(item_seq, item_seq_len)

@@ -120,8 +120,14 @@ class AttnSequentialRecommender:
     #: names of the position loss terms :meth:`position_terms` adds (STOSA: pvn)
     extra_loss_names = ()
 
+    #: the loss types the model file accepts (its ``calculate_loss``); the file is built
+    #: with the first of them where the plugin trains another (:class:`ModelFileConfig`)
+    recbole_loss_types = ()
+
     def __init__(self, config, dataset):
-        super().__init__(config, dataset)
+        super().__init__(ModelFileConfig(config, self.recbole_loss_types), dataset)
+        if config["loss_type"] != self.loss_type:
+            self.use_loss_type(config["loss_type"])
         fast.speed_up(self)  # faster dropout and GELU, the same functions
         load_options(self, config, AttnSequentialRecommender)
         if self.neg_sample_distribution == "popularity":
@@ -132,6 +138,23 @@ class AttnSequentialRecommender:
             self.neg_distribution = None  # uniform
 
     # ------------------------------------------------------------------ what a model adds
+    def use_loss_type(self, loss_type):
+        """Train with ``loss_type``, one the model file does not accept (the plugin's own
+        losses: SSM, or BCE and BPR where the file has the other)."""
+        self.loss_type = loss_type
+
+    def item_scores(self, output, items):
+        """The model file's scores of ``items`` ``[N]``, or of ``[N, M]`` (M per row of
+        ``output``: the plugin's negatives), larger is better."""
+        if items.dim() == 1:
+            return super().item_scores(output, items)
+        rows, many = items.shape
+        repeated = map_output(
+            lambda o: o.unsqueeze(1).expand(rows, many, *o.shape[1:]).flatten(0, 1),
+            output,
+        )
+        return super().item_scores(repeated, items.flatten()).view(rows, many)
+
     def position_terms(self, output, pos_items, neg_items):
         """Loss terms of the model's own besides ``loss_type``'s, each a MEAN over the N
         training positions (STOSA's pvn hinge); ``neg_items`` ``[N, M]`` or None."""
@@ -405,6 +428,28 @@ class AttnSequentialRecommender:
         return matrices
 
 
+class ModelFileConfig:
+    """The configuration as a model file reads it in ``__init__``: ``loss_type`` one the
+    file accepts (the first of ``loss_types`` where the plugin trains another: the
+    file's own loss is then unused), every other key as ``config`` has it."""
+
+    def __init__(self, config, loss_types):
+        self.config = config
+        self.loss_types = loss_types
+
+    def __getitem__(self, key):
+        value = self.config[key]
+        if key == "loss_type" and self.loss_types and value not in self.loss_types:
+            return self.loss_types[0]
+        return value
+
+    def __contains__(self, key):
+        return key in self.config
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["config"], name)
+
+
 def _select(negs, index):
     """``negs`` ``(items, log_q or None)`` with ``index`` applied to each, or None."""
     if negs is None:
@@ -415,7 +460,14 @@ def _select(negs, index):
 class DotProductScores:
     """Mixed in before :class:`AttnSequentialRecommender` for a model that scores item j
     as ``output . E[j]`` (its ``item_embedding``): CE then runs fused
-    (:meth:`~AttnSequentialRecommender.item_weights`)."""
+    (:meth:`~AttnSequentialRecommender.item_weights`), and several items per row
+    broadcast."""
 
     def item_weights(self):
         return self.item_embedding.weight
+
+    def item_scores(self, output, items):
+        items_emb = self.item_embedding(items)
+        if items_emb.dim() > output.dim():
+            output = output.unsqueeze(-2)
+        return (output * items_emb).sum(-1)

@@ -1,0 +1,144 @@
+"""
+recbole_attn.forms.stosa
+########################
+
+STOSA's two presets (``stosa_preset``): the model file
+(:class:`recbole_attn.model.stosa.STOSA`) is the official code's model; ``paper`` is the
+model as the paper writes it (eq. 5-12), four forms that differ (:data:`PRESETS`):
+
+* ``layer_means``: ``paper``, means and covariances both go through attention (means
+  aggregated with A, eq. 7) and FFN; ``official``, the layers pass the mean through;
+* ``input``: ``paper``, ``Dropout(LN(E + P))`` per stream with its own LayerNorm;
+  ``official``, one shared LayerNorm and ELU (+1 for covariances);
+* ``ffn``: ``paper``, pre-LN (eq. 9); ``official``, post-LN;
+* ``init``: ``recbole``, RecBole's N(0, std) with zero padding rows; ``official``,
+  N(0.01, std).
+"""
+
+import torch.nn.functional as F
+from torch import nn
+
+from recbole_attn.model import awrsr, stosa
+
+#: what ``stosa_preset`` sets: the paper's model, or the official code's
+PRESETS = {
+    "paper": {
+        "layer_means": "paper",
+        "input": "paper",
+        "ffn": "paper",
+        "init": "recbole",
+    },
+    "official": {
+        "layer_means": "official",
+        "input": "official",
+        "ffn": "official",
+        "init": "official",
+    },
+}
+
+
+class PaperWassersteinAttention(stosa.WassersteinAttention):
+    """Wasserstein attention with the mean stream of eq. 7: means aggregated with A."""
+
+    outputs = ("mean", "cov")
+
+    def aggregate(self, name, probs, value):
+        if name == "mean":
+            return probs @ value
+        return super().aggregate(name, probs, value)
+
+
+class PreLNFeedForward(stosa.FeedForward):
+    r"""The paper's pre-LN FFN (eq. 9): :math:`x + \mathrm{Dropout}(\mathrm{FFN}(
+    \mathrm{LN}(x)))`."""
+
+    def forward(self, x):
+        return x + self.dropout(self.dense_2(F.elu(self.dense_1(self.LayerNorm(x)))))
+
+
+class PaperSTOSALayer(stosa.STOSALayer):
+    """A layer whose means go through attention and FFN too (eq. 7-9)."""
+
+    def update(self, mean, cov, outputs):
+        mean_out, cov_out = outputs
+        mean = self.feed_forward["mean"](mean_out)
+        return mean, stosa.elu_plus_one(self.feed_forward["cov"](cov_out))
+
+
+class STOSAWithForms(stosa.STOSA):
+    """The model file's STOSA built with the forms of ``stosa_preset``
+    (:meth:`preset_forms`; ``official``: the model file's model itself)."""
+
+    def __init__(self, config, dataset, *args):
+        self.forms = self.preset_forms(config)
+        super().__init__(config, dataset, *args)
+        if self.forms["input"] == "paper":  # one LayerNorm per stream
+            del self.input_layer_norm
+            self.mean_layer_norm = nn.LayerNorm(
+                self.hidden_size, eps=self.layer_norm_eps
+            )
+            self.cov_layer_norm = nn.LayerNorm(
+                self.hidden_size, eps=self.layer_norm_eps
+            )
+
+    @staticmethod
+    def preset_forms(config):
+        """The four forms ``stosa_preset`` names (:data:`PRESETS`)."""
+        return PRESETS[config["stosa_preset"]]
+
+    def make_layer(self):
+        paper_means = self.forms["layer_means"] == "paper"
+        attention_class = (
+            PaperWassersteinAttention if paper_means else stosa.WassersteinAttention
+        )
+        attention = attention_class(
+            self.n_heads,
+            self.hidden_size,
+            self.hidden_dropout_prob,
+            self.attn_dropout_prob,
+            self.layer_norm_eps,
+        )
+        ffn_class = PreLNFeedForward if self.forms["ffn"] == "paper" else None
+        ffn_class = ffn_class or stosa.FeedForward
+        feed_forward = {
+            name: ffn_class(
+                self.hidden_size,
+                self.inner_size,
+                self.hidden_dropout_prob,
+                self.layer_norm_eps,
+            )
+            for name in attention.outputs
+        }
+        layer_class = PaperSTOSALayer if paper_means else stosa.STOSALayer
+        return layer_class(attention, feed_forward)
+
+    def _init_weights(self, module):
+        """The model file's, or RecBole's SASRec initialization with zero padding rows
+        (``init: recbole``)."""
+        if self.forms["init"] == "official":
+            return super()._init_weights(module)
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.data.normal_(mean=0.0, std=self.initializer_range)
+        elif isinstance(module, nn.LayerNorm):
+            module.bias.data.zero_()
+            module.weight.data.fill_(1.0)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            module.bias.data.zero_()
+        if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+            module.weight.data[module.padding_idx].zero_()
+
+    def input_gaussians(self, item_seq, positions):
+        if self.forms["input"] == "official":
+            return super().input_gaussians(item_seq, positions)
+        mean = self.mean_item_embedding(item_seq) + self.mean_position_embedding(
+            positions
+        )
+        cov = self.cov_item_embedding(item_seq) + self.cov_position_embedding(positions)
+        return (
+            self.dropout(self.mean_layer_norm(mean)),
+            self.dropout(self.cov_layer_norm(cov)),
+        )
+
+
+class RefinedSTOSAWithForms(awrsr.RefinedSTOSA, STOSAWithForms):
+    """AWRSR's STOSA backbone built with the forms of ``stosa_preset``."""
