@@ -153,17 +153,16 @@ def save_checkpoint(state, path):
     leaves a truncated checkpoint behind. Its permissions follow the user's umask, like any
     file the user writes.
     """
-    from recbole_attn.files import write_replacing
+    from recbole_attn.files import write_failure, write_replacing
 
     state = to_plain(state)
     try:
         write_replacing(path, lambda f: torch.save(state, f), binary=True)
     except (OSError, RuntimeError) as err:  # torch's zip writer: RuntimeError
-        reason = getattr(err, "strerror", None) or str(err).splitlines()[0]
-        directory = os.path.dirname(os.path.abspath(path))
+        reason, advice = write_failure(err, path)
         raise CheckpointError(
-            f"cannot write the checkpoint {path} ({reason}); free space under "
-            f"{directory}, or choose another --checkpoint_dir"
+            f"cannot write the checkpoint {path} ({reason}); {advice}, or choose "
+            "another --checkpoint_dir"
         ) from None
 
 

@@ -314,10 +314,11 @@ def write_files(files, what="the output", overwrite=False, remove=(), error=None
                         content(f)
                     else:
                         f.write(content)
-            except OSError as err:  # a full disk, a quota
+            except OSError as err:  # a full disk, a quota, a file-size limit
+                reason, advice = write_failure(err, target)
                 raise failure(
-                    f"{what}: writing {target} failed ({err.strerror or err}); nothing "
-                    "was written"
+                    f"{what}: writing {target} failed ({reason}); nothing was "
+                    f"written: {advice}"
                 ) from None
         for target in targets:
             if overwrite:
@@ -353,6 +354,40 @@ def _publish_new(tmp, target, what, error):
         except FileExistsError:
             raise error(_existing_message(what, [target], "--overwrite")) from None
         shutil.copyfile(tmp, target)
+
+
+#: errno -> (what it means for the user, what to do; ``{folder}``: the file's folder)
+_WRITE_FAILURES = {
+    errno.ENOSPC: ("the disk is full", "free space under {folder}"),
+    errno.EDQUOT: ("the disk quota is used up", "free space in your quota"),
+    errno.EFBIG: (
+        "the file-size limit of this process was reached (ulimit -f)",
+        "raise the limit (ulimit -f unlimited)",
+    ),
+    errno.EROFS: ("a read-only file system", "choose a folder you can write to"),
+    errno.EACCES: ("no permission to write there", "choose a folder you can write to"),
+    errno.EPERM: ("no permission to write there", "choose a folder you can write to"),
+}
+
+
+def write_failure(err, path):
+    """``(reason, advice)`` for a write of ``path`` that failed with ``err``: the
+    system's reason by its errno (a disk full, a quota, a file-size limit, a read-only or
+    forbidden folder), found in the exception's chain (torch's zip writer turns the
+    ``OSError`` into a ``RuntimeError`` of its own text), and what to do about it."""
+    cause = err
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__ or cause.__context__
+    folder = os.path.dirname(os.path.abspath(path))
+    if cause is None:
+        return "the write did not complete", f"check the disk under {folder}"
+    meaning, advice = _WRITE_FAILURES.get(
+        cause.errno, (None, f"check the disk under {folder}")
+    )
+    reason = cause.strerror or str(cause)
+    if meaning:
+        reason = f"{reason}: {meaning}"
+    return reason, advice.format(folder=folder)
 
 
 def _why(folder, err):

@@ -15,7 +15,8 @@ import os
 import re
 import sys
 
-from recbole_attn.files import claim_file, run_stem
+from recbole_attn.errors import RecboleAttnError
+from recbole_attn.files import claim_file, run_stem, write_failure
 
 #: the marker of the handlers :func:`init_logging` installs (replaced at the next run)
 _OURS = "_recbole_attn_handler"
@@ -118,10 +119,17 @@ def init_logging(config, verbose=False, log_file=True):
     handlers, path = [], None
     if log_file:
         folder = os.path.join(LOG_ROOT, config["model"])
-        path = claim_file(
-            folder, run_stem(config["model"], config["dataset"]), ".log"
-        )  # exclusive: no concurrent run writes into it
-        file_handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+        try:  # exclusive: no concurrent run writes into it
+            path = claim_file(
+                folder, run_stem(config["model"], config["dataset"]), ".log"
+            )
+            file_handler = _LogFile(path, mode="a", encoding="utf-8")
+        except OSError as err:
+            reason, advice = write_failure(err, os.path.join(folder, "x.log"))
+            raise RecboleAttnError(
+                f"cannot write the log file under {os.path.abspath(folder)} "
+                f"({reason}): {advice}, or run from another folder"
+            ) from None
         file_handler.setFormatter(
             logging.Formatter(
                 "%(asctime)-15s %(levelname)s  %(message)s", "%a %d %b %Y %H:%M:%S"
@@ -153,6 +161,27 @@ def init_logging(config, verbose=False, log_file=True):
         root.addHandler(handler)
     root.setLevel(level)
     return path
+
+
+class _LogFile(logging.FileHandler):
+    """The run's log file. A write that fails (a full disk, a file-size limit) is one
+    ``warning:`` line naming the file and the cause, and the run goes on without the log
+    file (logging's default prints a traceback for every line that follows)."""
+
+    def handleError(self, record):
+        err = sys.exc_info()[1]
+        logging.getLogger().removeHandler(self)
+        try:
+            self.close()
+        except (OSError, ValueError):
+            pass
+        self.stream = None
+        reason, _ = write_failure(err, self.baseFilename)
+        print(
+            f"warning: cannot write the log file {self.baseFilename} ({reason}); the "
+            "run goes on without it",
+            file=sys.stderr,
+        )
 
 
 def show_progress(config):

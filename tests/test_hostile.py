@@ -593,7 +593,7 @@ def test_a_full_disk_under_the_checkpoint_folder_is_one_line(
     monkeypatch.chdir(tmp_path)
     code, err = main(_run_args(trained[1]["data_path"]), capsys)
     _one_line(code, err, "cannot write the checkpoint")
-    assert "(No space left on device); free space under" in err
+    assert "(No space left on device: the disk is full); free space under" in err
     assert not [p for p in tmp_path.rglob("*.tmp*")], "no temporary file left"
 
 
