@@ -218,6 +218,7 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     # yaml files it read, the keys the user gave and the options the classes declare (the
     # checks below, the warnings of keys nothing reads and a search's space read them
     # from the configuration)
+    use_own_ml100k(config, users)
     config.run_classes = classes
     config.shipped_files = files[: len(files) - len(config_file_list or [])]
     config.given_keys = set(users)
@@ -230,6 +231,18 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     # one line per key the user gave that the run does not read, for the run's log
     config.warnings = config_check.unknown_key_warnings(config, properties_dir())
     return config
+
+
+def use_own_ml100k(config, users):
+    """RecBole's ``Config`` takes its bundled copy of ml-100k whatever ``data_path`` says;
+    where the user's ``data_path`` (``users``: the keys the user gave) holds an
+    ``ml-100k`` folder of their own, the run reads that folder (checked as any dataset's
+    files), as it would for any other dataset name."""
+    if config["dataset"] != "ml-100k" or not isinstance(users.get("data_path"), str):
+        return
+    own = os.path.join(users["data_path"], "ml-100k")
+    if os.path.isdir(own):
+        config["data_path"] = own
 
 
 def declared_of(classes):

@@ -306,13 +306,38 @@ def _text(result, fmt):
     return "".join(json.dumps(record) + "\n" for record in out)
 
 
+#: the extensions of the formats a recommendation file is written in
+EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl"}
+
+
+def output_format(output, fmt=None):
+    """The format ``output`` is written in: its extension's (``.csv``, ``.jsonl``) or
+    ``fmt`` (``--format``, for a name of another extension). A :class:`RecboleAttnError`
+    for an extension of a format this command does not write (``.json``, ``.parquet``:
+    before, CSV or JSON Lines went under that name) or that contradicts ``fmt``."""
+    if fmt is not None and fmt not in FORMATS:
+        raise RecboleAttnError(f"format must be one of {list(FORMATS)}, got {fmt!r}")
+    extension = os.path.splitext(str(output))[1].lower()
+    by_name = EXTENSIONS.get(extension)
+    if fmt and by_name and fmt != by_name:
+        raise RecboleAttnError(
+            f"--format={fmt} and --output {output} disagree: a {extension} file holds "
+            f"{by_name}; name the file .{fmt}, or leave out --format"
+        )
+    if fmt is None and by_name is None:
+        raise RecboleAttnError(
+            f"--output {output}: recommend writes CSV (.csv) or JSON Lines (.jsonl), "
+            f"not {extension or 'a file without an extension'}; name the file .csv or "
+            ".jsonl (or give --format=csv|jsonl to write that format under this name)"
+        )
+    return fmt or by_name
+
+
 def write_recommendations(result, output, fmt=None, overwrite=False):
     """Write ``result`` (:func:`recommend`) to ``output`` as CSV or JSON Lines (``fmt``,
     default by the file's extension), atomically; an existing file only with
     ``overwrite``."""
-    fmt = fmt or ("jsonl" if str(output).endswith((".jsonl", ".json")) else "csv")
-    if fmt not in FORMATS:
-        raise RecboleAttnError(f"format must be one of {list(FORMATS)}, got {fmt!r}")
+    fmt = output_format(output, fmt)
     write_files({output: _text(result, fmt)}, "the recommendations", overwrite)
     return output
 
@@ -372,6 +397,7 @@ def main(argv=None, prog=None):
             raise RecboleAttnError(
                 f"--output {args.output} is a folder; give a file name (.csv or .jsonl)"
             )
+        output_format(args.output, args.format)  # before the model loads
         refuse_existing([args.output], "the recommendations", args.overwrite)
         named = None
         if args.users is not None:

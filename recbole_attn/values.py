@@ -44,9 +44,10 @@ class TopK(Option):
             return "a positive integer or a list of them, e.g. [5, 10, 20]"
 
 
-#: RecBole's optimizers (``Trainer._build_optimizer``); it falls back to Adam with only a
-#: log warning on any other name
-LEARNERS = ("adam", "sgd", "adagrad", "rmsprop", "sparse_adam")
+#: RecBole 1.2.1's optimizers, any case (``Trainer._build_optimizer`` and
+#: ``AbstractRecommender``'s); it falls back to Adam with only a log warning on any other
+#: name
+LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")
 
 
 class Learner(Option):
@@ -60,9 +61,11 @@ SAMPLED_MODE = re.compile(r"(uni|pop)([1-9][0-9]*)")
 
 
 class EvalArgs(Option):
-    """RecBole's ``eval_args``: ``split`` ``{LS: valid_and_test | valid_only | test_only}``
-    or ``{RS: [ratios]}``, ``order`` RO | TO, ``group_by`` user | none, ``mode`` full |
-    labeled | uni<N> | pop<N> (or one per phase: ``{valid: ..., test: ...}``)."""
+    """RecBole's ``eval_args``: ``split`` ``{LS: valid_and_test | valid_only | test_only}``,
+    ``{RS: [ratios]}`` or ``{TS: [ratios]}`` (RecBole 1.2.1's time-based split; both
+    lists, as RecBole requires), ``order`` RO | TO, ``group_by`` user | none (any case,
+    or None), ``mode`` full | labeled | uni<N> | pop<N> (or one per phase:
+    ``{valid: ..., test: ...}``)."""
 
     LS = ("valid_and_test", "valid_only", "test_only")
 
@@ -75,19 +78,25 @@ class EvalArgs(Option):
             and len(split) == 1
             and (
                 split.get("LS") in self.LS
-                or (
-                    isinstance(split.get("RS"), (list, tuple))
-                    and all(is_number(r) and r >= 0 for r in split["RS"])
+                or any(
+                    isinstance(split.get(kind), list)
+                    and all(is_number(r) and r >= 0 for r in split[kind])
+                    for kind in ("RS", "TS")
                 )
             )
         ):
             return (
                 "a dict whose split is {'LS': 'valid_and_test'} (or valid_only, "
-                f"test_only) or {{'RS': [0.8, 0.1, 0.1]}}, got split {split!r}"
+                "test_only), {'RS': [0.8, 0.1, 0.1]} or {'TS': [0.8, 0.1, 0.1]}, got "
+                f"split {split!r}"
             )
         if value.get("order") not in (None, "RO", "TO"):
             return f"a dict whose order is RO or TO, got order {value.get('order')!r}"
-        if value.get("group_by") not in (None, "user", "none"):
+        group_by = value.get("group_by")
+        if not (
+            group_by in (None, "user")
+            or (isinstance(group_by, str) and group_by.lower() == "none")
+        ):
             return "a dict whose group_by is user or none"
         mode = value.get("mode")  # absent: an earlier source's (entries merge)
         modes = mode.values() if isinstance(mode, dict) else [mode]

@@ -45,7 +45,7 @@ def _bad_run(tiny_data_path, capsys, *args, model="SASRecAP"):
         ("--attn_dropout_prob=-0.1", "attn_dropout_prob must be a probability"),
         ("--MAX_ITEM_LIST_LENGTH=0", "MAX_ITEM_LIST_LENGTH must be an integer >= 1"),
         ("--topk=[0,5]", "topk must be a positive integer or a list"),
-        ("--learner=adamw", "learner must be one of"),
+        ("--learner=adamx", "learner must be one of"),
         ("--hidden_size=30", "hidden_size (30) must be a multiple of n_heads (4)"),
         ("--metrics=['Recal']", "There is no metric named 'Recal'"),
         (
