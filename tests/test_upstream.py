@@ -29,7 +29,7 @@ import recbole
 from recbole_attn.upstream import metric_files
 from recbole_attn.upstream.export import export, planned_files
 from recbole_attn.errors import ExportError
-from recbole_attn.upstream.models import MARK, MODELS
+from recbole_attn.upstream.models import MODELS
 from recbole_attn.upstream.recbole_files import recbole_test_cases
 from recbole_attn.upstream.sources import model_file, python_files
 
@@ -51,7 +51,6 @@ def test_exported_files_import_only_recbole_and_torch(files):
     it builds on: exported, only RecBole's tree."""
     assert set(files) == {model_file(name) for name in MODELS}
     for path, text in files.items():
-        assert text.startswith(f"# {MARK}")
         tree = ast.parse(text)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -61,13 +60,12 @@ def test_exported_files_import_only_recbole_and_torch(files):
             else:
                 continue
             assert set(tops) <= ALLOWED_TOP_LEVEL, (path, ast.unparse(node))
-        body = text.split("\n", 1)[1]  # under the first line, which marks the export
-        assert "recbole_attn" not in body.replace("recbole_attn's docs", ""), path
+        assert "recbole_attn" not in text, path
 
 
 @pytest.mark.parametrize(
     "package, files",
-    [("model", None), ("evaluator", metric_files.EVALUATOR_MODULES)],
+    [("model", None), ("evaluator", list(metric_files.EVALUATOR_MODULES))],
 )
 def test_our_model_and_metric_files_stand_alone(package, files):
     """The files of recbole_attn.model, and the evaluator files RecBole gets, import
@@ -122,19 +120,25 @@ def test_each_model_is_a_recbole_model_of_its_own_file(files):
 
 def test_the_exported_yaml_has_every_default_our_config_gives(files):
     """Every key the exported code reads and our Config gives the model (overall.yaml and
-    the model's yaml files) is in the exported yaml, unless RecBole's own yaml files
-    define it: FPARec's ``pattern_decay`` lives in PARec.yaml."""
+    the model's yaml files) is in the exported yaml, unless RecBole's Config reads it from
+    a file after the model's yaml or from overall.yaml (which no model yaml of RecBole
+    sets): of those, the docs page gives the ones the model's own yaml sets here
+    (STOSA's T = 100, its training budget) as settings of the user's."""
     import yaml
 
     from recbole_attn.config import config_files, get_model_class, properties_dir
+    from recbole_attn.upstream.recbole_files import settings_text
     from recbole_attn.upstream.sources import model_sources
     from recbole_attn.upstream.yaml_files import (
         _read_keys,
+        keys_a_model_yaml_cannot_set,
         model_yaml,
-        recbole_config_keys,
+        reproduction_settings,
     )
 
-    recbole_keys = recbole_config_keys()
+    cannot = keys_a_model_yaml_cannot_set()
+    assert {"MAX_ITEM_LIST_LENGTH", "epochs", "stopping_step"} <= cannot
+    assert not {"n_layers", "loss_type", "hidden_size"} & cannot
     for name in MODELS:
         with open(os.path.join(properties_dir(), "model", f"{name}.yaml")) as f:
             own = yaml.safe_load(f)
@@ -143,9 +147,37 @@ def test_the_exported_yaml_has_every_default_our_config_gives(files):
             with open(path) as f:
                 ours.update(yaml.safe_load(f) or {})
         read = set(_read_keys(model_sources(files, name)))
-        exported = set(yaml.safe_load(model_yaml(name, files)))
-        missing = (read & set(ours)) - recbole_keys - exported
-        assert not missing, (name, missing)
+        exported = yaml.safe_load(model_yaml(name, files))
+        # RecBole refuses a sequential model under CE with negatives: None there only
+        assert ("train_neg_sample_args" in exported) == (exported["loss_type"] == "CE")
+        assert exported.pop("train_neg_sample_args", None) is None
+        assert not set(exported) & cannot, name
+        assert not (read & set(ours)) - cannot - set(exported), name
+        assert all(exported[k] == ours[k] for k in exported if k in ours), name
+        settings = reproduction_settings(name)
+        # the plugin's values for the model, each a key RecBole reads after its yaml
+        assert all(ours[k] == v for k, v in settings.items()), name
+        assert set(settings) <= cannot
+        text = settings_text(name, files)
+        assert all(f"   {k}: " in text for k in settings), name
+    assert reproduction_settings("STOSA")["MAX_ITEM_LIST_LENGTH"] == 100
+    assert reproduction_settings("PAtt")["MAX_ITEM_LIST_LENGTH"] == 30
+
+
+def test_the_exported_yaml_lists_only_the_losses_the_model_accepts(files):
+    """``loss_type``'s comment names the losses the exported file's check accepts (no
+    SSM, which is the plugin's; no BCE for STOSA), and the default is one of them."""
+    import yaml
+
+    from recbole_attn.upstream.yaml_files import accepted_losses, model_yaml
+
+    for name in MODELS:
+        text = model_yaml(name, files)
+        accepted = accepted_losses(name, files)
+        assert "SSM" not in text and "SSM" not in accepted, name
+        assert yaml.safe_load(text)["loss_type"] in accepted, name
+        assert f"Range in {accepted}." in text, name
+    assert "BCE" not in accepted_losses("STOSA", files)
 
 
 def _case_options(options):
@@ -162,20 +194,21 @@ def _case_options(options):
 
 @pytest.fixture(scope="module")
 def patched_recbole(tmp_path_factory, files):
-    """A copy of the installed RecBole package with the export written into it."""
+    """A copy of the installed RecBole package with the export of every model (its file
+    and yaml) and of the metrics written into it."""
     root = tmp_path_factory.mktemp("upstream")
     shutil.copytree(
         os.path.dirname(recbole.__file__),
         root / "recbole",
         ignore=shutil.ignore_patterns("__pycache__", "dataset_example"),
     )
-    for path, text in files.items():
-        (root / path).write_text(text, encoding="utf-8")
 
     def read(path):
         return (root / path).read_text() if (root / path).is_file() else None
 
-    for path, text in metric_files.metric_files(read).items():
+    written, _ = metric_files.metric_files(read)
+    written.update(planned_files()[1])
+    for path, text in written.items():
         if path.startswith("recbole/"):
             (root / path).write_text(text, encoding="utf-8")
     return root
@@ -195,6 +228,34 @@ def _run_in_patched(patched_recbole, script, data_path, payload, cwd, timeout):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_every_key_of_the_exported_yaml_takes_effect_in_recbole_config(
+    patched_recbole, tmp_path
+):
+    """RecBole's own Config (a fresh process that never imports recbole_attn, so none of
+    its hooks), built for every exported model on a dataset RecBole has a yaml for
+    (ml-100k) and on one it has not, has every key of the exported yaml at the yaml's
+    value: no key of the yaml is replaced by a file RecBole reads later (sample.yaml's
+    MAX_ITEM_LIST_LENGTH, a dataset's yaml, the quick-start settings)."""
+    env = dict(os.environ, PYTHONPATH=str(patched_recbole))
+    payload = {"models": list(MODELS), "datasets": ["ml-100k", "no-such-dataset"]}
+    done = subprocess.run(
+        [sys.executable, os.path.join(HERE, "upstream_config.py"), json.dumps(payload)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report.pop("recbole").startswith(str(patched_recbole))
+    assert len(report) == 2 * len(MODELS)
+    for case, keys in report.items():
+        assert keys, case
+        wrong = {k: v for k, v in keys.items() if v[0] != v[1]}
+        assert not wrong, (case, wrong)
 
 
 def _recbole_training(name, options):
@@ -275,8 +336,8 @@ def test_exported_metrics_equal_ours(patched_recbole, tiny_data_path, tmp_path):
         "CC",
         "ILD cosine",
         "ILD jaccard",
-        "F1",
-        "F1 NDCG/CC",
+        "AccDivF1",
+        "AccDivF1 NDCG/CC",
     }
     # values in [0, 1], none trivial at K = 10 (at K = 1 ILD has no pair: 0)
     assert all(0 <= v <= 1 for r in report["ours"].values() for v in r.values())
@@ -287,28 +348,86 @@ def test_exported_metrics_equal_ours(patched_recbole, tiny_data_path, tmp_path):
 def test_metric_export_keeps_recbole_lines_and_adds_its_own_once(tmp_path):
     root = tmp_path / "RecBole"
     _fake_checkout(root)
-    before = {p: (root / p).read_text() for p in metric_files.EVALUATOR_FILES}
+    edited = [*metric_files.EVALUATOR_FILES, metric_files.OVERALL]
+    before = {p: (root / p).read_text() for p in edited}
     written = export(str(root), [])
-    assert sorted(written) == sorted(
-        [metric_files.TEST_FILE, *metric_files.EVALUATOR_FILES]
-    )
-    after = {p: (root / p).read_text() for p in metric_files.EVALUATOR_FILES}
+    assert sorted(written) == sorted([metric_files.TEST_FILE, *edited])
+    after = {p: (root / p).read_text() for p in edited}
     for path, text in after.items():
         # every line of RecBole's file is still there, in order
         lines = iter(text.splitlines())
         assert all(line in lines for line in before[path].splitlines()), path
-        assert text.count(metric_files.BLOCK_BEGIN) == 1
+        assert "recbole_attn" not in text and "regenerate" not in text, path
     metrics = after["recbole/evaluator/metrics.py"]
     assert all(f"\nclass {n}(" in metrics for n in metric_files.METRIC_NAMES)
+    assert "class F1(" not in metrics
     assert "class CategoryMetric(" in after["recbole/evaluator/base_metric.py"]
     collector = after["recbole/evaluator/collector.py"]
     assert collector.count("collected_item_categories(self.config") == 1
+    # the collector gets the table, not the plugin's hints on the dataset's files
+    assert "def collected_item_categories(" in collector
+    assert (
+        "missing_field_hint" not in collector and "load_col does not" not in collector
+    )
+    import yaml
+
+    overall = yaml.safe_load(after[metric_files.OVERALL])
+    from recbole_attn.evaluator import METRIC_DEFAULTS
+
+    assert {k: overall[k] for k in METRIC_DEFAULTS} == METRIC_DEFAULTS
     export(str(root), [])
-    again = {p: (root / p).read_text() for p in metric_files.EVALUATOR_FILES}
-    assert again == after  # a second export rewrites its block, adds no import twice
+    again = {p: (root / p).read_text() for p in edited}
+    assert again == after  # a second export adds nothing twice
     test = (root / metric_files.TEST_FILE).read_text()
-    assert test.startswith(f"# {MARK}")
+    assert "recbole_attn" not in test
     compile(test, "test_category_metrics.py", "exec")
+
+
+def test_a_later_export_replaces_what_an_earlier_one_wrote_and_refuses_hand_edits(
+    tmp_path,
+):
+    """Recognised by content: the definitions an earlier export added to RecBole's
+    evaluator files (recorded in the checkout's .git folder, not in the files) are
+    replaced by the current ones; definitions of those names edited by hand, a test
+    case edited by hand or a hand-edited import of the model stop the export with one
+    line, and nothing is written."""
+    root = tmp_path / "RecBole"
+    _fake_checkout(root)
+    (root / ".git").mkdir()
+    export(str(root), ["RKSA"])
+    manifest = json.loads((root / ".git" / "recbole-attn-export.json").read_text())
+    assert "recbole/evaluator/metrics.py" in manifest["blocks"]
+    assert "test_rksa" in manifest["methods"]
+    # an earlier export's text (as if the metrics had changed since)
+    path = root / "recbole/evaluator/metrics.py"
+    old = manifest["blocks"]["recbole/evaluator/metrics.py"]
+    older = old.replace("Category coverage", "Category coverage (old)")
+    path.write_text(path.read_text().replace(old, older))
+    manifest["blocks"]["recbole/evaluator/metrics.py"] = older
+    (root / ".git" / "recbole-attn-export.json").write_text(json.dumps(manifest))
+    export(str(root), ["RKSA"])
+    assert "(old)" not in path.read_text() and path.read_text().count("class CC(") == 1
+    # hand edits
+    edits = {
+        "recbole/evaluator/metrics.py": ("Category coverage", "Coverage, edited"),
+        "tests/model/test_model_auto.py": (
+            '"model": "RKSA",',
+            '"model": "RKSA", 1: 2,',
+        ),
+        "recbole/model/sequential_recommender/__init__.py": (
+            "from recbole.model.sequential_recommender.rksa import RKSA",
+            "from .rksa import RKSA",
+        ),
+    }
+    for file, (a, b) in edits.items():
+        text = (root / file).read_text()
+        (root / file).write_text(text.replace(a, b))
+        state = {p: p.read_text() for p in root.rglob("*") if p.is_file()}
+        with pytest.raises(ExportError, match="by hand"):
+            export(str(root), ["RKSA"])
+        assert {p: p.read_text() for p in root.rglob("*") if p.is_file()} == state
+        (root / file).write_text(text)
+    export(str(root), ["RKSA"])
 
 
 def test_metric_docs_list_the_metrics_and_their_options_once():
@@ -318,7 +437,7 @@ def test_metric_docs_list_the_metrics_and_their_options_once():
         "- ``other``: x\n"
     )
     once = metric_files.add_docs(page)
-    assert "Ranking-based     Recall, MRR, NDCG, CC, ILD, F1\n" in once
+    assert "Ranking-based     Recall, MRR, NDCG, CC, ILD, AccDivF1\n" in once
     assert once.index("metric_decimal_place") < once.index("``category_field (str)``")
     assert once.index("``category_field (str)``") < once.index("``other``")
     assert metric_files.add_docs(once) == once
@@ -347,8 +466,8 @@ def _fake_checkout(root):
         ".. toctree::\n   :maxdepth: 1\n\n   model/sequential/sasrec\n\n"
         "Knowledge-based Recommendation\n"
     )
-    # RecBole's evaluator files, as the installed RecBole has them
-    for path in metric_files.EVALUATOR_FILES:
+    # RecBole's evaluator files and overall.yaml, as the installed RecBole has them
+    for path in [*metric_files.EVALUATOR_FILES, metric_files.OVERALL]:
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(
             os.path.join(os.path.dirname(recbole.__file__), path[8:]), root / path
@@ -388,17 +507,29 @@ def test_export_into_a_checkout_adds_once_and_rewrites_its_own(tmp_path):
     import yaml
 
     stosa = yaml.safe_load((root / "recbole/properties/model/STOSA.yaml").read_text())
-    # BPR on RecBole's negatives (its default sampler), the official preset
+    # BPR on RecBole's negatives (its default sampler)
     assert "train_neg_sample_args" not in stosa and stosa["loss_type"] == "BPR"
-    assert stosa["stosa_preset"] == "official"
     # the keys of ours the model file reads come with it; the plugin's do not
     assert stosa["position_alignment"] == "last" and stosa["pvn_weight"] == 0.005
     assert not {"training_mode", "length_groups", "neg_exclude_seen"} & set(stosa)
-    parec = yaml.safe_load((root / "recbole/properties/model/PAtt.yaml").read_text())
-    assert parec["loss_type"] == "BCE" and "train_neg_sample_args" not in parec
-    # RecBole's own data and evaluation settings stay RecBole's and the user's
-    assert "load_col" not in stosa and "valid_metric" not in stosa
+    patt = yaml.safe_load((root / "recbole/properties/model/PAtt.yaml").read_text())
+    assert patt["loss_type"] == "BCE" and "train_neg_sample_args" not in patt
+    # what RecBole reads after a model's yaml, and its training settings, are not in it
+    for key in ("MAX_ITEM_LIST_LENGTH", "epochs", "stopping_step", "valid_metric"):
+        assert key not in stosa and key not in patt
+    assert "load_col" not in stosa
+    # the docs page says how to set the paper's T
+    page = (root / "docs/source/user_guide/model/sequential/stosa.rst").read_text()
+    assert "   MAX_ITEM_LIST_LENGTH: 100\n" in page and "sample.yaml" in page
+    page = (root / "docs/source/user_guide/model/sequential/patt.rst").read_text()
+    assert "   MAX_ITEM_LIST_LENGTH: 30\n" in page
     assert (tmp_path / "prs" / "STOSA.md").read_text().startswith("# Add STOSA")
+    assert "## Depends on" in (tmp_path / "prs" / "DPAtt.md").read_text()
+    # nothing of the plugin's, no marker
+    for path in written:
+        text = (root / path).read_text()
+        assert "recbole_attn" not in text and "regenerate" not in text, path
+        assert "generated by" not in text.lower(), path
     # a later export of one model keeps the earlier models' test cases
     export(str(root), ["RKSA"])
     tests = (root / "tests/model/test_model_auto.py").read_text()
@@ -416,7 +547,8 @@ def test_pull_request_descriptions_carry_the_measurements(tmp_path):
     assert "## Tests" in rksa and "## Measured with recbole_attn\n\n| a | b |\n" in rksa
     assert "Measured" not in (tmp_path / "prs" / "PARec.md").read_text()
     metrics = (tmp_path / "prs" / "metrics.md").read_text()
-    assert metrics.startswith("# Add category-diversity metrics CC, ILD and F1")
+    assert metrics.startswith("# Add category-diversity metrics CC, ILD and AccDivF1")
+    assert "recbole_attn" not in metrics
 
 
 def test_export_refuses_a_file_it_did_not_write(tmp_path):

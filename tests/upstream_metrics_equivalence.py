@@ -1,17 +1,21 @@
 """Run by tests/test_upstream.py in a child process whose ``recbole`` package is a copy
 with the metric export written into it: the exported CC, ILD and F1 give our values on
-random top-K lists, and the exported collector function our item→category table.
+random top-K lists, and the exported collector function our item→category table; the
+options' defaults are those the export writes into RecBole's overall.yaml.
 
     python upstream_metrics_equivalence.py DATA_PATH OPTIONS_JSON
 
 RecBole's metrics are computed before ``recbole_attn`` is imported: importing it
-registers our classes under the same names, which the exported F1 would then look up.
+registers our classes under the same names, which the exported AccDivF1 would then look
+up.
 """
 
 import json
+import os
 import sys
 
 import torch
+import yaml
 
 
 def random_lists(seed=0, users=60, items=40, k=10):
@@ -34,13 +38,25 @@ def values(module, data_struct_class):
     data.set("rec.items", rec_items)
     data.set("rec.topk", topk)
     data.set("data.item_categories", categories)
-    base = {"topk": [1, 5, 10], "metric_decimal_place": 12}
+    import recbole
+
+    overall = os.path.join(os.path.dirname(recbole.__file__), "properties/overall.yaml")
+    with open(overall, encoding="utf-8") as f:
+        defaults = {
+            k: v
+            for k, v in yaml.safe_load(f).items()
+            if k in ("ild_distance", "f1_accuracy_metrics", "f1_diversity_metrics")
+        }
+    assert (
+        len(defaults) == 3
+    ), defaults  # the metrics' options in RecBole's overall.yaml
+    base = {"topk": [1, 5, 10], "metric_decimal_place": 12, **defaults}
     variants = {
         "CC": base,
         "ILD cosine": base,
         "ILD jaccard": {**base, "ild_distance": "jaccard"},
-        "F1": base,
-        "F1 NDCG/CC": {
+        "AccDivF1": base,
+        "AccDivF1 NDCG/CC": {
             **base,
             "f1_accuracy_metrics": ["NDCG"],
             "f1_diversity_metrics": ["CC"],

@@ -4,13 +4,16 @@ recbole_attn.evaluator
 
 Category-diversity metrics (CC, ILD, F1) in the plugin. Three files hold what RecBole's
 evaluator would hold and import nothing of the plugin (``recbole-attn export-upstream``
-copies them into RecBole's files of the same names): :mod:`~recbole_attn.evaluator.
-base_metric` (``CategoryMetric``), :mod:`~recbole_attn.evaluator.metrics` (the metrics) and
-:mod:`~recbole_attn.evaluator.collector` (the item→category table and its field's check).
-This module adds what only the plugin does: the metrics' registration in RecBole's
-registry, the collector hook that hands them the table under every trainer (ours and
-RecBole's), and the checks of a run's metrics before training, as one-line errors. See
-``docs/metrics.md``.
+copies them into RecBole's ``base_metric.py``, ``metrics.py`` and ``collector.py``):
+:mod:`~recbole_attn.evaluator.base_metric` (``CategoryMetric``),
+:mod:`~recbole_attn.evaluator.metrics` (CC, ILD and ``AccDivF1``, the harmonic mean of
+accuracy and diversity) and :mod:`~recbole_attn.evaluator.item_categories` (the
+item→category table). This module adds what only the plugin does: the metrics'
+registration in RecBole's registry (with their options' defaults, which the export puts in
+RecBole's ``overall.yaml``, and ``F1``, the name PAtt and the plugin's users give
+``AccDivF1``), the collector hook that hands them the table under every trainer (ours and
+RecBole's), and the checks of a run's metrics before training, with hints
+(:mod:`~recbole_attn.evaluator.collector`), as one-line errors. See ``docs/metrics.md``.
 """
 
 from recbole.evaluator.collector import Collector
@@ -26,20 +29,80 @@ from recbole_attn.evaluator.collector import (
     metrics_who,
     needs_item_categories,
 )
+from recbole_attn.evaluator import metrics as _metrics
 from recbole_attn.evaluator.metrics import (
-    CC,
-    F1,
-    ILD,
     category_multi_hot,
     coverage_per_user,
-    f1_components,
     f1_score,
-    ild_distance,
     ild_per_user,
 )
 
+#: the defaults of the metrics' options (RecBole's ``overall.yaml`` in the export; the
+#: plugin's metrics read them where the configuration lacks the key)
+METRIC_DEFAULTS = {
+    "category_field": "categories",
+    "ild_distance": "cosine",
+    "f1_accuracy_metrics": ["Recall", "NDCG"],
+    "f1_diversity_metrics": ["CC", "ILD"],
+}
+
+
+class _WithDefaults:
+    """A configuration whose missing or None metric options read
+    :data:`METRIC_DEFAULTS`."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def __getitem__(self, key):
+        try:
+            value = self.config[key]
+        except KeyError:
+            value = None
+        return METRIC_DEFAULTS.get(key) if value is None else value
+
+    def __contains__(self, key):
+        return key in METRIC_DEFAULTS or key in self.config
+
+
+def with_metric_defaults(config):
+    """``config`` as the metrics read it: the metrics' options default to
+    :data:`METRIC_DEFAULTS`."""
+    return config if isinstance(config, _WithDefaults) else _WithDefaults(config)
+
+
+class CC(_metrics.CC):
+    __doc__ = _metrics.CC.__doc__
+
+
+class ILD(_metrics.ILD):
+    __doc__ = _metrics.ILD.__doc__
+
+    def __init__(self, config):
+        super().__init__(with_metric_defaults(config))
+
+
+class AccDivF1(_metrics.AccDivF1):
+    __doc__ = _metrics.AccDivF1.__doc__
+
+    def __init__(self, config):
+        super().__init__(with_metric_defaults(config))
+
+
+class F1(AccDivF1):
+    """``AccDivF1`` under the name PAtt's tables give it (``f1@K``)."""
+
+
+def f1_components(config):
+    return _metrics.f1_components(with_metric_defaults(config))
+
+
+def ild_distance(config):
+    return _metrics.ild_distance(with_metric_defaults(config))
+
+
 #: the metrics registered in RecBole by :func:`register_metrics`
-METRICS = (CC, ILD, F1)
+METRICS = (CC, ILD, AccDivF1, F1)
 
 
 def register_metrics():
@@ -154,7 +217,9 @@ class CategoryCollector(Collector):
 __all__ = [
     "CC",
     "ILD",
+    "AccDivF1",
     "F1",
+    "METRIC_DEFAULTS",
     "ITEM_CATEGORIES",
     "METRICS",
     "CategoryMetric",

@@ -11,20 +11,18 @@ max_categories]``, row = internal item id, category token ids zero-padded (how R
 stores a ``token_seq`` feature). The category field is a ``token_seq`` item feature named
 by ``category_field`` (default ``categories``; ``class`` for ml-100k).
 
-The file imports RecBole, torch, numpy and :mod:`recbole_attn.evaluator.base_metric`
-only: ``recbole-attn export-upstream`` copies its definitions into RecBole's
-``recbole/evaluator/collector.py``, whose ``Collector.data_collect`` then calls
-:func:`collected_item_categories`; the plugin calls it from every collector
-(:mod:`recbole_attn.evaluator`).
+The table itself is :mod:`recbole_attn.evaluator.item_categories`, what RecBole's
+collector gets in the export; this module is the plugin's: the check of the field with
+hints from the dataset's files (missing, not loaded by ``load_col``, not ``token_seq``),
+called from every collector (:mod:`recbole_attn.evaluator`).
 """
 
 import os
 
-import numpy as np
-import torch
 from recbole.utils import FeatureSource, FeatureType
 
 from recbole_attn.evaluator.base_metric import ITEM_CATEGORIES
+from recbole_attn.evaluator.item_categories import item_category_table
 
 DEFAULT_CATEGORY_FIELD = "categories"
 
@@ -139,31 +137,6 @@ def check_category_field(config, dataset, who, alternative):
             f"category field {field!r} of dataset {config['dataset']!r} holds no category"
         )
     return field
-
-
-def item_category_table(dataset, field):
-    """LongTensor ``[n_items, max_categories]``: row = internal item id, the item's
-    category token ids, zero-padded; all zeros for uncategorized items."""
-    iid_field = dataset.iid_field
-    n_items = dataset.item_num
-    feat = dataset.item_feat
-    if feat is None or field not in feat:
-        return torch.zeros(n_items, 1, dtype=torch.long)
-    if isinstance(feat[field], torch.Tensor):  # Interaction (after dataset.build())
-        values = feat[field].long()
-        if values.dim() == 1:
-            values = values.unsqueeze(1)
-        ids = feat[iid_field].long()
-    else:  # pandas DataFrame (before build): one array of token ids per row
-        rows = [np.asarray(v, dtype=np.int64).reshape(-1) for v in feat[field]]
-        width = max([len(r) for r in rows] + [1])
-        values = torch.zeros(len(rows), width, dtype=torch.long)
-        for r, v in enumerate(rows):
-            values[r, : len(v)] = torch.from_numpy(v)
-        ids = torch.as_tensor(np.asarray(feat[iid_field], dtype=np.int64))
-    table = torch.zeros(n_items, max(1, values.shape[1]), dtype=torch.long)
-    table[ids] = values
-    return table
 
 
 def needs_item_categories(metric_names):

@@ -5,7 +5,9 @@ recbole_attn.evaluator.metrics
 Category-diversity metrics of the top-K lists (docs/metrics.md), as RecBole metrics. The
 file imports RecBole, torch, numpy and :mod:`recbole_attn.evaluator.base_metric` only;
 ``recbole-attn export-upstream`` copies its definitions into RecBole's
-``recbole/evaluator/metrics.py``.
+``recbole/evaluator/metrics.py``. Their options are read from the configuration, without
+defaults in code: RecBole's ``overall.yaml`` holds them in the export, the plugin fills
+them in (:data:`recbole_attn.evaluator.METRIC_DEFAULTS`).
 
 Every metric reads the item→category table that the collector stores under
 ``data.item_categories`` (:func:`recbole_attn.evaluator.collector.
@@ -23,10 +25,11 @@ of item ``i``; ``C`` = the set of distinct categories that occur in the item tab
   Pairs with an uncategorized item are skipped. A user whose top-K has no pair of two
   categorized items (always the case for K = 1) has no ILD and is left out of the mean
   over users; if no user has one, ILD@K = 0.
-* ``F1@K`` = 2·a·d / (a + d) from dataset-level means, a = mean of the accuracy metrics
+* ``AccDivF1@K`` = 2·a·d / (a + d), the harmonic mean of accuracy and diversity (not
+  precision and recall), from dataset-level means, a = mean of the accuracy metrics
   (``f1_accuracy_metrics``, default ``[Recall, NDCG]``), d = mean of the diversity metrics
-  (``f1_diversity_metrics``, default ``[CC, ILD]``), all at the same K. F1 computes its
-  components itself; they need not be in ``metrics``.
+  (``f1_diversity_metrics``, default ``[CC, ILD]``), all at the same K. AccDivF1 computes
+  its components itself; they need not be in ``metrics``.
 """
 
 import numpy as np
@@ -41,19 +44,9 @@ from recbole_attn.evaluator.base_metric import (
 )
 
 ILD_DISTANCES = ("cosine", "jaccard")
-DEFAULT_F1_ACCURACY = ("Recall", "NDCG")
-DEFAULT_F1_DIVERSITY = ("CC", "ILD")
 
 #: upper bound on the number of floats of one ``[users, K, categories]`` block
 _BLOCK_FLOATS = 1 << 24
-
-
-def _option(config, key, default):
-    try:
-        value = config[key]
-    except KeyError:
-        value = None
-    return default if value is None else value
 
 
 def category_multi_hot(item_categories):
@@ -192,7 +185,7 @@ class ILD(CategoryMetric):
 def ild_distance(config):
     """``ild_distance`` (``cosine``, the default, or ``jaccard``); a ``ValueError``
     for any other."""
-    distance = str(_option(config, "ild_distance", "cosine")).lower()
+    distance = str(config["ild_distance"]).lower()
     if distance not in ILD_DISTANCES:
         raise ValueError(
             f"ild_distance must be one of {list(ILD_DISTANCES)}, got {distance!r}"
@@ -201,14 +194,14 @@ def ild_distance(config):
 
 
 def f1_components(config):
-    """``(accuracy, diversity)``: the names (lower case) of the metrics F1 combines
+    """``(accuracy, diversity)``: the names (lower case) of the metrics AccDivF1 combines
     (``f1_accuracy_metrics``, ``f1_diversity_metrics``), each a top-K metric computed
-    from what F1 collects; a ``ValueError`` for an empty option or the first name that
+    from what AccDivF1 collects; a ``ValueError`` for an empty option or the first name that
     is not such a metric."""
     from recbole.evaluator.register import metric_information, metrics_dict
 
-    def names(key, default):
-        value = _option(config, key, list(default))
+    def names(key):
+        value = config[key]
         if isinstance(value, str):
             value = [value]
         if not value:
@@ -217,32 +210,32 @@ def f1_components(config):
             raise ValueError(f"{key} must be a metric name or a list of them")
         for name in map(str, value):
             metric = name.lower()
-            if metric == "f1" or metric not in metrics_dict:
+            if metric not in metrics_dict or issubclass(metrics_dict[metric], AccDivF1):
                 raise ValueError(
                     f"F1 component {name!r} is not a usable metric; use top-K metrics "
                     "such as Recall, NDCG, Hit, MRR, Precision (accuracy) or CC, ILD "
                     "(diversity)"
                 )
-            missing = set(metric_information[metric]) - set(F1.metric_need)
+            missing = set(metric_information[metric]) - set(AccDivF1.metric_need)
             if missing or metrics_dict[metric].metric_type != EvaluatorType.RANKING:
                 raise ValueError(
-                    f"F1 component {name!r} needs {sorted(missing)}, which F1 does not "
-                    f"collect; F1 components must be top-K metrics computed from "
-                    f"{F1.metric_need}"
+                    f"F1 component {name!r} needs {sorted(missing)}, which AccDivF1 does "
+                    f"not collect; F1 components must be top-K metrics computed from "
+                    f"{AccDivF1.metric_need}"
                 )
         return [name.lower() for name in map(str, value)]
 
     return (
-        names("f1_accuracy_metrics", DEFAULT_F1_ACCURACY),
-        names("f1_diversity_metrics", DEFAULT_F1_DIVERSITY),
+        names("f1_accuracy_metrics"),
+        names("f1_diversity_metrics"),
     )
 
 
-class F1(AbstractMetric):
-    r"""Harmonic mean of accuracy and diversity, from dataset-level means (PAtt).
+class AccDivF1(AbstractMetric):
+    r"""Harmonic mean of accuracy and diversity, from dataset-level means (PAtt's F1).
 
     .. math::
-        \mathrm{F1@K} = \frac{2ad}{a+d}, \quad
+        \mathrm{AccDivF1@K} = \frac{2ad}{a+d}, \quad
         a = \mathrm{mean}(\mathrm{Recall@K}, \mathrm{NDCG@K}), \quad
         d = \mathrm{mean}(\mathrm{CC@K}, \mathrm{ILD@K})
 
@@ -282,8 +275,9 @@ class F1(AbstractMetric):
     def calculate_metric(self, dataobject):
         acc = [self._component_values(c, dataobject, self.topk) for c in self.accuracy]
         div = [self._component_values(c, dataobject, self.topk) for c in self.diversity]
+        name = type(self).__name__.lower()
         result = {}
         for k in self.topk:
             value = f1_score([v[k] for v in acc], [v[k] for v in div])
-            result[f"f1@{k}"] = round(value, self.decimal_place)
+            result[f"{name}@{k}"] = round(value, self.decimal_place)
         return result

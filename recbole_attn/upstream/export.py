@@ -21,11 +21,14 @@ export is never a second copy kept by hand:
 * with ``--pr_dir``: one pull-request description per model (``<Name>.md``) and one for
   the metrics (``metrics.md``).
 
-A file this command wrote before (it carries :data:`MARK`) is rewritten, unless it was
-edited since (the export records what it wrote: :data:`MANIFEST`; ``--overwrite``
-replaces it); any other existing file of those names is refused, and so is a
-pull-request description with other text. Every file is staged before any is moved into
-place. RecBole's own files get our lines added once (a second export replaces them).
+No file carries a mark of the export: it records what it wrote in the checkout's
+``.git`` folder (:data:`MANIFEST`), outside any pull request. A file it wrote before is
+rewritten, unless it was edited since (``--overwrite`` replaces it); any other existing
+file of those names is refused unless it already holds what the export would write, and
+so is a pull-request description with other text. RecBole's own files get our lines once,
+recognised by their content: a second export leaves them, replaces what an earlier
+export wrote, and refuses (one line) where they were edited by hand. Every file is
+staged before any is moved into place.
 """
 
 import argparse
@@ -37,7 +40,7 @@ import sys
 from recbole_attn.files import write_files
 from recbole_attn.upstream import metric_files
 from recbole_attn.errors import ExportError
-from recbole_attn.upstream.models import MARK, MODELS
+from recbole_attn.upstream.models import MODELS
 from recbole_attn.upstream.recbole_files import (
     add_docs_lines,
     add_init_lines,
@@ -84,11 +87,6 @@ def _read(path):
         return f.read()
 
 
-def _ours(path):
-    """Whether ``path`` is a file an export wrote (its first line carries :data:`MARK`)."""
-    return os.path.isfile(path) and MARK in _read(path)[:200]
-
-
 def check_checkout(recbole_dir):
     needed = [
         "recbole/model/sequential_recommender/__init__.py",
@@ -128,17 +126,18 @@ def planned_files(names=None):
         python, yaml_path, docs = own_paths(name)
         out[python] = files[python]
         out[yaml_path] = text
-        out[docs] = docs_page(name, text)
+        out[docs] = docs_page(name, text, files)
     return names, out
 
 
-#: RecBole's own files that get our lines, and the edit that adds them
+#: RecBole's own files that get our lines, and the edit that adds them (the test cases:
+#: :func:`add_test_cases`)
 EDITS = {
     "recbole/model/sequential_recommender/__init__.py": add_init_lines,
-    "tests/model/test_model_auto.py": add_test_cases,
     "asset/model_list.json": add_model_list_entries,
     "docs/source/user_guide/model_intro.rst": add_docs_lines,
 }
+TEST_CASES = "tests/model/test_model_auto.py"
 
 
 def _read_in(recbole_dir):
@@ -150,8 +149,8 @@ def _read_in(recbole_dir):
 
 
 def _notes(pr_notes, name):
-    """The measurements of model ``name`` for its pull request: ``<pr_notes>/<name>.md``
-    (written by recbole_attn's experiments), or None."""
+    """The measurements of model ``name`` for its pull request: ``<pr_notes>/<name>.md``,
+    or None."""
     path = os.path.join(pr_notes, f"{name}.md") if pr_notes else None
     return _read(path) if path and os.path.isfile(path) else None
 
@@ -160,50 +159,49 @@ def export(
     recbole_dir, names=None, pr_dir=None, metrics=True, pr_notes=None, overwrite=False
 ):
     """Write the export of ``names`` (default: every model; the models they import come
-    with them; ``[]``: none) and, with ``metrics``, of the CC, ILD and F1 metrics into the
+    with them; ``[]``: none) and, with ``metrics``, of the category metrics into the
     RecBole checkout ``recbole_dir``; returns the paths written (relative).
 
     All or nothing: every file is staged first, then all are moved into place. Nothing is
     written when a file of ours would replace one of theirs, when a file an earlier export
-    wrote was edited since (its text differs from what that export recorded), or when a
-    pull-request description in ``pr_dir`` exists with other text; ``overwrite``
-    replaces the last two."""
+    wrote was edited since (its text differs from what that export recorded), when our
+    lines in RecBole's own files were edited by hand, or when a pull-request description
+    in ``pr_dir`` exists with other text; ``overwrite`` replaces edited files and
+    descriptions."""
     check_checkout(recbole_dir)
     if names == []:
         names, files = [], {}
     else:
         names, files = planned_files(names)
-    metric_edits = {}
-    if metrics:
-        metric_edits = metric_files.metric_files(_read_in(recbole_dir))
-        # the new test file is ours, RecBole's evaluator files and docs are edited
-        files[metric_files.TEST_FILE] = metric_edits.pop(metric_files.TEST_FILE)
-    for path in files:
-        full = os.path.join(recbole_dir, path)
-        if os.path.exists(full) and not _ours(full):
-            raise ExportError(
-                f"{full} exists and was not written by recbole-attn export-upstream; "
-                "export into a fresh RecBole checkout (or remove that file)"
-            )
-    # the models an earlier export put there keep their lines (the test cases are one
-    # block, rewritten whole)
-    earlier = [n for n in MODELS if _ours(os.path.join(recbole_dir, model_file(n)))]
-    listed = [n for n in MODELS if n in names or n in earlier]
-    edited = {
-        path: edit(_read(os.path.join(recbole_dir, path)), listed)
-        for path, edit in EDITS.items()
-        if names and os.path.exists(os.path.join(recbole_dir, path))
-    }
-    edited.update(metric_edits)
     manifest = _read_manifest(recbole_dir)
-    if not overwrite:
-        _refuse_edited(recbole_dir, files, manifest)
+    written = manifest.get("written", {})
+    read = _read_in(recbole_dir)
+    metric_edits, blocks = {}, {}
+    if metrics:
+        metric_edits, blocks = metric_files.metric_files(
+            read, manifest.get("blocks", {})
+        )
+        # the new test file and overall.yaml's keys are ours, RecBole's evaluator files
+        # and docs are edited
+        files[metric_files.TEST_FILE] = metric_edits.pop(metric_files.TEST_FILE)
+    _refuse_theirs(recbole_dir, files, written, overwrite)
+    edited = {
+        path: edit(read(path), names)
+        for path, edit in EDITS.items()
+        if names and read(path) is not None
+    }
+    methods = dict(manifest.get("methods", {}))
+    if names:
+        edited[TEST_CASES], new = add_test_cases(read(TEST_CASES), names, methods)
+        methods.update(new)
+    edited.update(metric_edits)
     descriptions = {}
     if pr_dir:
         for name in names:
             own = {p: files[p] for p in own_paths(name)}
+            dependencies = [n for n in imported_models(python_files(), name)[1:]]
             descriptions[os.path.join(pr_dir, f"{name}.md")] = pr_description(
-                name, _notes(pr_notes, name), own
+                name, _notes(pr_notes, name), own, dependencies
             )
         if metrics:
             descriptions[os.path.join(pr_dir, "metrics.md")] = (
@@ -220,24 +218,37 @@ def export(
                 "of an earlier version); choose another --pr_dir, or pass --overwrite "
                 "to replace it"
             )
-    manifest.update({path: _digest(text) for path, text in files.items()})
-    written = {os.path.join(recbole_dir, p): t for p, t in {**files, **edited}.items()}
-    written[_manifest_path(recbole_dir)] = json.dumps(
-        manifest, indent=1, sort_keys=True
-    )
-    write_files({**written, **descriptions}, "the export", overwrite=True)
+    record = {
+        "written": {**written, **{p: _digest(t) for p, t in files.items()}},
+        "methods": methods,
+        "blocks": {**manifest.get("blocks", {}), **blocks},
+    }
+    out = {os.path.join(recbole_dir, p): t for p, t in {**files, **edited}.items()}
+    out[_manifest_path(recbole_dir)] = json.dumps(record, indent=1, sort_keys=True)
+    write_files({**out, **descriptions}, "the export", overwrite=True)
     return sorted(files) + sorted(edited)
 
 
-def _refuse_edited(recbole_dir, files, manifest):
-    """An :class:`ExportError` for the first file an earlier export wrote whose text was
-    changed since (a hand edit the export would revert)."""
+def _refuse_theirs(recbole_dir, files, written, overwrite):
+    """An :class:`ExportError` for the first file the export would write over: one it did
+    not write (unless it holds what the export writes), or one an earlier export wrote
+    whose text was changed since (a hand edit the export would revert; ``overwrite``
+    replaces it)."""
     for path, text in files.items():
         full = os.path.join(recbole_dir, path)
-        if path not in manifest or not os.path.isfile(full):
+        if not os.path.isfile(full):
+            if os.path.exists(full):
+                raise ExportError(f"{full} exists and is not a file")
             continue
         current = _read(full)
-        if current != text and _digest(current) != manifest[path]:
+        if current == text:
+            continue
+        if path not in written:
+            raise ExportError(
+                f"{full} exists and was not written by recbole-attn export-upstream; "
+                "export into a fresh RecBole checkout (or remove that file)"
+            )
+        if _digest(current) != written[path] and not overwrite:
             raise ExportError(
                 f"{full} was edited since recbole-attn export-upstream wrote it; the "
                 "export would undo those edits. Commit or move them, or pass "

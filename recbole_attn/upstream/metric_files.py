@@ -2,26 +2,30 @@
 recbole_attn.upstream.metric_files
 ##################################
 
-The category-diversity metrics CC, ILD and F1 in RecBole's own evaluator: the three files
-of :mod:`recbole_attn.evaluator` that import nothing of the plugin, each copied into the
-RecBole file of its name (their imports of each other become RecBole's modules):
+The category-diversity metrics CC, ILD and AccDivF1 in RecBole's own evaluator: the three
+files of :mod:`recbole_attn.evaluator` that import nothing of the plugin, each copied into a
+RecBole file (their imports of each other become RecBole's modules):
 
 * ``recbole/evaluator/base_metric.py``: ``CategoryMetric``, the base of CC and ILD beside
   RecBole's ``TopkMetric`` (:mod:`recbole_attn.evaluator.base_metric`);
-* ``recbole/evaluator/metrics.py``: ``CC``, ``ILD``, ``F1`` (RecBole registers every class
-  defined in this module, so they are usable by name in ``metrics``;
+* ``recbole/evaluator/metrics.py``: ``CC``, ``ILD``, ``AccDivF1`` (RecBole registers every
+  class defined in this module, so they are usable by name in ``metrics``;
   :mod:`recbole_attn.evaluator.metrics`);
-* ``recbole/evaluator/collector.py``: the item→category table and the check of its field
-  (:mod:`recbole_attn.evaluator.collector`), and the lines of ``Collector.data_collect``
-  that store it under ``data.item_categories`` when a metric needs it;
+* ``recbole/evaluator/collector.py``: the item→category table
+  (:mod:`recbole_attn.evaluator.item_categories`), and the lines of
+  ``Collector.data_collect`` that store it under ``data.item_categories`` when a metric
+  needs it (the plugin's hints on a missing field stay in the plugin);
+* ``recbole/properties/overall.yaml``: the metrics' options with their defaults
+  (:data:`recbole_attn.evaluator.METRIC_DEFAULTS`);
 * ``tests/metrics/test_category_metrics.py``: the metrics against direct loops over the
   recommended lists, and the collector on RecBole's test data;
 * the metric lists and the options in the docs (``evaluation_settings.rst``,
   ``train_eval_intro.rst``).
 
-RecBole's files keep their text: each gets the imports it lacks and one marked block at its
-end (a second export rewrites the block), then black, which leaves RecBole's own lines as
-they are (they are black-formatted).
+RecBole's files keep their text: each gets the imports it lacks and our definitions at its
+end, recognised by their content (a second export leaves them, replaces the text an
+earlier export wrote, and refuses where they were edited by hand), then black, which leaves
+RecBole's own lines as they are (they are black-formatted).
 """
 
 import ast
@@ -29,33 +33,36 @@ import importlib.util
 import os
 import re
 
-from recbole_attn import __version__
 from recbole_attn.errors import ExportError
-from recbole_attn.upstream.models import MARK
 from recbole_attn.upstream.sources import format_source
 
 #: the package of our evaluator files, and RecBole's
 OURS, THEIRS = "recbole_attn.evaluator", "recbole.evaluator"
-#: our files that RecBole's evaluator files of the same names get
-EVALUATOR_MODULES = ("base_metric", "metrics", "collector")
-METRIC_NAMES = ("CC", "ILD", "F1")
-BLOCK_BEGIN = "# --- recbole_attn export: begin (regenerate, do not edit) ---"
-BLOCK_END = "# --- recbole_attn export: end ---"
+#: our evaluator files and the RecBole evaluator file each is copied into
+EVALUATOR_MODULES = {
+    "base_metric": "base_metric",
+    "metrics": "metrics",
+    "item_categories": "collector",
+}
+METRIC_NAMES = ("CC", "ILD", "AccDivF1")
+OVERALL = "recbole/properties/overall.yaml"
 #: the line of RecBole's Collector.data_collect after which ours go, and ours
 COLLECT_AFTER = (
     '            self.data_struct.set("data.count_users", '
     "train_data.dataset.user_counter)\n"
 )
 COLLECT_LINES = (
-    "        if self.register.need(ITEM_CATEGORIES):\n"
+    '        if self.register.need("data.item_categories"):\n'
     "            self.data_struct.set(\n"
-    "                ITEM_CATEGORIES,\n"
+    '                "data.item_categories",\n'
     "                collected_item_categories(self.config, train_data.dataset),\n"
     "            )\n"
 )
 TEST_FILE = "tests/metrics/test_category_metrics.py"
 #: RecBole's files the metric export extends
-EVALUATOR_FILES = tuple(f"recbole/evaluator/{name}.py" for name in EVALUATOR_MODULES)
+EVALUATOR_FILES = tuple(
+    f"recbole/evaluator/{name}.py" for name in EVALUATOR_MODULES.values()
+)
 
 
 def _modules(node):
@@ -93,7 +100,7 @@ def blocks():
     """``{path: (import lines, block text)}`` of RecBole's three evaluator files: each
     of our files below its imports, and its imports but those of the file itself."""
     out = {}
-    for name in EVALUATOR_MODULES:
+    for name, theirs in EVALUATOR_MODULES.items():
         with open(
             importlib.util.find_spec(f"{OURS}.{name}").origin, encoding="utf-8"
         ) as f:
@@ -114,12 +121,12 @@ def blocks():
                 f"{OURS}.{name}: the export copies what follows the imports, which "
                 "must all stand at the top of the file (after its docstring)"
             )
-        itself = f"from {THEIRS}.{name} import "
+        itself = f"from {THEIRS}.{theirs} import "
         lines = [
             line for line in map(_one_line, imports) if not line.startswith(itself)
         ]
         body = "".join(text.splitlines(keepends=True)[imports[-1].end_lineno :])
-        out[f"recbole/evaluator/{name}.py"] = (lines, body.strip("\n") + "\n")
+        out[f"recbole/evaluator/{theirs}.py"] = (lines, body.strip("\n") + "\n")
     return out
 
 
@@ -157,17 +164,34 @@ def add_imports(text, lines):
     return "".join(lines_of[:after] + new + lines_of[after:])
 
 
-def with_block(text, block):
-    """``text`` with ``block`` as its marked last block (replacing an earlier one)."""
-    if BLOCK_BEGIN in text:
-        start = text.index(BLOCK_BEGIN)
-        end = text.index(BLOCK_END, start) + len(BLOCK_END)
-        text = text[:start] + text[end:]
-    return (
-        text.rstrip("\n")
-        + f"\n\n\n{BLOCK_BEGIN}\n# generated by recbole_attn {__version__} from "
-        f"recbole_attn.evaluator\n{block.rstrip()}\n\n\n{BLOCK_END}\n"
-    )
+def _defined(block):
+    """The names the top-level statements of ``block`` define."""
+    names = []
+    for node in ast.parse(block).body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return names
+
+
+def with_block(text, block, earlier=None, path="the file"):
+    """``text`` with ``block`` (our definitions) at its end: left as it is when the text
+    holds it, replacing ``earlier`` (what an earlier export put there) when it holds
+    that; an :class:`ExportError` when the text defines one of its names otherwise (our
+    lines edited by hand, or RecBole's own)."""
+    if block in text:
+        return text
+    if earlier and earlier in text:
+        return text.replace(earlier, block, 1)
+    defined = set(_defined(text))
+    clash = [name for name in _defined(block) if name in defined]
+    if clash:
+        raise ExportError(
+            f"{path} already defines {clash[0]}, not as the export writes it (edited by "
+            "hand?); restore the file (git checkout) and export again"
+        )
+    return text.rstrip("\n") + "\n\n\n" + block
 
 
 def add_collect_lines(text):
@@ -183,16 +207,72 @@ def add_collect_lines(text):
     return text.replace(COLLECT_AFTER, COLLECT_AFTER + COLLECT_LINES, 1)
 
 
-def edited_evaluator_files(read):
-    """``{path: new text}`` of RecBole's evaluator files; ``read(path)`` gives the
-    current text of a file of the checkout."""
-    out = {}
+def edited_evaluator_files(read, earlier=None):
+    """``({path: new text}, {path: block})`` of RecBole's evaluator files and the
+    definitions added to each; ``read(path)`` gives the current text of a file of the
+    checkout, ``earlier`` the blocks an earlier export added."""
+    out, added = {}, {}
     for path, (lines, block) in blocks().items():
-        text = with_block(add_imports(read(path), lines), block)
+        block = format_source(block)
+        text = with_block(
+            add_imports(read(path), lines), block, (earlier or {}).get(path), path
+        )
         if path.endswith("collector.py"):
             text = add_collect_lines(text)
-        out[path] = format_source(text)
-    return out
+        out[path], added[path] = format_source(text), block
+    return out, added
+
+
+def overall_lines():
+    """The lines of RecBole's overall.yaml with the metrics' options and defaults."""
+    import yaml
+
+    from recbole_attn.evaluator import METRIC_DEFAULTS
+
+    comments = {
+        "category_field": "(str) The token_seq item feature with the items' "
+        "categories, for CC, ILD and AccDivF1.",
+        "ild_distance": "(str) The distance of ILD: 'cosine' or 'jaccard'.",
+        "f1_accuracy_metrics": "(list) The accuracy metrics whose mean AccDivF1 "
+        "combines.",
+        "f1_diversity_metrics": "(list) The diversity metrics whose mean AccDivF1 "
+        "combines.",
+    }
+    lines = []
+    for key, value in METRIC_DEFAULTS.items():
+        text = (
+            f"{key}: "
+            + yaml.safe_dump(value, default_flow_style=True).split("\n...")[0].strip()
+        )
+        lines.append((text + " ").ljust(32) + f"# {comments[key]}\n")
+    return "".join(lines)
+
+
+OVERALL_AFTER = "metric_decimal_place:"
+
+
+def add_overall_lines(text):
+    """RecBole's overall.yaml with the metrics' options after its
+    ``metric_decimal_place`` line; a key of ours already there with another line is
+    refused."""
+    new = overall_lines()
+    if new in text:
+        return text
+    for line in new.splitlines(keepends=True):
+        key = line.split(":")[0]
+        if re.search(rf"^{key}:", text, re.M):
+            raise ExportError(
+                f"{OVERALL} already sets {key}, not as the export writes it (edited by "
+                "hand?); restore the file (git checkout) and export again"
+            )
+    lines = text.splitlines(keepends=True)
+    at = next(
+        (i + 1 for i, line in enumerate(lines) if line.startswith(OVERALL_AFTER)),
+        len(lines),
+    )
+    if at == len(lines) and lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    return "".join(lines[:at] + [new] + lines[at:])
 
 
 #: RecBole's docs that list the ranking metrics: the line, and the options' place
@@ -205,22 +285,23 @@ OPTIONS_AFTER = "- ``metric_decimal_place(int)``"
 OPTIONS = """\
 - ``category_field (str)``: The item feature (a ``token_seq`` column of the ``.item``
   file, loaded by ``load_col``) that holds each item's categories, read by the
-  category-diversity metrics ``CC``, ``ILD`` and ``F1``. Defaults to ``categories``.
+  category-diversity metrics ``CC``, ``ILD`` and ``AccDivF1``. Defaults to
+  ``categories``.
 - ``ild_distance (str)``: The distance between two items' category sets in ``ILD``:
   ``cosine`` or ``jaccard``. Defaults to ``cosine``.
 - ``f1_accuracy_metrics (list)`` and ``f1_diversity_metrics (list)``: The top-k metrics
-  whose means are ``F1``'s accuracy and diversity. Default to ``['Recall', 'NDCG']`` and
-  ``['CC', 'ILD']``.
+  whose means are the accuracy and the diversity that ``AccDivF1`` combines (their
+  harmonic mean). Default to ``['Recall', 'NDCG']`` and ``['CC', 'ILD']``.
 """
 
 
 def add_docs(text):
-    """A docs page of RecBole with CC, ILD, F1 in its ranking-metric list (and, on the
-    evaluation-settings page, their options)."""
+    """A docs page of RecBole with CC, ILD, AccDivF1 in its ranking-metric list (and, on
+    the evaluation-settings page, their options)."""
     match = METRIC_LIST.search(text)
     if match is None:
         raise ExportError("a RecBole docs page without its 'Ranking-based' metric list")
-    if "CC, ILD, F1" not in match.group(1):
+    if ", ".join(METRIC_NAMES) not in match.group(1):
         text = (
             text[: match.end(1)] + ", " + ", ".join(METRIC_NAMES) + text[match.end(1) :]
         )
@@ -244,10 +325,9 @@ TEST_SOURCE = os.path.join(
 
 
 def test_file():
-    """RecBole's test of the metrics (a new file of ``tests/metrics``), under the mark of
-    the export."""
+    """RecBole's test of the metrics (a new file of ``tests/metrics``)."""
     with open(TEST_SOURCE, encoding="utf-8") as f:
-        return format_source(f"# {MARK} {__version__}\n" + f.read())
+        return format_source(f.read())
 
 
 def pr_description():
@@ -255,37 +335,43 @@ def pr_description():
 
     doc = "Notation:" + metrics.__doc__.split("Notation:", 1)[1].rstrip()
     return (
-        "# Add category-diversity metrics CC, ILD and F1\n\n"
+        "# Add category-diversity metrics CC, ILD and AccDivF1\n\n"
         "Top-k metrics of the categories of the recommended items, as PAtt (KDD'24) "
-        "reports them, for any RecBole model on any dataset whose `.item` file has a "
-        "`token_seq` category column (the item→category table reaches the metrics "
-        "through the collector, under `data.item_categories`).\n\n"
+        "reports them (its F1 is `AccDivF1` here: the harmonic mean of accuracy and "
+        "diversity, not of precision and recall), for any RecBole model on any dataset "
+        "whose `.item` file has a `token_seq` category column (the item→category table "
+        "reaches the metrics through the collector, under `data.item_categories`).\n\n"
         f"{doc}\n\n"
         "## What changes\n\n"
         "- `recbole/evaluator/base_metric.py`: `CategoryMetric` (the base of CC and ILD) "
         "and the name of the category table the metrics and the collector share.\n"
-        "- `recbole/evaluator/metrics.py`: `CC`, `ILD`, `F1`.\n"
+        "- `recbole/evaluator/metrics.py`: `CC`, `ILD`, `AccDivF1`.\n"
         "- `recbole/evaluator/collector.py`: `Collector.data_collect` stores the "
         "item→category table under `data.item_categories` when a metric needs it "
-        "(`collected_item_categories`, which checks the field and says how to fix it: "
-        "missing from the `.item` file, not loaded by `load_col`, not `token_seq`).\n"
-        "- Options `category_field`, `ild_distance`, `f1_accuracy_metrics`, "
-        "`f1_diversity_metrics`, documented in `evaluation_settings.rst`.\n\n"
+        "(`collected_item_categories`: a `ValueError` when `category_field` is not a "
+        "loaded `token_seq` item feature).\n"
+        "- `recbole/properties/overall.yaml`: the options `category_field`, "
+        "`ild_distance`, `f1_accuracy_metrics`, `f1_diversity_metrics` with their "
+        "defaults, documented in `evaluation_settings.rst`.\n\n"
         "## Tests\n\n"
-        f"`{TEST_FILE}`: CC, ILD (cosine and Jaccard) and F1 against direct loops over the "
-        "recommended lists, F1's components, the errors, and the collector on "
-        "`tests/test_data` (its `class` genres).\n\n"
-        f"Generated by recbole_attn {__version__} (`recbole-attn export-upstream`).\n"
+        f"`{TEST_FILE}`: CC, ILD (cosine and Jaccard) and AccDivF1 against direct loops "
+        "over the recommended lists, AccDivF1's components, the options' defaults, the "
+        "errors, and the collector on `tests/test_data` (its `class` genres).\n"
     )
 
 
-def metric_files(read):
-    """``{path: text}`` of everything the metric export writes or edits in a checkout
-    (``read(path)``: the text of a file of it, None when it lacks the file)."""
-    out = edited_evaluator_files(read)
+def metric_files(read, earlier=None):
+    """``({path: text}, {path: block})``: everything the metric export writes or edits in
+    a checkout (``read(path)``: the text of a file of it, None when it lacks the file;
+    ``earlier``: the definitions an earlier export added to RecBole's files), and the
+    definitions it adds to RecBole's evaluator files."""
+    out, added = edited_evaluator_files(read, earlier)
     out[TEST_FILE] = test_file()
+    overall = read(OVERALL)
+    if overall is not None:
+        out[OVERALL] = add_overall_lines(overall)
     for path in DOCS_LISTS:
         text = read(path)
         if text is not None:
             out[path] = add_docs(text)
-    return out
+    return out, added

@@ -12,16 +12,8 @@ import inspect
 import json
 import re
 
-from recbole_attn import __version__
 from recbole_attn.errors import ExportError
-from recbole_attn.upstream.models import (
-    MARK,
-    MODELS,
-    SEQUENTIAL,
-    TESTS_BEGIN,
-    TESTS_END,
-    cite_docs,
-)
+from recbole_attn.upstream.models import MODELS, SEQUENTIAL
 
 
 def case_names(name):
@@ -32,44 +24,89 @@ def case_names(name):
     ]
 
 
-def recbole_test_cases(names):
-    """RecBole's test methods of ``names`` (one per model and variant, with the sizes that
-    keep the variant's case cheap on RecBole's test data)."""
-    out = [TESTS_BEGIN]
+def recbole_test_methods(names):
+    """``{method: text}``: RecBole's test methods of ``names`` (one per model and
+    variant, with the sizes that keep the variant's case cheap on RecBole's test data),
+    as RecBole writes them."""
+    out = {}
     for name in names:
         model = MODELS[name]
         for method, (suffix, options) in zip(case_names(name), model.cases.items()):
             config = {"model": name, **options, **model.sizes.get(suffix, {})}
             lines = "".join(f"            {k!r}: {v!r},\n" for k, v in config.items())
-            out.append(
+            text = (
                 f"    def {method}(self):\n        config_dict = {{\n{lines}        }}\n"
-                "        quick_test(config_dict)\n\n"
+                "        quick_test(config_dict)\n"
             )
-    out.append(TESTS_END)
-    return "".join(out).replace("'", '"')
+            out[method] = text.replace("'", '"')
+    return out
 
 
-def add_test_cases(text, names):
-    """RecBole's test_model_auto.py with our cases inside ``TestSequentialRecommender``
-    (replacing the ones of an earlier export)."""
-    cases = recbole_test_cases(names)
-    if TESTS_BEGIN in text:
-        start = text.index(TESTS_BEGIN)
-        end = text.index(TESTS_END, start) + len(TESTS_END)
-        return text[:start] + cases + text[end:]
+def recbole_test_cases(names):
+    """The text of RecBole's test methods of ``names``."""
+    return "\n".join(recbole_test_methods(names).values())
+
+
+def _method_span(text, method, start, end):
+    """``(begin, stop)`` of method ``method`` of the class between ``start`` and ``end``
+    of ``text`` (its blank lines after it excluded), or None."""
+    match = re.compile(rf"^    def {method}\(self\):\n", re.M).search(text, start, end)
+    if match is None:
+        return None
+    following = re.compile(r"^(    \S|\S)", re.M).search(text, match.end(), end)
+    stop = following.start() if following else end
+    return match.start(), len(text[:stop].rstrip("\n")) + 1
+
+
+def add_test_cases(text, names, earlier=None):
+    """``(text, methods)``: RecBole's test_model_auto.py with the cases of ``names``
+    inside ``TestSequentialRecommender`` and the methods written. A case already there
+    as the export writes it stays; one there as an earlier export wrote it
+    (``earlier``: ``{method: text}``) is replaced; any other method of that name is an
+    edit by hand, refused."""
+    earlier = earlier or {}
+    methods = recbole_test_methods(names)
     match = re.search(r"^class TestSequentialRecommender\b.*$", text, re.M)
     if match is None:
         raise ExportError(
             "tests/model/test_model_auto.py has no class TestSequentialRecommender: is "
             "--recbole_dir a RecBole checkout?"
         )
-    following = re.search(r"^(class |if __name__)", text[match.end() :], re.M)
-    end = match.end() + following.start() if following else len(text)
-    body = text[:end].rstrip("\n") + "\n\n"
-    return body + cases + "\n\n" + text[end:].lstrip("\n")
+    new = []
+    for method, case in methods.items():
+        following = re.search(r"^(class |if __name__)", text[match.end() :], re.M)
+        end = match.end() + following.start() if following else len(text)
+        span = _method_span(text, method, match.end(), end)
+        if span is None:
+            new.append(case)
+            continue
+        current = text[span[0] : span[1]]
+        if current == case:
+            continue
+        if current != earlier.get(method):
+            raise ExportError(
+                f"tests/model/test_model_auto.py: {method} differs from what the export "
+                "writes (edited by hand?); remove it or leave that model out of --models"
+            )
+        text = text[: span[0]] + case + text[span[1] :]
+    if new:
+        following = re.search(r"^(class |if __name__)", text[match.end() :], re.M)
+        end = match.end() + following.start() if following else len(text)
+        body = text[:end].rstrip("\n") + "\n\n"
+        text = body + "\n".join(new) + "\n\n" + text[end:].lstrip("\n")
+    return text, methods
 
 
 def add_init_lines(text, names):
+    """RecBole's ``sequential_recommender/__init__.py`` with the import of every model
+    of ``names`` it lacks; an import of that name in another form is refused."""
+    for name in names:
+        line = f"from {SEQUENTIAL}.{name.lower()} import {name}\n"
+        if line not in text and re.search(rf"\bimport .*\b{name}\b", text):
+            raise ExportError(
+                f"recbole/model/sequential_recommender/__init__.py imports {name} in "
+                f"another form than {line.strip()!r} (edited by hand?); make it that line"
+            )
     lines = [
         f"from {SEQUENTIAL}.{name.lower()} import {name}\n"
         for name in names
@@ -140,24 +177,102 @@ def _docstring_parts(model_class):
     return description.strip(), inspect.cleandoc(note) if note else ""
 
 
-def docs_page(name, yaml_text):
+def _yaml_literal(value):
+    import yaml
+
+    return yaml.safe_dump({"v": value}, default_flow_style=True)[4:-2]
+
+
+def _parameters(yaml_text):
+    """``[(key, type, meaning, value)]`` of the exported yaml's lines."""
+    import yaml
+
+    values = yaml.safe_load(yaml_text)
+    rows = []
+    for line in yaml_text.splitlines():
+        match = re.match(r"(\w+):[^#]*(?:#\s*(?:\((\w+)\)\s*)?(.*))?$", line)
+        if match:
+            key, kind, meaning = match.groups()
+            rows.append((key, kind, meaning or "", values[key]))
+    return rows
+
+
+def settings_text(name, files):
+    """What the docs page says of the settings a model yaml cannot hold (T, the
+    training budget) and, for a model that runs another model's file (AWRSR on STOSA),
+    of that model's defaults, which RecBole does not read for it."""
+    from recbole_attn.upstream.yaml_files import exported_keys, reproduction_settings
+
+    out = []
+    settings = reproduction_settings(name)
+    if settings:
+        lines = "".join(f"   {k}: {_yaml_literal(v)}\n" for k, v in settings.items())
+        length = settings.get("MAX_ITEM_LIST_LENGTH")
+        out.append(
+            "**Reproduction settings:** RecBole reads "
+            "``MAX_ITEM_LIST_LENGTH`` from ``recbole/properties/dataset/sample.yaml`` "
+            "(``50``) after the model's yaml, and the training and evaluation settings "
+            "from ``overall.yaml``, so the model's yaml holds none of them"
+            + (
+                f"; the paper's maximum sequence length is ``{length}``"
+                if length is not None
+                else ""
+            )
+            + ". To train as the model was reproduced, set them in your own config "
+            "file (or ``config_dict``):\n\n"
+            ".. code:: yaml\n\n" + lines
+        )
+    own = exported_keys(name, files)
+    for other in MODELS[name].also_reads:
+        theirs = exported_keys(other, files)
+        differ = {k: v for k, v in theirs.items() if k in own and own[k] != v}
+        if "train_neg_sample_args" in own and theirs.get("loss_type") != "CE":
+            differ["train_neg_sample_args"] = {
+                "distribution": "uniform",
+                "sample_num": 1,
+            }
+        if differ:
+            lines = "".join(f"   {k}: {_yaml_literal(v)}\n" for k, v in differ.items())
+            out.append(
+                f"**On the {other} backbone:** RecBole reads only ``{name}.yaml`` for "
+                f"{name}, whatever its backbone, so its values above apply to "
+                f"``backbone: '{other}'`` too. {other}'s own defaults differ in:\n\n"
+                ".. code:: yaml\n\n" + lines
+            )
+    return "\n".join(out)
+
+
+def docs_page(name, yaml_text, files=None):
+    """The docs page of model ``name`` (``docs/source/user_guide/model/sequential/
+    <name>.rst``), as RecBole writes its models' pages."""
     from recbole_attn.config import get_model_class
+    from recbole_attn.upstream.sources import python_files
 
     model = MODELS[name]
     description, note = _docstring_parts(get_model_class(name))
-    description, note = cite_docs(description), cite_docs(note)
     params = []
-    for line in yaml_text.splitlines():
-        match = re.match(r"(\w+):\s*([^#]*?)\s*(?:#\s*(.*))?$", line)
-        if match and match.group(1) not in ("train_neg_sample_args",):
-            key, value, comment = match.groups()
-            params.append(f"- ``{key}`` : {comment or ''} Defaults to ``{value}``.")
+    for key, kind, meaning, value in _parameters(yaml_text):
+        kind = f" ({kind})" if kind else ""
+        params.append(
+            f"- ``{key}{kind}`` : {meaning} Defaults to ``{_yaml_literal(value)}``."
+        )
     link = f"`[paper] <{model.paper_link}>`_\n\n" if model.paper_link else ""
-    code = f"Reference code: {model.ref_code}\n\n" if model.ref_code else ""
+    code = f"**Reference code:** {model.ref_code}\n\n" if model.ref_code else ""
     title = f"{name}\n{'=' * max(len(name), 11)}\n\n"
+    settings = settings_text(name, files or python_files())
+    import yaml
+
+    loss = yaml.safe_load(yaml_text).get("loss_type")
+    options = "      'train_neg_sample_args': None,\n" if loss == "CE" else ""
+    example = (
+        f"   parameter_dict = {{\n{options}   }}\n"
+        f"   run_recbole(model='{name}', dataset='ml-100k', "
+        "config_dict=parameter_dict)\n"
+        if options
+        else f"   run_recbole(model='{name}', dataset='ml-100k')\n"
+    )
     return (
-        f".. {MARK} {__version__}\n\n"
-        + title
+        title
         + "Introduction\n---------------------\n\n"
         + link
         + f"**Title:** {model.paper}\n\n**Authors:** {model.authors}\n\n"
@@ -165,31 +280,26 @@ def docs_page(name, yaml_text):
         + description
         + "\n\n"
         + ("**Deviations from the paper:**\n\n" + note + "\n\n" if note else "")
-        + "Running with RecBole\n-------------------------\n\n**Model Hyper-Parameters:**\n\n"
+        + "Running with RecBole\n-------------------------\n\n"
+        + "**Model Hyper-Parameters:**\n\n"
         + "\n".join(params)
-        + "\n\n**A Running Example:**\n\n.. code:: python\n\n"
+        + "\n\n"
+        + (settings + "\n" if settings else "")
+        + "**A Running Example:**\n\n"
+        + "Write the following code to a python file, such as `run.py`\n\n"
+        + ".. code:: python\n\n"
         + "   from recbole.quick_start import run_recbole\n\n"
-        + f"   run_recbole(model='{name}', dataset='ml-100k')\n"
+        + example
+        + "\nAnd then:\n\n.. code:: bash\n\n   python run.py\n"
     )
-
-
-#: what the plugin adds to a model file, beyond what the pull request contributes
-PLUGIN_ADDS = (
-    "recbole_attn trains the same model file with what only the plugin has: one "
-    "sequence per user with a loss at every position (`training_mode: all_position`, "
-    "the official codes' way and its default), every loss for every model (CE under a "
-    "memory budget, BPR, BCE, the log-Q corrected sampled softmax SSM; several "
-    "negatives per position, by popularity), batches cut to their longest sequence and "
-    "split into groups of similar lengths, and the attention matrices of every layer "
-    "(`attention_weights`); none of it is in this pull request."
-)
 
 
 def training_text(name):
     """What the pull request says of how the model trains."""
-    from recbole_attn.config import get_model_class
+    from recbole_attn.upstream.sources import python_files
+    from recbole_attn.upstream.yaml_files import accepted_losses
 
-    losses = getattr(get_model_class(name), "recbole_loss_types", ("BPR", "CE"))
+    losses = accepted_losses(name, python_files())
     sampled = [loss for loss in losses if loss != "CE"]
     how = (
         f"`loss_type: {sampled[0]}` on the negatives of RecBole's sampler "
@@ -198,28 +308,23 @@ def training_text(name):
         else "`loss_type: CE`"
     )
     return (
-        "The model trains RecBole's way: one sample per prefix, the loss at its last "
-        f"position, with {how}, as RecBole's SASRec. {PLUGIN_ADDS}"
+        "The model trains as RecBole's SASRec: one sample per prefix, the loss at its "
+        f"last position, with {how}."
     )
 
 
 def files_table(name, files=None):
     """The files of the pull request of model ``name`` with their line counts (those
     written whole; RecBole's own files get a line or a test case)."""
-    from recbole_attn.upstream.sources import own_paths, python_files
-    from recbole_attn.upstream.yaml_files import model_yaml
-
     if files is None:  # what the export writes for it
-        python, yaml_path, docs = own_paths(name)
-        text = model_yaml(name, python_files())
-        files = {
-            python: python_files()[python],
-            yaml_path: text,
-            docs: docs_page(name, text),
-        }
-    planned = files
+        from recbole_attn.upstream.export import planned_files
+
+        _, planned = planned_files([name])
+        from recbole_attn.upstream.sources import own_paths
+
+        files = {p: planned[p] for p in own_paths(name)}
     rows = ["| file | lines |", "|---|---|"]
-    for path, text in planned.items():
+    for path, text in files.items():
         rows.append(f"| `{path}` | {text.count(chr(10))} |")
     rows.append(
         "| `recbole/model/sequential_recommender/__init__.py`, "
@@ -229,29 +334,35 @@ def files_table(name, files=None):
     return "\n".join(rows)
 
 
-def pr_description(name, measured=None, files=None):
+def pr_description(name, measured=None, files=None, dependencies=()):
     """The pull-request text of model ``name``; ``measured``: a markdown section of what
-    was measured (recbole_attn's experiments write one per model), or None; ``files``:
-    the files of its pull request (default: what the export writes for it)."""
+    was measured, or None; ``files``: the files of its pull request (default: what the
+    export writes for it); ``dependencies``: the models whose files it imports."""
     from recbole_attn.config import get_model_class
 
     model = MODELS[name]
     description, note = _docstring_parts(get_model_class(name))
-    description, note = cite_docs(description), cite_docs(note)
     tests = "\n".join(f"- `{c}`" for c in case_names(name))
+    needs = (
+        "\n## Depends on\n\n"
+        + ", ".join(f"{d} (`{SEQUENTIAL}.{d.lower()}`)" for d in dependencies)
+        + f": {name}'s file imports it; this pull request includes its files.\n"
+        if dependencies
+        else ""
+    )
     return (
         f"# Add {name} ({model.paper})\n\n"
         f"Paper: {model.paper} ({model.authors}"
         + (f", {model.pub}" if model.pub else ", venue and year: to fill in")
         + f") {model.paper_link}\n"
         + (f"Reference code: {model.ref_code}\n" if model.ref_code else "")
+        + needs
         + f"\n## What is implemented\n\n{description}\n\n"
         f"## Deviations from the paper\n\n{note or 'None.'}\n\n"
         "## Training\n\n"
         f"{training_text(name)}\n\n"
         f"## Files\n\n{files_table(name, files)}\n\n"
-        f"## Tests\n\nAdded to `tests/model/test_model_auto.py`:\n\n{tests}\n\n"
-        + (measured.rstrip("\n") + "\n\n" if measured else "")
-        + (f"## Note\n\n{model.notes}\n\n" if model.notes else "")
-        + f"Generated by recbole_attn {__version__} (`recbole-attn export-upstream`).\n"
+        f"## Tests\n\nAdded to `tests/model/test_model_auto.py`:\n\n{tests}\n"
+        + ("\n" + measured.rstrip("\n") + "\n" if measured else "")
+        + (f"\n## Note\n\n{model.notes}\n" if model.notes else "")
     )

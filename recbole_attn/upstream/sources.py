@@ -4,8 +4,7 @@ recbole_attn.upstream.sources
 
 The Python files of the RecBole export: each model's file of :mod:`recbole_attn.model`,
 copied as it is but for its imports of another model file
-(``recbole_attn.model.stosa`` becomes ``recbole.model.sequential_recommender.stosa``) and
-the references to our documentation, under a first line that marks it as exported. Our
+(``recbole_attn.model.stosa`` becomes ``recbole.model.sequential_recommender.stosa``). Our
 model files already stand alone (torch, numpy, scipy and RecBole; a test checks it), so
 the export is the file the plugin runs.
 """
@@ -14,14 +13,8 @@ import functools
 import importlib.util
 import re
 
-from recbole_attn import __version__
 from recbole_attn.errors import ExportError
-from recbole_attn.upstream.models import (
-    MARK,
-    MODELS,
-    SEQUENTIAL,
-    cite_docs,
-)
+from recbole_attn.upstream.models import MODELS, SEQUENTIAL
 
 #: the package of our model files
 OURS = "recbole_attn.model"
@@ -54,7 +47,7 @@ def exported_text(module):
     with open(importlib.util.find_spec(module).origin, encoding="utf-8") as f:
         text = f.read()
     text = re.sub(rf"\b{re.escape(OURS)}\.(\w+)", rf"{SEQUENTIAL}.\1", text)
-    return format_source(cite_docs(f"# {MARK} {__version__}\n" + text))
+    return format_source(text)
 
 
 def own_paths(name):

@@ -1,5 +1,6 @@
-"""CC, ILD and F1 (recbole.evaluator.metrics) against direct loops over the recommended
-lists, and the collector that hands them the item categories (data.item_categories)."""
+"""CC, ILD and AccDivF1 (recbole.evaluator.metrics) against direct loops over the
+recommended lists, and the collector that hands them the item categories
+(data.item_categories)."""
 
 import math
 import os
@@ -97,7 +98,7 @@ class TestCategoryMetrics(unittest.TestCase):
             self.assertAlmostEqual(result[f"{name}@{k}"], expected(k), places=10)
 
     def test_registered_with_the_category_table(self):
-        for name in ("cc", "ild", "f1"):
+        for name in ("cc", "ild", "accdivf1"):
             self.assertIn(name, metrics_dict)
             self.assertIn("data.item_categories", metric_information[name])
 
@@ -115,24 +116,32 @@ class TestCategoryMetrics(unittest.TestCase):
         with self.assertRaises(ValueError):
             metrics_dict["ild"](config_with(ild_distance="euclid"))
 
-    def test_f1(self):
-        result = metrics_dict["f1"](config_with()).calculate_metric(data_struct())
+    def test_the_options_default_in_overall_yaml(self):
+        config = config_with()
+        self.assertEqual(config["category_field"], "categories")
+        self.assertEqual(config["ild_distance"], "cosine")
+        self.assertEqual(config["f1_accuracy_metrics"], ["Recall", "NDCG"])
+        self.assertEqual(config["f1_diversity_metrics"], ["CC", "ILD"])
+
+    def test_accdivf1(self):
+        config = config_with()
+        result = metrics_dict["accdivf1"](config).calculate_metric(data_struct())
 
         def f1(k):
             a = (recall(k) + ndcg(k)) / 2
             d = (cc(k) + ild(k, "cosine")) / 2
             return 2 * a * d / (a + d)
 
-        self.assert_values("f1", result, f1)
+        self.assert_values("accdivf1", result, f1)
 
-    def test_f1_components(self):
+    def test_accdivf1_components(self):
         config = config_with(f1_accuracy_metrics=["NDCG"], f1_diversity_metrics=["CC"])
-        result = metrics_dict["f1"](config).calculate_metric(data_struct())
+        result = metrics_dict["accdivf1"](config).calculate_metric(data_struct())
         self.assert_values(
-            "f1", result, lambda k: 2 * ndcg(k) * cc(k) / (ndcg(k) + cc(k))
+            "accdivf1", result, lambda k: 2 * ndcg(k) * cc(k) / (ndcg(k) + cc(k))
         )
         with self.assertRaises(ValueError):
-            metrics_dict["f1"](config_with(f1_accuracy_metrics=["AUC"]))
+            metrics_dict["accdivf1"](config_with(f1_accuracy_metrics=["AUC"]))
 
 
 def category_config(**options):

@@ -1,0 +1,55 @@
+"""
+recbole_attn.evaluator.item_categories
+######################################
+
+The item→category table that the category metrics read: what RecBole's collector needs
+to collect them. ``recbole-attn export-upstream`` copies its definitions into RecBole's
+``recbole/evaluator/collector.py``, whose ``Collector.data_collect`` then stores
+:func:`collected_item_categories` under ``data.item_categories``; the plugin checks the
+field first, with hints (:mod:`recbole_attn.evaluator.collector`).
+"""
+
+import numpy as np
+import torch
+from recbole.utils import FeatureSource, FeatureType
+
+
+def item_category_table(dataset, field):
+    """LongTensor ``[n_items, max_categories]``: row = internal item id, the item's
+    category token ids, zero-padded; all zeros for uncategorized items."""
+    iid_field = dataset.iid_field
+    n_items = dataset.item_num
+    feat = dataset.item_feat
+    if feat is None or field not in feat:
+        return torch.zeros(n_items, 1, dtype=torch.long)
+    if isinstance(feat[field], torch.Tensor):  # Interaction (after dataset.build())
+        values = feat[field].long()
+        if values.dim() == 1:
+            values = values.unsqueeze(1)
+        ids = feat[iid_field].long()
+    else:  # pandas DataFrame (before build): one array of token ids per row
+        rows = [np.asarray(v, dtype=np.int64).reshape(-1) for v in feat[field]]
+        width = max([len(r) for r in rows] + [1])
+        values = torch.zeros(len(rows), width, dtype=torch.long)
+        for r, v in enumerate(rows):
+            values[r, : len(v)] = torch.from_numpy(v)
+        ids = torch.as_tensor(np.asarray(feat[iid_field], dtype=np.int64))
+    table = torch.zeros(n_items, max(1, values.shape[1]), dtype=torch.long)
+    table[ids] = values
+    return table
+
+
+def collected_item_categories(config, dataset):
+    """The item→category table of the ``category_field`` of ``dataset``
+    (:func:`item_category_table`); a ``ValueError`` when that field is not a loaded
+    ``token_seq`` item feature."""
+    field = config["category_field"]
+    if (
+        dataset.field2source.get(field) != FeatureSource.ITEM
+        or dataset.field2type.get(field) != FeatureType.TOKEN_SEQ
+    ):
+        raise ValueError(
+            f"category_field [{field}] must be a token_seq feature of the .item file, "
+            "loaded by load_col"
+        )
+    return item_category_table(dataset, field)
