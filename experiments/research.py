@@ -29,6 +29,7 @@ from torch import nn
 
 from recbole_attn.data.dataset import AttnSequentialDataset
 from recbole_attn.errors import ConfigError
+from recbole_attn.forms.dpatt import causal_product_numerators, triple_minor_sums
 from recbole_attn.forms.stosa import PRESETS
 from recbole_attn.model import dpatt, patt, stosa
 from recbole_attn.models import MODELS
@@ -214,7 +215,7 @@ def dpp_pair_probabilities(kernel, mask, k):
     mask = mask.bool()
     m = mask.to(kernel.dtype)
     lm = kernel * m.unsqueeze(-1) * m.unsqueeze(-2)
-    minors = patt.pair_minors(lm) if k == 2 else patt.triple_minor_sums(lm)
+    minors = dpatt.pair_minors(lm) if k == 2 else triple_minor_sums(lm)
     n = kernel.size(-1)
     upper = torch.ones(n, n, dtype=torch.bool, device=kernel.device).triu(1)
     norm = (minors * upper).sum((-1, -2)) / (1.0 if k == 2 else 3.0)
@@ -235,7 +236,7 @@ def elementary_symmetric(kernel, mask, k):
     lm = kernel * m.unsqueeze(-1) * m.unsqueeze(-2)
     n = kernel.size(-1)
     upper = torch.ones(n, n, dtype=torch.bool, device=kernel.device).triu(1)
-    minors = patt.pair_minors(lm) if k == 2 else patt.triple_minor_sums(lm)
+    minors = dpatt.pair_minors(lm) if k == 2 else triple_minor_sums(lm)
     total = (minors * upper).sum((-1, -2))
     return total if k == 2 else total / 3.0
 
@@ -259,6 +260,7 @@ class ResearchDPPAttention(dpatt.DiversityDPPAttention):
         sampler,
         row_normalize,
         ground_set,
+        diversity_form="ratio",
     ):
         # the product attention's layers, built in its order (the same random draws),
         # the Sampler's bias only with the official squared Sampler (eq. 8 has none)
@@ -267,6 +269,7 @@ class ResearchDPPAttention(dpatt.DiversityDPPAttention):
         self.triple_samples, self.jitter = int(triple_samples), jitter
         self.diagonal, self.sampler_form = diagonal, sampler
         self.row_normalize, self.ground_set = row_normalize, ground_set
+        self.diversity_form = diversity_form
         self.query = nn.Linear(hidden_size, hidden_size, bias=sampler == "squared")
         self.dense = nn.Linear(hidden_size, hidden_size)
         self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
@@ -277,9 +280,18 @@ class ResearchDPPAttention(dpatt.DiversityDPPAttention):
         sampler = patt.split_heads(self.query(hidden), self.n_heads)
         return sampler * sampler if self.sampler_form == "squared" else sampler
 
-    def logits(self, sampler, valid, masks, category=None):
+    def pair_weights(self, kernel, valid, masks):
+        """PAtt's (no category kernel in ``masks``), DPAtt's ratio or product form."""
+        if not isinstance(masks, dpatt.DiversityMasks):
+            return patt.DPPAttention.pair_weights(self, kernel, valid, masks)
+        if self.diversity_form == "product":
+            category = masks.category.to(kernel.dtype)
+            return causal_product_numerators(kernel, category, valid, self.k, masks)
+        return super().pair_weights(kernel, valid, masks)
+
+    def logits(self, sampler, valid, masks):
         if self.ground_set == "sequence":
-            if category is not None:
+            if isinstance(masks, dpatt.DiversityMasks):
                 raise ValueError(
                     "ground_set='sequence' takes no category kernel (DPAtt)"
                 )
@@ -290,15 +302,15 @@ class ResearchDPPAttention(dpatt.DiversityDPPAttention):
                 diag = self.lam * (sampler * sampler).sum(-1)
                 logits = logits - torch.diag_embed(diag)
             return logits
-        logits = super().logits(sampler, valid, masks, category)
+        logits = super().logits(sampler, valid, masks)
         if self.diagonal == "one":  # D_tt = 1: no self logit
             logits = logits + torch.diag_embed(self.lam * (sampler * sampler).sum(-1))
         return logits
 
-    def forward(self, hidden, attention_mask, valid, masks, category=None):
+    def forward(self, hidden, attention_mask, valid, masks):
         if self.row_normalize:
-            return super().forward(hidden, attention_mask, valid, masks, category)
-        logits = self.logits(self.sampler(hidden), valid, masks, category)
+            return super().forward(hidden, attention_mask, valid, masks)
+        logits = self.logits(self.sampler(hidden), valid, masks)
         allowed = attention_mask == 0  # the additive mask's allowed keys
         weights = torch.exp(torch.where(allowed, logits, 0.0)) * allowed
         probs = self.attn_dropout(weights)
@@ -356,11 +368,12 @@ class PAttForms:
             k=self.dpp_k,
             lam=self.dpp_lambda,
             triple_samples=self.dpp_triple_samples,
-            jitter=self.dpp_cat_jitter,
+            jitter=getattr(self, "dpp_cat_jitter", 0.1),  # DPAtt's
             diagonal=forms["dpp_diagonal"],
             sampler=forms["dpp_sampler"],
             row_normalize=forms["dpp_row_normalize"],
             ground_set=forms["dpp_ground_set"],
+            diversity_form=getattr(self, "diversity_form", "ratio"),  # DPAtt's
         )
 
     def position_ids(self, item_seq_len, length):

@@ -15,6 +15,7 @@ import re
 import torch
 
 from recbole_attn.data.histories import training_histories
+from recbole_attn.forms.dpatt import DIVERSITY_FORMS, DPAttWithForms
 from recbole_attn.forms.stosa import PRESETS, RefinedSTOSAWithForms, STOSAWithForms
 from recbole_attn.model import awrsr, dpatt, fparec, parec, patt, rksa, stosa
 from recbole_attn.options import Default, Integer, Number, OneOf, Opt, Subset
@@ -170,11 +171,6 @@ class PAtt(DotProductScores, AttnSequentialRecommender, patt.PAtt):
             Integer(0),
             "k=3 only: 0 = exact sum over all third items; s > 0 = s sampled (training)",
         ),
-        "dpp_cat_jitter": Opt(
-            0.1,
-            Number("probability"),
-            "DPAtt only: beta of C = (1-beta) V V^T + beta I",
-        ),
     }
     defaults = {
         "n_layers": 1,
@@ -213,7 +209,7 @@ class PAtt(DotProductScores, AttnSequentialRecommender, patt.PAtt):
     recbole_loss_types = ("BCE", "CE")
 
 
-class DPAtt(PAtt, dpatt.DPAtt):
+class DPAtt(PAtt, DPAttWithForms):
     __doc__ = dpatt.DPAtt.__doc__
     needs_item_categories = True
     yaml_header = """DPAtt (Liu et al., KDD 2024): PAtt with the diversity-aware kernel, subset weight
@@ -221,6 +217,9 @@ det(L_Y) / det(C_Y) (or the paper's product kernel: dpp_diversity_form). C is le
 in a pre-stage with eq. 10 from training histories and item categories (category_field),
 then frozen. DPAtt^3: --dpp_k=3. Every other key comes from PAtt.yaml (loaded first)."""
     options = {
+        "dpp_cat_jitter": Opt(
+            0.1, Number("probability"), "beta of C = (1-beta) V V^T + beta I"
+        ),
         "dpp_cat_rank": Opt(32, Integer(1), "rank r of C"),
         "dpp_cat_set_size": Opt(
             4, Integer(2), "size of the (diverse, less diverse) training sets"
@@ -232,7 +231,7 @@ then frozen. DPAtt^3: --dpp_k=3. Every other key comes from PAtt.yaml (loaded fi
         "dpp_cat_lr": Opt(0.05, Number("positive"), "learning rate of the pre-stage"),
         "dpp_diversity_form": Opt(
             "ratio",
-            OneOf("ratio", "product"),
+            OneOf(*DIVERSITY_FORMS),
             "ratio: subset weight det(L_Y)/det(C_Y); product: k-DPP of the paper's "
             "T = L_{<=t} C_{<=t}^-1 per prefix, minors clamped at 0, O(B T^4) time",
         ),
@@ -250,6 +249,11 @@ then frozen. DPAtt^3: --dpp_k=3. Every other key comes from PAtt.yaml (loaded fi
             else None
         ),
     )
+
+    def calculate_loss(self, interaction):
+        """The plugin's loss, after the pre-stage that learns C (once)."""
+        self.fit_category_kernel()
+        return super().calculate_loss(interaction)
 
 
 class AWRSR(AttnSequentialRecommender, awrsr.AWRSR):

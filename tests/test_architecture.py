@@ -149,7 +149,12 @@ def test_yaml_of_base_classes_first():
 
 
 def test_zero_is_a_value_not_a_default(tiny_config):
-    _, net, _, _ = _build("PAtt", {**tiny_config, "dpp_cat_jitter": 0.0})
+    config = {**tiny_config, "dpp_cat_jitter": 0.0, "dpp_cat_steps": 1}
+    config["load_col"] = {
+        "inter": ["user_id", "item_id", "timestamp"],
+        "item": ["item_id", "categories"],
+    }
+    _, net, _, _ = _build("DPAtt", config)
     assert net.dpp_cat_jitter == 0.0
 
 

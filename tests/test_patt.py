@@ -15,10 +15,11 @@ from experiments.research import (
     dpp_pair_probabilities,
     elementary_symmetric,
 )
+from recbole_attn.forms import dpatt as dpatt_forms
+from recbole_attn.forms.dpatt import causal_product_numerators
 from recbole_attn.model import dpatt, patt
 from recbole_attn.model.dpatt import (
     category_kernel,
-    causal_product_numerators,
     distinct_category_counts,
     learn_category_kernel,
 )
@@ -32,21 +33,29 @@ def _masked(kernel, mask):
     return kernel * m.unsqueeze(-1) * m.unsqueeze(-2)
 
 
-def causal_pair_numerators(kernel, mask, k, **kwargs):
-    """The model file's numerators of a kernel with padding (masked here)."""
+def causal_pair_numerators(kernel, mask, k, category=None, **kwargs):
+    """The model files' numerators of a kernel with padding (masked here): PAtt's, or
+    DPAtt's with a category kernel."""
     mask = mask.bool()
     masks = patt.causal_masks(mask, k, kernel.dim() == 4, kernel.dtype)
-    return patt.causal_pair_numerators(_masked(kernel, mask), k, masks, **kwargs)
+    if category is None:
+        return patt.causal_pair_numerators(_masked(kernel, mask), k, masks, **kwargs)
+    masks = dpatt.DiversityMasks(*masks, category)
+    return dpatt.causal_ratio_numerators(_masked(kernel, mask), k, masks, **kwargs)
 
 
 def causal_dpp_pair_probabilities(kernel, mask, k, diversity_form="ratio", **kwargs):
     """P = W / Z of the model files' per-prefix k-DPPs (the kernel masked here): PAtt's
     (and DPAtt's ratio form), or DPAtt's product form."""
     mask = mask.bool()
-    if diversity_form == "product" and kwargs.get("category") is not None:
-        num, norm = dpatt.causal_product_numerators(
-            _masked(kernel, mask), kwargs["category"], mask, k
+    category = kwargs.pop("category", None)
+    if diversity_form == "product" and category is not None:
+        num, norm = dpatt_forms.causal_product_numerators(
+            _masked(kernel, mask), category, mask, k
         )
+    elif category is not None:
+        num, norm = causal_pair_numerators(kernel, mask, k, category, **kwargs)
+        num, norm = num, patt.floored_normalizer(norm, _masked(kernel, mask), k)
     else:
         num, norm = patt.causal_pair_weights(_masked(kernel, mask), mask, k, **kwargs)
     return num / norm.unsqueeze(-1)
@@ -108,11 +117,13 @@ def dpp_attention(
         allowed = mask[:, None, None, :] & torch.ones(n, n).bool().tril()
         attention_mask = torch.where(allowed, 0.0, -10000.0)  # RecBole's
         masks = patt.causal_masks(mask, k, dtype=hidden.dtype)
+        if category is not None:
+            masks = dpatt.DiversityMasks(*masks, category)
         seen = []
         hook = layer.attn_dropout.register_forward_pre_hook(
             lambda m, args: seen.append(args[0])
         )
-        out = layer(hidden, attention_mask, mask, masks, category)
+        out = layer(hidden, attention_mask, mask, masks)
         hook.remove()
         return out, seen[0]
 
@@ -239,8 +250,9 @@ def test_the_model_file_refuses_what_it_cannot_compute(tiny_config):
         changed[key] = value
         if key == "MAX_ITEM_LIST_LENGTH":
             changed["dpp_k"] = 3
+        model = dpatt_forms.DPAttWithForms if key == "dpp_diversity_form" else None
         with pytest.raises(ValueError, match=message):
-            dpatt.DPAtt(changed, train.dataset)
+            (model or dpatt.DPAtt)(changed, train.dataset)
 
 
 # ------------------------------------------------------------------ numerics, gradients

@@ -14,6 +14,8 @@ DPAtt is PAtt (:mod:`recbole_attn.model.patt`) with the diversity-aware kernel o
 the k-subsets of every prefix.
 """
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -23,10 +25,85 @@ from recbole_attn.model.patt import (
     PAtt,
     DPPAttention,
     causal_masks,
-    pair_minors,
-    tiny_value,
-    triple_minor_sums,
+    det3,
+    floored_normalizer,
+    sample_third_items,
+    triple_dets,
 )
+
+
+def pair_minors(kernel):
+    r"""All 2x2 principal minors :math:`d_r d_t - L_{rt} L_{tr}` ``[..., T, T]`` (0 on the
+    diagonal)."""
+    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
+    minors = d.unsqueeze(-1) * d.unsqueeze(-2) - kernel * kernel.transpose(-1, -2)
+    eye = torch.eye(kernel.size(-1), dtype=torch.bool, device=kernel.device)
+    return minors.masked_fill(eye, 0.0)
+
+
+def dense_triple_dets(kernel):
+    """All 3x3 principal minors ``[..., T(t), T(r), T(x)]`` of a symmetric kernel."""
+    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
+    return det3(
+        d.unsqueeze(-2).unsqueeze(-1),  # r
+        d.unsqueeze(-1).unsqueeze(-1),  # t
+        d.unsqueeze(-2).unsqueeze(-2),  # x
+        kernel.unsqueeze(-2),  # (t, x)
+        kernel.unsqueeze(-3),  # (r, x)
+        kernel.unsqueeze(-1),  # (t, r)
+    )
+
+
+class DiversityMasks(NamedTuple):
+    """PAtt's causal masks of a batch and the category kernel of its sequences
+    ``category [B, T, T]``, what DPAtt's attention layers read."""
+
+    keys: torch.Tensor
+    pairs: torch.Tensor
+    category: torch.Tensor
+
+
+def causal_ratio_numerators(
+    kernel, k, masks, triple_samples=0, jitter=0.1, third_items=None
+):
+    r"""PAtt's pair weights and normalizers (:func:`~patt.causal_pair_numerators`) with
+    the subset weight :math:`\det L_Y / \det C_Y` (``masks.category``; the minors of C
+    floored at :math:`\beta^{|Y|}`, ``jitter`` = :math:`\beta`): k = 2 and k = 3 exact
+    (all 3x3 minors, ``[..., T, T, T]``) or sampled, whose normalizer is built from the
+    sampled weights."""
+    pairs, category = masks.pairs, masks.category
+    if kernel.dim() == 4:
+        category = category.unsqueeze(1)
+    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
+    if k == 2:
+        num = torch.addcmul(
+            d.unsqueeze(-1) * d.unsqueeze(-2), kernel, kernel, value=-1.0
+        )
+        num = num / pair_minors(category).clamp_min(jitter * jitter)
+        num = num.clamp_min(0.0) * pairs
+        return num, num.sum(-1).cumsum(-1)
+
+    n = kernel.size(-1)
+    if triple_samples:
+        x = third_items
+        if x is None:
+            x = sample_third_items(kernel.shape, triple_samples, kernel.device)
+        dets = triple_dets(kernel, x).clamp_min(0.0)
+        dets = dets / triple_dets(category.expand(*kernel.shape), x).clamp_min(
+            jitter**3
+        )
+        count = torch.arange(n, device=kernel.device, dtype=kernel.dtype) - 1.0
+        num = dets.mean(-1) * (count.clamp_min(0).unsqueeze(-1) * pairs)
+        return num, (0.5 * num.sum(-1)).cumsum(-1)
+
+    t = torch.arange(n, device=kernel.device).view(n, 1, 1)
+    r = torch.arange(n, device=kernel.device).view(1, n, 1)
+    xs = torch.arange(n, device=kernel.device).view(1, 1, n)
+    allowed = ((xs < t) & (xs != r)).to(kernel.dtype)
+    dets = dense_triple_dets(kernel).clamp_min(0.0)
+    dets = dets / dense_triple_dets(category).clamp_min(jitter**3)
+    num = (dets * allowed).sum(-1) * pairs
+    return num, (0.5 * num.sum(-1)).cumsum(-1)
 
 
 def category_kernel(vectors, jitter):
@@ -36,63 +113,6 @@ def category_kernel(vectors, jitter):
     v = F.normalize(vectors, dim=-1)
     eye = torch.eye(v.size(-2), dtype=v.dtype, device=v.device)
     return (1.0 - jitter) * (v @ v.transpose(-1, -2)) + jitter * eye
-
-
-def prefix_product_kernels(kernel, category, mask):
-    r"""The paper's composite kernel (eq. 11) on every causal prefix,
-    :math:`T^{(t)} = L_{Y_t} C_{Y_t}^{-1}` with :math:`Y_t` the valid positions x <= t,
-    embedded in ``[B, (H,) T(t), T, T]`` (zero outside :math:`Y_t \times Y_t`) for a
-    kernel ``[B, (H,) T, T]``.
-
-    One batched LU solve of ``B*T`` T x T systems: :math:`C` restricted to :math:`Y_t`
-    with the identity elsewhere is block diagonal, so :math:`(L \circ 1_{Y_t Y_t})
-    \tilde C_t^{-1}` is :math:`L_{Y_t} C_{Y_t}^{-1}` on the block and 0 elsewhere. The
-    inverse is taken on the prefix (the paper's T on the ground set Y): no future item.
-    """
-    n = kernel.size(-1)
-    dtype = kernel.dtype
-    incl = torch.ones(n, n, dtype=torch.bool, device=kernel.device).tril()  # [t, x]
-    member = (mask.unsqueeze(-2) & incl).to(dtype)  # [B, t, x]: x in Y_t
-    block = member.unsqueeze(-1) * member.unsqueeze(-2)  # [B, t, x, y]
-    eye = torch.eye(n, dtype=dtype, device=kernel.device)
-    outside = eye * (1.0 - member).unsqueeze(-1)  # identity on positions not in Y_t
-    systems = category.to(dtype).unsqueeze(-3) * block + outside  # block diagonal
-    lu, pivots = torch.linalg.lu_factor(systems)  # one factorization per prefix
-    if kernel.dim() == 4:  # heads
-        lu, pivots, block = lu.unsqueeze(1), pivots.unsqueeze(1), block.unsqueeze(1)
-    rhs = kernel.unsqueeze(-3) * block  # L_{Y_t}, zero outside
-    return torch.linalg.lu_solve(lu, pivots, rhs, left=False)  # X C~ = L_{Y_t}
-
-
-def causal_product_numerators(kernel, category, mask, k, masks=None):
-    r"""Pair weights ``W[..., t, r]`` and floored normalizers ``Z[..., t]`` of DPAtt's
-    ``product`` form: for query t the k-DPP kernel is :math:`T^{(t)}`
-    (:func:`prefix_product_kernels`); W is its 2x2 minor at (t, r) (k = 2) or its triple
-    sum (k = 3), Z the sum of those over the prefix's pairs (/3 for k = 3).
-
-    :math:`T^{(t)}` is similar to a PSD matrix, so :math:`e_k(T^{(t)}) \ge 0`, but its
-    principal minors are not :math:`\det L_Y / \det C_Y` and can be negative: every pair
-    quantity is clamped at 0 and normalized by the sum of the clamped ones (a proper
-    distribution over pairs; exact where no minor is negative, e.g. C = I).
-    Cost: O(B T^4) time, O(B H T^3) memory.
-    """
-    if masks is None:
-        masks = causal_masks(mask, k, kernel.dim() == 4, kernel.dtype)
-    prod = prefix_product_kernels(kernel, category, mask)  # [B, (H,) t, a, b]
-    minors = pair_minors(prod) if k == 2 else triple_minor_sums(prod)
-    minors = minors.clamp_min(0.0)
-    n = kernel.size(-1)
-    upper = torch.ones(n, n, dtype=torch.bool, device=kernel.device).triu(1)
-    norm = (minors * upper).sum((-1, -2))  # outside Y_t the minors are 0
-    if k == 3:
-        norm = norm / 3.0
-    # floor 100 eps ||T||_F^k, as (||T||_F^2)^(k/2): no sqrt, whose derivative at 0
-    # (zero kernel, padding rows) is infinite
-    eps = torch.finfo(kernel.dtype).eps
-    floor = 100.0 * eps * prod.square().sum((-1, -2)) ** (0.5 * k)
-    norm = torch.maximum(norm, floor + tiny_value(kernel.dtype))
-    own = torch.diagonal(minors, dim1=-3, dim2=-2).transpose(-1, -2)  # [..., t, r]
-    return own * masks.pairs, norm
 
 
 def distinct_category_counts(item_sets, item_categories, n_categories):
@@ -171,67 +191,59 @@ def learn_category_kernel(
 
 
 class DiversityDPPAttention(DPPAttention):
-    """PAtt's attention whose subset weights read DPAtt's category kernel: the
-    ``ratio`` form, or the ``product`` form (:func:`causal_product_numerators`)."""
+    """PAtt's attention whose subset weights are :math:`\det L_Y / \det C_Y`, with the
+    category kernel of the batch's sequences (:class:`DiversityMasks`)."""
 
-    diversity_form = "ratio"
+    def __init__(self, *args, jitter=0.1, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.jitter = jitter
 
-    def pair_weights(self, kernel, valid, masks, category=None):
-        if self.diversity_form == "product" and category is not None:
-            return causal_product_numerators(kernel, category, valid, self.k, masks)
-        return super().pair_weights(kernel, valid, masks, category)
+    def pair_weights(self, kernel, valid, masks):
+        triples = self.triple_samples if self.training else 0
+        category = masks.category
+        if category.dtype in (torch.float16, torch.bfloat16):
+            category = category.float()
+        num, norm = causal_ratio_numerators(
+            kernel, self.k, masks._replace(category=category), triples, self.jitter
+        )
+        return num, floored_normalizer(norm, kernel, self.k)
 
 
 class DPAtt(PAtt):
     r"""DPAtt: PAtt with the diversity-aware kernel (section 3.2.4). A k-subset Y of the
-    prefix gets the unnormalized weight :math:`\det L_Y / \det C_Y` (the quantity of the
-    paper's Appendix A.1, eq. 13-14), where C is a category-scope kernel over all items:
-    subsets spanning more categories (larger :math:`\det C_Y`) get lower probability,
-    hence higher attention :math:`\exp(-\lambda P)`.
+    prefix gets the weight :math:`\det L_Y / \det C_Y` (the quantity of Appendix A.1,
+    eq. 13-14), C a category kernel over all items: subsets spanning more categories get
+    lower probability, hence higher attention :math:`\exp(-\lambda P)`.
 
-    C is a low-rank kernel :math:`C = (1-\beta) \hat V \hat V^\top + \beta I` with
-    unit-norm item vectors :math:`\hat v_i \in R^{r}` (``dpp_cat_rank``), so
-    :math:`C_{ii} = 1` and :math:`\beta^{|Y|} \le \det C_Y \le 1` (``dpp_cat_jitter`` =
-    :math:`\beta`). **C is trained in a pre-stage** when the model is built, with the
-    paper's eq. 10, :math:`\max \sum \log\det C_{A^+} - \log\det C_{A^-}`, on pairs of
-    (more diverse, less diverse) item sets of size ``dpp_cat_set_size`` drawn from the
-    TRAINING sequences (``dpp_cat_draws`` random subsets per sequence; the one with the
-    most distinct categories is A+, the one with the fewest A-), ``dpp_cat_steps`` Adam
-    steps at ``dpp_cat_lr``. It is then frozen (a buffer: saved with the model, no
-    gradient from the recommendation loss). Categories are the token_seq item feature
-    ``category_field``.
+    :math:`C = (1-\beta) \hat V \hat V^\top + \beta I` with unit-norm item vectors
+    :math:`\hat v_i \in R^{r}` (``dpp_cat_rank``, :math:`\beta` = ``dpp_cat_jitter``),
+    learned before the first training step with eq. 10, :math:`\max \sum \log\det
+    C_{A^+} - \log\det C_{A^-}`, on (more diverse, less diverse) item sets of size
+    ``dpp_cat_set_size`` from the training sequences (``dpp_cat_draws`` random subsets
+    per sequence, ``dpp_cat_steps`` Adam steps at ``dpp_cat_lr``), then frozen (a buffer
+    saved with the model: a loaded model is not refitted). Categories: the token_seq
+    item feature ``category_field``.
 
     NOTE:
         Deviations, besides PAtt's:
 
-        * The paper's composite kernel :math:`T = L C_S^{-1}` (eq. 11) is not symmetric and
-          its principal minors are in general not :math:`\det L_Y/\det C_Y` (they can be
-          negative); by default (``dpp_diversity_form: ratio``) we use
-          :math:`\det L_Y / \det C_Y`, the measure the appendix proves the diversity
-          property for. ``dpp_diversity_form: product`` uses the paper's kernel on the
-          ground set of query t, :math:`T^{(t)} = L_{\le t} C_{\le t}^{-1}`, with pair
-          quantities clamped at 0 and normalized by the sum of the clamped ones. Cost:
-          one LU solve per prefix (O(B T^4)) and O(B H T^3) memory, so meant for
-          T <= 50; not combinable with ``dpp_triple_samples``.
+        * The paper's composite kernel :math:`T = L C_S^{-1}` (eq. 11) is not symmetric
+          and its principal minors are not :math:`\det L_Y/\det C_Y` (they can be
+          negative); we use :math:`\det L_Y / \det C_Y`, the measure the appendix
+          proves the diversity property for.
         * C's item vectors are learned from set pairs chosen by their category counts;
-          the official pipeline learns a logistic-DPP kernel offline and does not use it
-          in attention.
+          the reference code learns a logistic-DPP kernel offline and does not use it in
+          attention.
         * DPAtt^3 exact needs all 3x3 minors of C and L (O(T^3) memory per head); the
-          sampled variant (``dpp_triple_samples > 0``) is O(T^2 s) and its per-prefix
-          normalizer is built from the sampled weights.
+          sampled variant (``dpp_triple_samples > 0``) builds its normalizer from the
+          sampled weights.
     """
 
     def __init__(self, config, dataset):
+        self.dpp_cat_jitter = config["dpp_cat_jitter"]
         super(DPAtt, self).__init__(config, dataset)
 
-        form = config["dpp_diversity_form"]
-        if form not in ("ratio", "product"):
-            raise ValueError(
-                f"dpp_diversity_form must be ratio or product, got {form!r}"
-            )
-        for layer in self.trm_encoder.layer:
-            layer.multi_head_attention.diversity_form = form
-
+        # the pre-stage's settings and data (item categories, training histories)
         field = config["category_field"]
         if dataset.field2type.get(field) != FeatureType.TOKEN_SEQ:
             raise ValueError(
@@ -244,20 +256,31 @@ class DPAtt(PAtt):
             values = values.unsqueeze(1) if values.dim() == 1 else values
             categories = torch.zeros(self.n_items, values.size(1), dtype=torch.long)
             categories[dataset.item_feat[dataset.iid_field].long()] = values
-        histories, lengths = self.training_histories(dataset)
-        vectors = learn_category_kernel(
-            categories,
-            histories,
-            lengths,
-            rank=config["dpp_cat_rank"],
-            set_size=config["dpp_cat_set_size"],
-            draws=config["dpp_cat_draws"],
-            steps=config["dpp_cat_steps"],
-            lr=config["dpp_cat_lr"],
-            jitter=self.dpp_cat_jitter,
-            seed=config["seed"],
-        )
-        self.register_buffer("category_vectors", vectors)
+        self.category_data = (categories, *self.training_histories(dataset))
+        self.category_settings = {
+            "rank": config["dpp_cat_rank"],
+            "set_size": config["dpp_cat_set_size"],
+            "draws": config["dpp_cat_draws"],
+            "steps": config["dpp_cat_steps"],
+            "lr": config["dpp_cat_lr"],
+            "jitter": self.dpp_cat_jitter,
+            "seed": config["seed"],
+        }
+        rank = self.category_settings["rank"]
+        self.register_buffer("category_vectors", torch.zeros(self.n_items, rank))
+
+    def fit_category_kernel(self):
+        """Learn C's item vectors (once: not after a fit or a loaded state dict)."""
+        if self.category_data is None:
+            return
+        vectors = learn_category_kernel(*self.category_data, **self.category_settings)
+        self.category_vectors.copy_(vectors)
+        self.category_data = None
+
+    def _load_from_state_dict(self, state_dict, prefix, *args):
+        if prefix + "category_vectors" in state_dict:
+            self.category_data = None  # a learned C: no pre-stage
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def training_histories(self, dataset):
         """Right-padded ``[U, T]`` training histories (each user's most recent T training
@@ -292,6 +315,18 @@ class DPAtt(PAtt):
             jitter=self.dpp_cat_jitter,
         )
 
-    def sequence_category_kernel(self, item_seq):
-        """:math:`C` restricted to the items of every sequence ``[B, L, L]``."""
-        return category_kernel(self.category_vectors[item_seq], self.dpp_cat_jitter)
+    def encode(self, item_seq, item_seq_len):
+        """Outputs ``[B, L, d]`` at every position."""
+        positions = self.position_ids(item_seq_len, item_seq.size(1))
+        hidden = self.item_embedding(item_seq) + self.position_embedding(positions)
+        hidden = self.dropout(self.LayerNorm(hidden))
+        valid = item_seq > 0
+        attention_mask = self.get_attention_mask(item_seq)  # [B, 1, L, L]
+        masks = causal_masks(valid, self.dpp_k, dtype=hidden.dtype)
+        category = category_kernel(self.category_vectors[item_seq], self.dpp_cat_jitter)
+        masks = DiversityMasks(*masks, category)
+        return self.trm_encoder(hidden, attention_mask, valid, masks)
+
+    def calculate_loss(self, interaction):
+        self.fit_category_kernel()
+        return super().calculate_loss(interaction)

@@ -237,6 +237,8 @@ class PARec(SequentialRecommender):
         self.initializer_range = config["initializer_range"]
         self.position_alignment = config["position_alignment"]
         self.loss_type = config["loss_type"]
+        if self.position_alignment not in ["first", "last"]:
+            raise ValueError("Make sure 'position_alignment' in ['first', 'last']!")
         self.positional_pattern = config["positional_pattern"]
         self.pattern_decay = config["pattern_decay"]
         self.factor_k = config["factor_k"] if self.factored else None
@@ -274,7 +276,12 @@ class PARec(SequentialRecommender):
             for _ in range(self.n_layers)
         )
         self.LayerNorm = nn.LayerNorm(self.hidden_size, eps=self.layer_norm_eps)
-        self.loss_fct = BPRLoss() if self.loss_type == "BPR" else nn.CrossEntropyLoss()
+        if self.loss_type == "BPR":
+            self.loss_fct = BPRLoss()
+        elif self.loss_type == "CE":
+            self.loss_fct = nn.CrossEntropyLoss()
+        else:
+            raise NotImplementedError("Make sure 'loss_type' in ['BPR', 'CE']!")
 
         # parameters initialization
         self.apply(self._init_weights)
@@ -313,11 +320,8 @@ class PARec(SequentialRecommender):
         return self.gather_indexes(output, item_seq_len - 1)  # [B, d]
 
     def item_scores(self, output, items):
-        """Dot products of ``output`` ``[N, d]`` with ``items`` ``[N]`` or ``[N, M]``."""
-        items_emb = self.item_embedding(items)
-        if items_emb.dim() > output.dim():
-            output = output.unsqueeze(-2)
-        return (output * items_emb).sum(-1)
+        """Dot products of ``output`` ``[N, d]`` with ``items`` ``[N]``."""
+        return (output * self.item_embedding(items)).sum(-1)
 
     def all_item_scores(self, output):
         return output @ self.item_embedding.weight.transpose(0, 1)  # eq. 10
@@ -329,8 +333,6 @@ class PARec(SequentialRecommender):
         pos_items = interaction[self.POS_ITEM_ID]
         if self.loss_type == "CE":  # eq. 11
             return self.loss_fct(self.all_item_scores(output), pos_items)
-        if self.loss_type != "BPR":
-            raise NotImplementedError("Make sure 'loss_type' in ['BPR', 'CE']!")
         neg_items = interaction[self.NEG_ITEM_ID]
         return self.loss_fct(
             self.item_scores(output, pos_items), self.item_scores(output, neg_items)

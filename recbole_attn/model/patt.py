@@ -1,5 +1,5 @@
 r"""
-PAtt, DPAtt
+PAtt
 ################################################
 
 Reference:
@@ -9,7 +9,7 @@ Reference:
 Reference code:
     https://github.com/l-lyl/PAtt
 
-PAtt^k / DPAtt^k with ``dpp_k: 2`` (dual dependency, eq. 7) or ``dpp_k: 3`` (triple
+PAtt^k with ``dpp_k: 2`` (dual dependency, eq. 7) or ``dpp_k: 3`` (triple
 dependency, eq. 12). Every k-DPP quantity is in closed form, for the k-DPP on each
 query's valid causal prefix: with ``d = diag(L)``,
 
@@ -49,35 +49,6 @@ def floored_normalizer(norm, kernel, k):
     return torch.maximum(norm, floor)
 
 
-def pair_minors(kernel):
-    r"""All 2x2 principal minors :math:`d_r d_t - L_{rt} L_{tr}` ``[..., T, T]`` (0 on the
-    diagonal)."""
-    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
-    minors = d.unsqueeze(-1) * d.unsqueeze(-2) - kernel * kernel.transpose(-1, -2)
-    eye = torch.eye(kernel.size(-1), dtype=torch.bool, device=kernel.device)
-    return minors.masked_fill(eye, 0.0)
-
-
-def triple_minor_sums(kernel):
-    r""":math:`S_{rt} = \sum_{x \notin \{r,t\}} \det L_{\{r,t,x\}}` ``[..., T, T]`` for any
-    square (also non-symmetric) kernel: one matmul, zero diagonal."""
-    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
-    tau = d.sum(-1)[..., None, None]
-    sq = kernel @ kernel
-    sq_d = torch.diagonal(sq, dim1=-2, dim2=-1)
-    lt = kernel.transpose(-1, -2)
-    sums = (
-        d.unsqueeze(-1) * d.unsqueeze(-2) * tau
-        + kernel * sq.transpose(-1, -2)
-        + lt * sq
-        - d.unsqueeze(-1) * sq_d.unsqueeze(-2)
-        - d.unsqueeze(-2) * sq_d.unsqueeze(-1)
-        - kernel * lt * tau
-    )
-    eye = torch.eye(kernel.size(-1), dtype=torch.bool, device=kernel.device)
-    return sums.masked_fill(eye, 0.0)
-
-
 def det3(a, b, c, f, g, h):
     r"""Determinant of the symmetric 3x3 matrix with diagonal (a, b, c) and off-diagonal
     entries f = (b,c), g = (a,c), h = (a,b): :math:`abc + 2fgh - af^2 - bg^2 - ch^2`."""
@@ -98,19 +69,6 @@ def triple_dets(kernel, x):
     d_t = d.unsqueeze(-1).unsqueeze(-1)
     d_r = d.unsqueeze(-2).unsqueeze(-1)
     return det3(d_r, d_t, d_x.reshape(x.shape), l_tx, l_rx, kernel.unsqueeze(-1))
-
-
-def dense_triple_dets(kernel):
-    """All 3x3 principal minors ``[..., T(t), T(r), T(x)]`` of a symmetric kernel."""
-    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
-    return det3(
-        d.unsqueeze(-2).unsqueeze(-1),  # r
-        d.unsqueeze(-1).unsqueeze(-1),  # t
-        d.unsqueeze(-2).unsqueeze(-2),  # x
-        kernel.unsqueeze(-2),  # (t, x)
-        kernel.unsqueeze(-3),  # (r, x)
-        kernel.unsqueeze(-1),  # (t, r)
-    )
 
 
 def sample_third_items(shape, samples, device):
@@ -148,38 +106,27 @@ def causal_masks(mask, k, heads=True, dtype=torch.float32):
     return CausalMasks(keys, pairs)
 
 
-def causal_pair_numerators(
-    kernel, k, masks, triple_samples=0, category=None, jitter=0.1, third_items=None
-):
+def causal_pair_numerators(kernel, k, masks, triple_samples=0, third_items=None):
     r"""Unnormalized pair weights ``W[..., t, r]`` (r < t, both valid) and normalizers
     ``Z[..., t]`` of the k-DPP on every valid prefix :math:`\{x \le t\}`, for a symmetric
     PSD ``kernel [B, H, T, T]`` (or ``[B, T, T]``) whose rows and columns of padding are
-    0; ``masks``: :func:`causal_masks` of the batch. The weight of a
-    k-subset Y is :math:`\det L_Y`, or :math:`\det L_Y / \det C_Y` with a category kernel
-    ``category [B, T, T]`` (DPAtt's ``ratio`` form):
+    0; ``masks``: :func:`causal_masks` of the batch.
 
-    * k = 2: :math:`W_{tr}` = the weight of :math:`\{r,t\}`; :math:`Z_t` = the sum of the
-      pair weights inside the prefix;
-    * k = 3 exact: :math:`W_{tr} = \sum_{x<t,\,x\ne r} w(\{r,t,x\})`, :math:`Z_t =
-      \sum_{t'\le t} \frac12 \sum_{r<t'} W_{t'r}`; without C in closed form (a handful of
-      matmuls), with C dense ``[..., T, T, T]``;
+    * k = 2: :math:`W_{tr} = \det L_{\{r,t\}}`, :math:`Z_t` their sum in the prefix;
+    * k = 3 exact: :math:`W_{tr} = \sum_{x<t,\,x\ne r} \det L_{\{r,t,x\}}` in closed
+      form, :math:`Z_t = \sum_{t'\le t} \frac12 \sum_{r<t'} W_{t'r}`;
     * k = 3 sampled (``triple_samples = s > 0``): :math:`W_{tr} = \frac{t-1}{s}\sum_j
-      w(\{r,t,x_j\})`, :math:`x_j` uniform over :math:`\{0..t-1\} \setminus \{r\}` (an
-      unbiased estimate of the exact sum); :math:`Z_t` exact without C, built from the
-      sampled W with C.
+      \det L_{\{r,t,x_j\}}`, :math:`x_j` uniform over :math:`\{0..t-1\} \setminus \{r\}`
+      (unbiased), :math:`Z_t` exact.
 
-    Rows whose prefix holds fewer than k valid items get W = 0. Rounding can make the
-    closed forms slightly negative: every numerator is clamped at 0.
+    Rows whose prefix holds fewer than k valid items get W = 0; numerators are clamped
+    at 0 (rounding).
     """
     pairs = masks.pairs
-    if category is not None and kernel.dim() == 4:
-        category = category.unsqueeze(1)
     d = torch.diagonal(kernel, dim1=-2, dim2=-1)
     d_t, d_r = d.unsqueeze(-1), d.unsqueeze(-2)
     if k == 2:
         num = torch.addcmul(d_t * d_r, kernel, kernel, value=-1.0)
-        if category is not None:
-            num = num / pair_minors(category).clamp_min(jitter * jitter)
         num = num.clamp_min(0.0) * pairs
         return num, num.sum(-1).cumsum(-1)
 
@@ -189,24 +136,9 @@ def causal_pair_numerators(
         if x is None:
             x = sample_third_items(kernel.shape, triple_samples, kernel.device)
         dets = triple_dets(kernel, x).clamp_min(0.0)
-        if category is not None:
-            cat = category.expand(*kernel.shape)
-            dets = dets / triple_dets(cat, x).clamp_min(jitter**3)
         count = torch.arange(n, device=kernel.device, dtype=kernel.dtype) - 1.0
         num = dets.mean(-1) * (count.clamp_min(0).unsqueeze(-1) * pairs)
-        if category is not None:
-            return num, (0.5 * num.sum(-1)).cumsum(-1)
         return num, causal_pair_numerators(kernel, 3, masks)[1]
-
-    if category is not None:
-        t = torch.arange(n, device=kernel.device).view(n, 1, 1)
-        r = torch.arange(n, device=kernel.device).view(1, n, 1)
-        xs = torch.arange(n, device=kernel.device).view(1, 1, n)
-        allowed = ((xs < t) & (xs != r)).to(kernel.dtype)
-        dets = dense_triple_dets(kernel).clamp_min(0.0)
-        dets = dets / dense_triple_dets(category).clamp_min(jitter**3)
-        num = (dets * allowed).sum(-1) * pairs
-        return num, (0.5 * num.sum(-1)).cumsum(-1)
 
     # k = 3 exact, closed form: (d_t d_r - L_tr^2) tau_t + 2 L_tr sum_{x<=t} L_tx L_xr
     # - d_r sum_{x<=t} L_tx^2 - d_t sum_{x<=t} L_rx^2
@@ -225,19 +157,14 @@ def causal_pair_numerators(
     return num, (0.5 * num.sum(-1)).cumsum(-1)
 
 
-def causal_pair_weights(
-    kernel, valid, k, masks=None, category=None, triple_samples=0, jitter=0.1
-):
-    r"""``(W, Z)``, the pair weights ``[..., t, r]`` and floored normalizers ``[..., t]``
+def causal_pair_weights(kernel, valid, k, masks=None, triple_samples=0):
+    r"""``(W, Z)``: the pair weights ``[..., t, r]`` and floored normalizers ``[..., t]``
     of the k-DPP on every valid prefix (:math:`P^k(r, t) = W_{tr} / Z_t`), for a kernel
-    ``[B, (H,) T, T]`` whose rows and columns of padding are 0 and the valid positions
-    ``valid [B, T]`` (:func:`causal_pair_numerators`; with DPAtt's category kernel, the
-    subset weights :math:`\det L_Y / \det C_Y`)."""
+    ``[B, (H,) T, T]`` with zero padding rows and the valid positions ``valid [B, T]``.
+    """
     if masks is None:
         masks = causal_masks(valid, k, kernel.dim() == 4, kernel.dtype)
-    num, norm = causal_pair_numerators(
-        kernel, k, masks, triple_samples, category=category, jitter=jitter
-    )
+    num, norm = causal_pair_numerators(kernel, k, masks, triple_samples)
     return num, floored_normalizer(norm, kernel, k)
 
 
@@ -259,7 +186,7 @@ def merge_heads(x):
 class DPPAttention(nn.Module):
     r"""The probabilistic attention of one block (eq. 7-9), per head: the Sampler
     :math:`S = (M W^S + b)^{\circ 2}`, the k-DPP on each valid prefix with kernel
-    :math:`L = S S^\top` (DPAtt: subset weights :math:`\det L_Y / \det C_Y`), logits :math:`-\lambda P^k(r, t)` for r < t and
+    :math:`L = S S^\top`, logits :math:`-\lambda P^k(r, t)` for r < t and
     :math:`-\lambda L_{tt}` on the diagonal, a masked softmax over the prefix, and
     :math:`Z = D M` (the value is the input itself); then SASRec's output sublayer."""
 
@@ -273,14 +200,12 @@ class DPPAttention(nn.Module):
         k=2,
         lam=0.125,
         triple_samples=0,
-        jitter=0.1,
     ):
         super().__init__()
         self.n_heads = n_heads
         self.k = k
         self.lam = lam
         self.triple_samples = int(triple_samples)
-        self.jitter = jitter
         self.query = nn.Linear(hidden_size, hidden_size)  # the Sampler W^S, b
         self.dense = nn.Linear(hidden_size, hidden_size)
         self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
@@ -292,31 +217,27 @@ class DPPAttention(nn.Module):
         sampler = split_heads(self.query(hidden), self.n_heads)
         return sampler * sampler
 
-    def pair_weights(self, kernel, valid, masks, category=None):
+    def pair_weights(self, kernel, valid, masks):
         """:func:`causal_pair_weights` of the layer's k (sampled triples in training)."""
         triples = self.triple_samples if self.training else 0
-        return causal_pair_weights(
-            kernel, valid, self.k, masks, category, triples, self.jitter
-        )
+        return causal_pair_weights(kernel, valid, self.k, masks, triples)
 
-    def logits(self, sampler, valid, masks, category=None):
+    def logits(self, sampler, valid, masks):
         r""":math:`-\lambda P^k(r, t)` of the per-prefix k-DPPs, :math:`-\lambda L_{tt}` on
         the diagonal; in float32 at least, autocast off (the minors cancel)."""
         low = (torch.float16, torch.bfloat16)
         if sampler.dtype in low:
             sampler = sampler.float()
-        if category is not None and category.dtype in low:
-            category = category.float()
         with torch.autocast(sampler.device.type, enabled=False):
             masked = sampler * valid[:, None, :, None].to(sampler.dtype)  # padding 0
             num, norm = self.pair_weights(
-                masked @ masked.transpose(-1, -2), valid, masks, category
+                masked @ masked.transpose(-1, -2), valid, masks
             )
             logits = num * (-self.lam / norm).unsqueeze(-1)
             return logits - torch.diag_embed(self.lam * (sampler * sampler).sum(-1))
 
-    def forward(self, hidden, attention_mask, valid, masks, category=None):
-        logits = self.logits(self.sampler(hidden), valid, masks, category)
+    def forward(self, hidden, attention_mask, valid, masks):
+        logits = self.logits(self.sampler(hidden), valid, masks)
         probs = self.attn_dropout(torch.softmax(logits + attention_mask, dim=-1))
         output = merge_heads(probs @ split_heads(hidden, self.n_heads))  # Z = D M
         output = hidden + self.out_dropout(self.dense(output))
@@ -329,10 +250,8 @@ class PAttLayer(nn.Module):
         self.multi_head_attention = attention
         self.feed_forward = feed_forward
 
-    def forward(self, hidden, attention_mask, valid, masks, category=None):
-        hidden = self.multi_head_attention(
-            hidden, attention_mask, valid, masks, category
-        )
+    def forward(self, hidden, attention_mask, valid, masks):
+        hidden = self.multi_head_attention(hidden, attention_mask, valid, masks)
         return self.feed_forward(hidden)
 
 
@@ -341,9 +260,9 @@ class PAttEncoder(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(layers)
 
-    def forward(self, hidden, attention_mask, valid, masks, category=None):
+    def forward(self, hidden, attention_mask, valid, masks):
         for layer in self.layer:
-            hidden = layer(hidden, attention_mask, valid, masks, category)
+            hidden = layer(hidden, attention_mask, valid, masks)
         return hidden
 
 
@@ -412,10 +331,11 @@ class PAtt(SequentialRecommender):
         self.initializer_range = config["initializer_range"]
         self.position_alignment = config["position_alignment"]
         self.loss_type = config["loss_type"]
+        if self.position_alignment not in ["first", "last"]:
+            raise ValueError("Make sure 'position_alignment' in ['first', 'last']!")
         self.dpp_k = config["dpp_k"]
         self.dpp_lambda = config["dpp_lambda"]
         self.dpp_triple_samples = config["dpp_triple_samples"]
-        self.dpp_cat_jitter = config["dpp_cat_jitter"]
         if self.dpp_k not in (2, 3):
             raise ValueError(f"dpp_k must be 2 or 3, got {self.dpp_k!r}")
         if self.max_seq_length < self.dpp_k:
@@ -446,8 +366,10 @@ class PAtt(SequentialRecommender):
         )
         if self.loss_type == "BCE":
             self.loss_fct = nn.BCEWithLogitsLoss()
-        else:
+        elif self.loss_type == "CE":
             self.loss_fct = nn.CrossEntropyLoss()
+        else:
+            raise NotImplementedError("Make sure 'loss_type' in ['BCE', 'CE']!")
 
         # parameters initialization
         self.apply(self._init_weights)
@@ -463,7 +385,6 @@ class PAtt(SequentialRecommender):
             k=self.dpp_k,
             lam=self.dpp_lambda,
             triple_samples=self.dpp_triple_samples,
-            jitter=self.dpp_cat_jitter,
         )
 
     def _init_weights(self, module):
@@ -485,10 +406,6 @@ class PAtt(SequentialRecommender):
         offset = (self.max_seq_length - item_seq_len).unsqueeze(1)
         return (steps + offset).clamp(max=self.max_seq_length - 1)
 
-    def sequence_category_kernel(self, item_seq):
-        """DPAtt's :math:`C` on the items of every sequence; None for PAtt."""
-        return None
-
     def encode(self, item_seq, item_seq_len):
         """Outputs ``[B, L, d]`` at every position."""
         positions = self.position_ids(item_seq_len, item_seq.size(1))
@@ -497,19 +414,15 @@ class PAtt(SequentialRecommender):
         valid = item_seq > 0
         attention_mask = self.get_attention_mask(item_seq)  # [B, 1, L, L]
         masks = causal_masks(valid, self.dpp_k, dtype=hidden.dtype)
-        category = self.sequence_category_kernel(item_seq)
-        return self.trm_encoder(hidden, attention_mask, valid, masks, category)
+        return self.trm_encoder(hidden, attention_mask, valid, masks)
 
     def forward(self, item_seq, item_seq_len):
         output = self.encode(item_seq, item_seq_len)
         return self.gather_indexes(output, item_seq_len - 1)  # [B, d]
 
     def item_scores(self, output, items):
-        """Dot products of ``output`` ``[N, d]`` with ``items`` ``[N]`` or ``[N, M]``."""
-        items_emb = self.item_embedding(items)
-        if items_emb.dim() > output.dim():
-            output = output.unsqueeze(-2)
-        return (output * items_emb).sum(-1)
+        """Dot products of ``output`` ``[N, d]`` with ``items`` ``[N]``."""
+        return (output * self.item_embedding(items)).sum(-1)
 
     def all_item_scores(self, output):
         return output @ self.item_embedding.weight.transpose(0, 1)
@@ -521,8 +434,6 @@ class PAtt(SequentialRecommender):
         pos_items = interaction[self.POS_ITEM_ID]
         if self.loss_type == "CE":
             return self.loss_fct(self.all_item_scores(output), pos_items)
-        if self.loss_type != "BCE":
-            raise NotImplementedError("Make sure 'loss_type' in ['BCE', 'CE']!")
         pos_score = self.item_scores(output, pos_items)
         neg_score = self.item_scores(output, interaction[self.NEG_ITEM_ID])
         return self.loss_fct(pos_score, torch.ones_like(pos_score)) + self.loss_fct(

@@ -373,6 +373,8 @@ class RKSA(SequentialRecommender):
         self.initializer_range = config["initializer_range"]
         self.position_alignment = config["position_alignment"]
         self.loss_type = config["loss_type"]
+        if self.position_alignment not in ["first", "last"]:
+            raise ValueError("Make sure 'position_alignment' in ['first', 'last']!")
         self.rksa_rank_weight = config["rksa_rank_weight"]
 
         # define layers and loss
@@ -416,8 +418,10 @@ class RKSA(SequentialRecommender):
         self.dropout = nn.Dropout(self.hidden_dropout_prob)
         if self.loss_type == "BCE":
             self.loss_fct = nn.BCEWithLogitsLoss()
-        else:
+        elif self.loss_type == "CE":
             self.loss_fct = nn.CrossEntropyLoss()
+        else:
+            raise NotImplementedError("Make sure 'loss_type' in ['BCE', 'CE']!")
 
         # parameters initialization
         self.apply(self._init_weights)
@@ -487,11 +491,8 @@ class RKSA(SequentialRecommender):
         )
 
     def item_scores(self, output, items):
-        """Dot products of ``output`` ``[N, d]`` with ``items`` ``[N]`` or ``[N, M]``."""
-        items_emb = self.item_embedding(items)
-        if items_emb.dim() > output.dim():
-            output = output.unsqueeze(-2)
-        return (output * items_emb).sum(-1)
+        """Dot products of ``output`` ``[N, d]`` with ``items`` ``[N]``."""
+        return (output * self.item_embedding(items)).sum(-1)
 
     def all_item_scores(self, output):
         return output @ self.item_embedding.weight.transpose(0, 1)
@@ -505,14 +506,12 @@ class RKSA(SequentialRecommender):
         pos_items = interaction[self.POS_ITEM_ID]
         if self.loss_type == "CE":
             loss = self.loss_fct(self.all_item_scores(output), pos_items)
-        elif self.loss_type == "BCE":
+        else:
             pos_score = self.item_scores(output, pos_items)
             neg_score = self.item_scores(output, interaction[self.NEG_ITEM_ID])
             loss = self.loss_fct(pos_score, torch.ones_like(pos_score)) + self.loss_fct(
                 neg_score, torch.zeros_like(neg_score)
             )
-        else:
-            raise NotImplementedError("Make sure 'loss_type' in ['BCE', 'CE']!")
         return (loss, *self.rank_losses())
 
     def predict(self, interaction):

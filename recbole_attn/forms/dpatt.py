@@ -1,0 +1,134 @@
+r"""
+recbole_attn.forms.dpatt
+########################
+
+DPAtt's ``dpp_diversity_form: product``: the paper's composite kernel (eq. 11) on every
+causal prefix, :math:`T^{(t)} = L_{Y_t} C_{Y_t}^{-1}`, in place of the model file's subset
+weight :math:`\det L_Y / \det C_Y` (:mod:`recbole_attn.model.dpatt`). Cost: one LU solve
+per prefix, O(B T^4) time and O(B H T^3) memory (meant for T <= 50); exact only (no
+sampled triples).
+"""
+
+import torch
+
+from recbole_attn.model import dpatt
+from recbole_attn.model.dpatt import pair_minors
+from recbole_attn.model.patt import causal_masks, tiny_value
+
+#: ``dpp_diversity_form``: the model file's subset weight, or the paper's kernel
+DIVERSITY_FORMS = ("ratio", "product")
+
+
+def triple_minor_sums(kernel):
+    r""":math:`S_{rt} = \sum_{x \notin \{r,t\}} \det L_{\{r,t,x\}}` ``[..., T, T]`` for any
+    square (also non-symmetric) kernel: one matmul, zero diagonal."""
+    d = torch.diagonal(kernel, dim1=-2, dim2=-1)
+    tau = d.sum(-1)[..., None, None]
+    sq = kernel @ kernel
+    sq_d = torch.diagonal(sq, dim1=-2, dim2=-1)
+    lt = kernel.transpose(-1, -2)
+    sums = (
+        d.unsqueeze(-1) * d.unsqueeze(-2) * tau
+        + kernel * sq.transpose(-1, -2)
+        + lt * sq
+        - d.unsqueeze(-1) * sq_d.unsqueeze(-2)
+        - d.unsqueeze(-2) * sq_d.unsqueeze(-1)
+        - kernel * lt * tau
+    )
+    eye = torch.eye(kernel.size(-1), dtype=torch.bool, device=kernel.device)
+    return sums.masked_fill(eye, 0.0)
+
+
+def prefix_product_kernels(kernel, category, mask):
+    r"""The paper's composite kernel (eq. 11) on every causal prefix,
+    :math:`T^{(t)} = L_{Y_t} C_{Y_t}^{-1}` with :math:`Y_t` the valid positions x <= t,
+    embedded in ``[B, (H,) T(t), T, T]`` (zero outside :math:`Y_t \times Y_t`) for a
+    kernel ``[B, (H,) T, T]``.
+
+    One batched LU solve of ``B*T`` T x T systems: :math:`C` restricted to :math:`Y_t`
+    with the identity elsewhere is block diagonal, so :math:`(L \circ 1_{Y_t Y_t})
+    \tilde C_t^{-1}` is :math:`L_{Y_t} C_{Y_t}^{-1}` on the block and 0 elsewhere. The
+    inverse is taken on the prefix (the paper's T on the ground set Y): no future item.
+    """
+    n = kernel.size(-1)
+    dtype = kernel.dtype
+    incl = torch.ones(n, n, dtype=torch.bool, device=kernel.device).tril()  # [t, x]
+    member = (mask.unsqueeze(-2) & incl).to(dtype)  # [B, t, x]: x in Y_t
+    block = member.unsqueeze(-1) * member.unsqueeze(-2)  # [B, t, x, y]
+    eye = torch.eye(n, dtype=dtype, device=kernel.device)
+    outside = eye * (1.0 - member).unsqueeze(-1)  # identity on positions not in Y_t
+    systems = category.to(dtype).unsqueeze(-3) * block + outside  # block diagonal
+    lu, pivots = torch.linalg.lu_factor(systems)  # one factorization per prefix
+    if kernel.dim() == 4:  # heads
+        lu, pivots, block = lu.unsqueeze(1), pivots.unsqueeze(1), block.unsqueeze(1)
+    rhs = kernel.unsqueeze(-3) * block  # L_{Y_t}, zero outside
+    return torch.linalg.lu_solve(lu, pivots, rhs, left=False)  # X C~ = L_{Y_t}
+
+
+def causal_product_numerators(kernel, category, mask, k, masks=None):
+    r"""Pair weights ``W[..., t, r]`` and floored normalizers ``Z[..., t]`` of DPAtt's
+    ``product`` form: for query t the k-DPP kernel is :math:`T^{(t)}`
+    (:func:`prefix_product_kernels`); W is its 2x2 minor at (t, r) (k = 2) or its triple
+    sum (k = 3), Z the sum of those over the prefix's pairs (/3 for k = 3).
+
+    :math:`T^{(t)}` is similar to a PSD matrix, so :math:`e_k(T^{(t)}) \ge 0`, but its
+    principal minors are not :math:`\det L_Y / \det C_Y` and can be negative: every pair
+    quantity is clamped at 0 and normalized by the sum of the clamped ones (a proper
+    distribution over pairs; exact where no minor is negative, e.g. C = I).
+    Cost: O(B T^4) time, O(B H T^3) memory.
+    """
+    if masks is None:
+        masks = causal_masks(mask, k, kernel.dim() == 4, kernel.dtype)
+    prod = prefix_product_kernels(kernel, category, mask)  # [B, (H,) t, a, b]
+    minors = pair_minors(prod) if k == 2 else triple_minor_sums(prod)
+    minors = minors.clamp_min(0.0)
+    n = kernel.size(-1)
+    upper = torch.ones(n, n, dtype=torch.bool, device=kernel.device).triu(1)
+    norm = (minors * upper).sum((-1, -2))  # outside Y_t the minors are 0
+    if k == 3:
+        norm = norm / 3.0
+    # floor 100 eps ||T||_F^k, as (||T||_F^2)^(k/2): no sqrt, whose derivative at 0
+    # (zero kernel, padding rows) is infinite
+    eps = torch.finfo(kernel.dtype).eps
+    floor = 100.0 * eps * prod.square().sum((-1, -2)) ** (0.5 * k)
+    norm = torch.maximum(norm, floor + tiny_value(kernel.dtype))
+    own = torch.diagonal(minors, dim1=-3, dim2=-2).transpose(-1, -2)  # [..., t, r]
+    return own * masks.pairs, norm
+
+
+class ProductDPPAttention(dpatt.DiversityDPPAttention):
+    """DPAtt's attention with the paper's composite kernel on every prefix."""
+
+    def pair_weights(self, kernel, valid, masks):
+        return causal_product_numerators(
+            kernel, masks.category.to(kernel.dtype), valid, self.k, masks
+        )
+
+
+class DPAttWithForms(dpatt.DPAtt):
+    """The model file's DPAtt, or with ``dpp_diversity_form: product`` the paper's
+    composite kernel (:class:`ProductDPPAttention`)."""
+
+    def __init__(self, config, dataset):
+        self.diversity_form = config["dpp_diversity_form"]
+        if self.diversity_form not in DIVERSITY_FORMS:
+            raise ValueError(
+                f"dpp_diversity_form must be ratio or product, got "
+                f"{self.diversity_form!r}"
+            )
+        super().__init__(config, dataset)
+
+    def attention_layer(self):
+        if self.diversity_form != "product":
+            return super().attention_layer()
+        return ProductDPPAttention(
+            self.n_heads,
+            self.hidden_size,
+            self.hidden_dropout_prob,
+            self.attn_dropout_prob,
+            self.layer_norm_eps,
+            k=self.dpp_k,
+            lam=self.dpp_lambda,
+            triple_samples=self.dpp_triple_samples,
+            jitter=self.dpp_cat_jitter,
+        )
