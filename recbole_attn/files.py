@@ -151,12 +151,99 @@ def read_once(path, what="file"):
     return _READ[key]
 
 
+#: the limits of a config file: its size, the values its aliases expand to (a yaml
+#: "billion laughs" file is a few lines whose values, printed, never end), the length of
+#: a number (Python refuses to convert an integer of more than 4,300 digits)
+MAX_YAML_CHARS = 1_000_000
+MAX_YAML_VALUES = 100_000
+MAX_NUMBER_CHARS = 100
+
+
+def safe_yaml(text, where):
+    """``yaml.safe_load(text)`` within limits: a :class:`ConfigError` naming ``where``
+    (the file) for a text over :data:`MAX_YAML_CHARS`, aliases that expand to more than
+    :data:`MAX_YAML_VALUES` values or refer to themselves, a number longer than
+    :data:`MAX_NUMBER_CHARS` characters, or a key given twice in one mapping (both lines
+    named; yaml would silently keep the last). ``yaml.YAMLError`` propagates."""
+    if len(text) > MAX_YAML_CHARS:
+        raise ConfigError(
+            f"{where}: {len(text):,} characters; a config file holds at most "
+            f"{MAX_YAML_CHARS:,}"
+        )
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    if node is not None:
+        _check_yaml_nodes(node, where)
+    return yaml.safe_load(text)
+
+
+def _check_yaml_nodes(root, where):
+    sizes, open_nodes = {}, set()
+    int_tag, float_tag = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+
+    def line(node):
+        return node.start_mark.line + 1
+
+    def size(node):  # the values the node expands to, each alias counted in full
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in open_nodes:
+            raise ConfigError(
+                f"{where}, line {line(node)}: an alias refers to the value that holds "
+                "it (a value without end); write the value out"
+            )
+        open_nodes.add(id(node))
+        total = 1
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag in (int_tag, float_tag) and len(node.value) > MAX_NUMBER_CHARS:
+                raise ConfigError(
+                    f"{where}, line {line(node)}: a number of {len(node.value):,} "
+                    f"characters; numbers are at most {MAX_NUMBER_CHARS}"
+                )
+        elif isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            seen = {}
+            for key, value in node.value:
+                if (
+                    isinstance(key, yaml.ScalarNode)
+                    and key.tag != "tag:yaml.org,2002:merge"
+                ):
+                    if (key.tag, key.value) in seen:
+                        raise ConfigError(
+                            f"{where}: {key.value} is given twice, on lines "
+                            f"{seen[(key.tag, key.value)]} and {line(key)} (yaml "
+                            "would keep the last silently); keep one"
+                        )
+                    seen[(key.tag, key.value)] = line(key)
+                total += size(key) + size(value)
+        open_nodes.discard(id(node))
+        if total > MAX_YAML_VALUES:
+            raise ConfigError(
+                f"{where}, line {line(node)}: its aliases expand to more than "
+                f"{MAX_YAML_VALUES:,} values; write a config file without such aliases"
+            )
+        sizes[id(node)] = total
+        return total
+
+    size(root)
+
+
 def read_yaml(path):
     """The ``key: value`` mapping of a config file (None if it is empty), read once
-    (:func:`read_once`); a :class:`ConfigError` naming the file and line when it is not
+    (:func:`read_once`) and within limits (:func:`safe_yaml`: size, aliases, numbers,
+    keys given twice); a :class:`ConfigError` naming the file and line when it is not
     valid yaml, or when its top level is not ``key: value`` lines."""
     try:
-        data = yaml.safe_load(read_once(path, "config file"))
+        too_big = os.path.getsize(path) > MAX_YAML_CHARS * 4  # before reading it
+    except OSError:
+        too_big = False  # read_once says what is wrong with it
+    if too_big:
+        raise ConfigError(
+            f"{path}: {os.path.getsize(path):,} bytes; a config file holds at most "
+            f"{MAX_YAML_CHARS:,} characters"
+        )
+    try:
+        data = safe_yaml(read_once(path, "config file"), path)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from recbole_attn.errors import RecboleAttnError
-from recbole_attn.files import read_text
+from recbole_attn.files import read_text, safe_yaml
 
 
 @dataclass
@@ -97,7 +97,7 @@ def _parse_line(line):
         raise ValueError("a name, a distribution and its arguments are needed")
     name, kind, spec = parts
     if kind == "choice":
-        values = yaml.safe_load(spec)
+        values = safe_yaml(spec, "its choice values")
         if not isinstance(values, list) or not values:
             raise ValueError("choice needs a non-empty list")
         return Param(name, kind, values=values)
