@@ -16,6 +16,8 @@ import torch
 
 from recbole_attn.data.histories import training_histories
 from recbole_attn.forms.dpatt import DIVERSITY_FORMS, DPAttWithForms
+from recbole_attn.forms.parec import PATTERNS, PARecWithForms
+from recbole_attn.forms.rksa import ITEM_KERNELS, LOCATION_ACTIVATIONS, RKSAWithForms
 from recbole_attn.forms.stosa import PRESETS, RefinedSTOSAWithForms, STOSAWithForms
 from recbole_attn.model import awrsr, dpatt, fparec, parec, patt, rksa, stosa
 from recbole_attn.options import Default, Integer, Number, OneOf, Opt, Subset
@@ -325,7 +327,7 @@ refinement reuses the backbone's tuned settings)."""
         self.backbone.loss_type = loss_type
 
 
-class PARec(DotProductScores, AttnSequentialRecommender, parec.PARec):
+class PARec(DotProductScores, AttnSequentialRecommender, PARecWithForms):
     __doc__ = parec.PARec.__doc__
     yaml_header = """PARec ("Positional Attention for Sequential Recommendation"): pre-LN blocks whose
 attention is a learned matrix R_l over (query, key) positions, no query/key projection.
@@ -335,7 +337,7 @@ Paper settings: 2 blocks, full cross-entropy over all items at every position, T
         **SASREC_OPTIONS,
         "positional_pattern": Opt(
             "learned",
-            OneOf(*parec.PATTERNS),
+            OneOf(*PATTERNS),
             "learned R; average, linear, exponential: the fixed patterns of the "
             "paper's ablation (Table 4)",
         ),
@@ -376,7 +378,7 @@ first). Paper: k >= 20 is robust (Table 5)."""
     )
 
 
-class RKSA(DotProductScores, AttnSequentialRecommender, rksa.RKSA):
+class RKSA(DotProductScores, AttnSequentialRecommender, RKSAWithForms):
     __doc__ = rksa.RKSA.__doc__
     encode_reads_user = True
     yaml_header = """RKSA (Ji et al., AAAI 2020): SASRec with skew-normal latent attention logits whose
@@ -391,11 +393,9 @@ BCE with one negative per position; evaluation on 100 sampled negatives (uni100)
             "the kernels mixed into psi (Table 3 ablation: any non-empty subset)",
         ),
         "item_kernel": Opt(
-            "linear", OneOf("linear", "rbf"), "on unit-norm representations"
+            "linear", OneOf(*ITEM_KERNELS), "on unit-norm representations"
         ),
-        "location_activation": Opt(
-            "none", OneOf(*rksa.LOCATION_ACTIVATIONS), "f of eq. 7"
-        ),
+        "location_activation": Opt("none", OneOf(*LOCATION_ACTIVATIONS), "f of eq. 7"),
         "rksa_jitter": Opt(
             0.001,
             Number("positive"),

@@ -41,6 +41,10 @@ def test_patt_holds_nothing_of_dpatts_categories():
 def test_research_forms_are_not_in_the_model_files():
     assert "product" not in _source(dpatt)
     assert "dpp_diversity_form" not in _source(dpatt)
+    for name in ("positional_pattern", "fixed_pattern", "pattern_decay"):
+        assert name not in _source(parec), name
+    for name in ("rbf", "RBF", "tanh", "item_kernel=", "location_activation"):
+        assert name not in _source(rksa), name
 
 
 def _built(tiny_config, name, extra=()):

@@ -16,9 +16,9 @@ from recbole_attn.model.rksa import (
     cosine_kernel,
     msn_mean,
     msn_sample,
-    rbf_kernel,
     two_hop_ratio,
 )
+from recbole_attn.forms.rksa import rbf_kernel
 from recbole_attn.model import rksa
 from recbole_attn.quick_start import build, run
 

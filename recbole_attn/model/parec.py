@@ -27,36 +27,12 @@ from recbole.model.abstract_recommender import SequentialRecommender
 from recbole.model.layers import FeedForward
 from recbole.model.loss import BPRLoss
 
-#: ``learned``: PARec / FPARec; the others are the paper's fixed ablation patterns
-PATTERNS = ("learned", "average", "linear", "exponential")
-
-
-def fixed_pattern(name, length, decay=0.5):
-    r"""Log-weights ``[n, n]`` of a fixed pattern over the distance :math:`\Delta = t - s`
-    between query t and key s (the masked softmax turns them into weights proportional to
-    :math:`w(\Delta)` over the valid prefix): ``average`` :math:`w = 1`; ``linear``
-    :math:`w = (n - \Delta)/n`; ``exponential`` :math:`w = \gamma^{\Delta}` (``decay`` =
-    :math:`\gamma`). Entries above the diagonal are 0 (masked anyway)."""
-    steps = torch.arange(length, dtype=torch.float64)
-    delta = (steps.unsqueeze(1) - steps.unsqueeze(0)).clamp(min=0)
-    if name == "average":
-        logits = torch.zeros(length, length, dtype=torch.float64)
-    elif name == "linear":
-        logits = torch.log((length - delta) / length)
-    elif name == "exponential":
-        logits = delta * math.log(decay)
-    else:
-        raise ValueError(f"positional_pattern must be one of {list(PATTERNS)}")
-    return logits.tril().float()
-
 
 class PositionalScore(nn.Module):
     """The positional logits ``R[h, pos(query), pos(key)] / sqrt(d_h)``.
 
     Args:
         factor_k (int): None for a full R (PARec); k for :math:`R_1 R_2^\\top` (FPARec).
-        pattern (str): ``learned``, or a fixed pattern (:func:`fixed_pattern`; a buffer,
-            shared by the heads, not scaled).
         init_std (float): standard deviation of R (of the product :math:`R_1 R_2^\\top`
             for FPARec, whose factors get :math:`\\sqrt{std}/k^{1/4}`), truncated at 2
             standard deviations (the official code's truncated normal).
@@ -68,19 +44,14 @@ class PositionalScore(nn.Module):
         max_length,
         head_size,
         factor_k=None,
-        pattern="learned",
-        decay=0.5,
         init_std=0.01,
     ):
         super().__init__()
-        self.pattern = pattern
         self.n_heads = n_heads
         self.max_length = max_length
-        self.scale = math.sqrt(head_size) if pattern == "learned" else 1.0
+        self.scale = math.sqrt(head_size)
         self.R = self.R1 = self.R2 = None
-        if pattern != "learned":
-            self.register_buffer("fixed", fixed_pattern(pattern, max_length, decay))
-        elif factor_k is None:
+        if factor_k is None:
             self.R = nn.Parameter(self._init(n_heads, max_length, max_length, init_std))
         else:
             std = math.sqrt(init_std) / factor_k**0.25
@@ -95,8 +66,6 @@ class PositionalScore(nn.Module):
     def block(self, start, stop):
         """``R[:, start:stop, start:stop]`` before scaling, ``[h, m, m]`` (FPARec computes
         only this block of :math:`R_1 R_2^\\top`)."""
-        if self.pattern != "learned":
-            return self.fixed[start:stop, start:stop].expand(self.n_heads, -1, -1)
         if self.R is not None:
             return self.R[:, start:stop, start:stop]
         return self.R1[:, start:stop] @ self.R2[:, start:stop].transpose(-1, -2)
@@ -211,10 +180,6 @@ class PARec(SequentialRecommender):
         * The official code adds a learned position embedding to the input and applies
           one FFN after all attention sublayers; we follow the paper (no position
           embedding, an FFN in every block).
-        * ``positional_pattern``: ``average``, ``linear`` or ``exponential``
-          (``pattern_decay``) replaces the learned R by the fixed pattern of the paper's
-          ablation (Table 4; the paper gives no formula: ours are in
-          :func:`fixed_pattern`).
         * R is initialized from a normal with std 0.01 truncated at 2 std (the official
           code's truncated normal); Linear and embedding weights as RecBole's SASRec.
     """
@@ -239,8 +204,6 @@ class PARec(SequentialRecommender):
         self.loss_type = config["loss_type"]
         if self.position_alignment not in ["first", "last"]:
             raise ValueError("Make sure 'position_alignment' in ['first', 'last']!")
-        self.positional_pattern = config["positional_pattern"]
-        self.pattern_decay = config["pattern_decay"]
         self.factor_k = config["factor_k"] if self.factored else None
 
         # define layers and loss
@@ -251,14 +214,7 @@ class PARec(SequentialRecommender):
         self.trm_encoder = PARecEncoder(
             PARecLayer(
                 PositionalAttention(
-                    PositionalScore(
-                        self.n_heads,
-                        self.max_seq_length,
-                        self.hidden_size // self.n_heads,
-                        factor_k=self.factor_k,
-                        pattern=self.positional_pattern,
-                        decay=self.pattern_decay,
-                    ),
+                    self.make_score(),
                     self.n_heads,
                     self.hidden_size,
                     self.hidden_dropout_prob,
@@ -285,6 +241,15 @@ class PARec(SequentialRecommender):
 
         # parameters initialization
         self.apply(self._init_weights)
+
+    def make_score(self):
+        """The positional logits of one block."""
+        return PositionalScore(
+            self.n_heads,
+            self.max_seq_length,
+            self.hidden_size // self.n_heads,
+            factor_k=self.factor_k,
+        )
 
     def _init_weights(self, module):
         """RecBole's SASRec initialization (R keeps its own)."""

@@ -11,13 +11,13 @@ A SASRec backbone whose attention logits are a latent variable :math:`z \sim
 stochastic representation of eq. 13 in training and replaced by its expectation in
 evaluation. For query row t and key j:
 
-* location :math:`\xi_{tj} = f(q_t \cdot k_j / \sqrt{d_h})` (eq. 7, ``f`` optional);
+* location :math:`\xi_{tj} = q_t \cdot k_j / \sqrt{d_h}` (eq. 7, f the identity);
 * scale :math:`\omega_{tj} = \mathrm{softplus}((x_t W_\omega^Q) \cdot (x_j W_\omega^K)
   / \sqrt{d_h})` (eq. 8);
 * correlation :math:`\psi = \sum_m r_m K_m` over the selected kernels, :math:`r =
   \mathrm{softmax}(u W_u + b_u)` (eq. 9): counting :math:`P_{ij}^2/(P_i P_j)` from the
-  training co-occurrence counts P, item (linear :math:`\hat x_i \cdot \hat x_j` or RBF
-  :math:`\exp(-\|\hat x_i - \hat x_j\|^2)` on unit-norm representations), user (cosine of
+  training co-occurrence counts P, item (linear, :math:`\hat x_i \cdot \hat x_j` on
+  unit-norm representations), user (cosine of
   :math:`W_s u \odot \hat x`); each kernel is a correlation matrix, so :math:`\psi` is one;
 * shape :math:`\alpha_{tj} = s_{tj} \hat\alpha_{tj} / \max_{j' \le t} \hat\alpha_{tj'}`
   with the two-hop co-occurrence :math:`\hat\alpha_{tj} = \sum_{k \le t} \tilde c_{jk}
@@ -45,8 +45,8 @@ from recbole.model.abstract_recommender import SequentialRecommender
 from recbole.model.layers import FeedForward
 from recbole.utils import InputType
 
+#: the kernels of :math:`\psi`: co-occurrence counts, items, the user
 KERNELS = ("count", "item", "user")
-LOCATION_ACTIVATIONS = {"none": lambda x: x, "tanh": torch.tanh}
 
 
 class CooccurrenceTable(nn.Module):
@@ -113,13 +113,6 @@ def cosine_kernel(x, valid):
     """Cosine similarities ``[B, L, L]`` of the rows of ``x`` (a correlation matrix)."""
     unit = F.normalize(x, dim=-1, eps=1e-12)
     return unit_diagonal(unit @ unit.transpose(-1, -2), valid)
-
-
-def rbf_kernel(x, valid):
-    r""":math:`\exp(-\|\hat x_i - \hat x_j\|^2)` on unit-norm rows."""
-    unit = F.normalize(x, dim=-1, eps=1e-12)
-    sq = (2.0 - 2.0 * unit @ unit.transpose(-1, -2)).clamp_min(0.0)
-    return unit_diagonal(torch.exp(-sq), valid)
 
 
 def two_hop_ratio(counts, valid):
@@ -198,15 +191,11 @@ class SkewNormalScore(nn.Module):
         hidden_size,
         n_heads,
         kernels=KERNELS,
-        item_kernel="linear",
-        location_activation="none",
         jitter=1e-3,
     ):
         super().__init__()
         self.n_heads = n_heads
         self.kernels = tuple(kernels)
-        self.item_kernel = item_kernel
-        self.location = LOCATION_ACTIVATIONS[location_activation]
         self.jitter = float(jitter)
         self.omega = nn.ModuleDict(
             {n: nn.Linear(hidden_size, hidden_size) for n in ("query", "key")}
@@ -232,14 +221,21 @@ class SkewNormalScore(nn.Module):
             if name == "count":
                 found.append(features["counting"])
             elif name == "item":
-                kernel = cosine_kernel if self.item_kernel == "linear" else rbf_kernel
-                found.append(kernel(x, valid))
+                found.append(self.item_kernel(x, valid))
             else:
                 found.append(
                     cosine_kernel(self.user_weight(user).unsqueeze(1) * x, valid)
                 )
         mix = torch.softmax(self.kernel_mix(user), -1)  # [B, m]
         return torch.einsum("bm,mbij->bij", mix, torch.stack(found))
+
+    def item_kernel(self, x, valid):
+        r"""The item kernel: the linear kernel :math:`\hat x_i \cdot \hat x_j`."""
+        return cosine_kernel(x, valid)
+
+    def location(self, logits):
+        """f of eq. 7: the identity."""
+        return logits
 
     def forward(self, query, key, x, features):
         xi = self.location(query @ key.transpose(-1, -2) / math.sqrt(query.size(-1)))
@@ -376,6 +372,11 @@ class RKSA(SequentialRecommender):
         if self.position_alignment not in ["first", "last"]:
             raise ValueError("Make sure 'position_alignment' in ['first', 'last']!")
         self.rksa_rank_weight = config["rksa_rank_weight"]
+        kernels = config["kernels"]
+        if not kernels or not set(kernels) <= set(KERNELS):
+            raise ValueError(
+                "Make sure 'kernels' is a non-empty subset of " f"{list(KERNELS)}!"
+            )
 
         # define layers and loss
         self.n_users = dataset.num(self.USER_ID)
@@ -390,14 +391,7 @@ class RKSA(SequentialRecommender):
         self.trm_encoder = RKSAEncoder(
             RKSALayer(
                 SkewNormalAttention(
-                    SkewNormalScore(
-                        self.hidden_size,
-                        self.n_heads,
-                        kernels=config["kernels"],
-                        item_kernel=config["item_kernel"],
-                        location_activation=config["location_activation"],
-                        jitter=config["rksa_jitter"],
-                    ),
+                    self.make_score(config["kernels"], config["rksa_jitter"]),
                     self.n_heads,
                     self.hidden_size,
                     self.hidden_dropout_prob,
@@ -425,6 +419,10 @@ class RKSA(SequentialRecommender):
 
         # parameters initialization
         self.apply(self._init_weights)
+
+    def make_score(self, kernels, jitter):
+        """The skew-normal logits of one block."""
+        return SkewNormalScore(self.hidden_size, self.n_heads, kernels, jitter)
 
     def training_interactions(self, dataset):
         """``(users, items)`` of every training interaction, each user's items once or
