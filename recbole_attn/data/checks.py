@@ -66,12 +66,15 @@ def _parse_header(path, header, separator):
     return fields
 
 
-def _check_numbers(path, fields, names, separator, encoding):
-    """Every non-empty cell of the ``float`` columns ``names`` is a number."""
-    floats = [n for n in names if fields[n] == "float"]
-    if not floats:
+def _check_numbers(path, fields, names, separator, encoding, seq_separator=" "):
+    """Every non-empty cell of the loaded ``float`` columns ``names`` is a finite number,
+    and every value of their ``float_seq`` columns: RecBole orders and splits by time,
+    labels by a threshold, normalizes and computes on them, and an infinite value (which
+    pandas reads as a number) silently made its rows each user's latest item."""
+    numeric = [n for n in names if fields[n] in ("float", "float_seq")]
+    if not numeric:
         return
-    columns = [f"{n}:float" for n in floats]
+    columns = [f"{n}:{fields[n]}" for n in numeric]
     frame = pd.read_csv(
         path,
         sep=separator,
@@ -81,16 +84,24 @@ def _check_numbers(path, fields, names, separator, encoding):
         keep_default_na=False,
         engine="python",
     )
-    for column, name in zip(columns, floats):
+    for column, name in zip(columns, numeric):
         cells = frame[column].str.strip()
-        numbers = pd.to_numeric(cells, errors="coerce")
-        bad = np.flatnonzero(numbers.isna().to_numpy() & (cells != "").to_numpy())
+        if fields[name] == "float_seq":
+            cells = cells.str.split(seq_separator).explode().str.strip()
+        rows = cells.index.to_numpy()
+        numbers = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
+        given = (cells != "").to_numpy()
+        bad = np.flatnonzero(given & ~np.isfinite(numbers))
         if len(bad):
-            line = int(bad[0]) + 2  # 1-based, after the header
+            first = bad[0]
+            line = int(rows[first]) + 2  # 1-based, after the header
+            value = cells.iloc[first]
+            what = "is not a number" if np.isnan(numbers[first]) else "is not finite"
+            count = len(np.unique(rows[bad]))
             raise DataError(
-                f"{path}, line {line}: {name} {frame[column].iloc[bad[0]]!r} is not a "
-                f"number ({name} is declared '{name}:float'; {len(bad)} such row(s)). "
-                "Fix the file, or declare the column ':token' if it is a label"
+                f"{path}, line {line}: {name} {value!r} {what} ({name} is declared "
+                f"'{column}'; {count} such row(s)). Fix the file, or declare the column "
+                "':token' if it is a label"
             )
 
 
@@ -318,7 +329,9 @@ def _check_atomic_file(config, source, path, sequential, needs_time):
             f"{path} has a header and no interactions; convert the raw data again "
             "(recbole-attn convert ...)"
         )
-    _check_numbers(path, fields, names, separator, encoding)
+    _check_numbers(
+        path, fields, names, separator, encoding, config["seq_separator"] or " "
+    )
     return fields
 
 
