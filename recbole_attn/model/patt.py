@@ -9,17 +9,11 @@ Reference:
 Reference code:
     https://github.com/l-lyl/PAtt
 
-PAtt^k with ``dpp_k: 2`` (dual dependency, eq. 7) or ``dpp_k: 3`` (triple
-dependency, eq. 12). Every k-DPP quantity is in closed form, for the k-DPP on each
-query's valid causal prefix: with ``d = diag(L)``,
-
-* all 2x2 principal minors: :math:`M2_{rt} = d_r d_t - L_{rt}^2`;
-* the triple sums :math:`S_{rt} = \sum_{x \ne r,t} \det L_{\{r,t,x\}}` of a prefix: a few
-  batched matmuls;
-* the normalizers :math:`e_2`, :math:`e_3` of each prefix: cumulative sums of those;
-* the pair marginals :math:`P^2(r,t) = M2_{rt}/e_2` and :math:`P^3(r,t) = S_{rt}/e_3`.
-
-No determinant routine, eigendecomposition or Python loop over pairs or positions.
+PAtt^k with ``dpp_k: 2`` (eq. 7) or ``dpp_k: 3`` (eq. 12). With ``d = diag(L)``, the
+k-DPP on each query's valid prefix is in closed form: the pair minors
+:math:`d_r d_t - L_{rt}^2`, the triple sums :math:`S_{rt} = \sum_x \det L_{\{r,t,x\}}`
+(a few matmuls), the normalizers :math:`e_k` as cumulative sums, and
+:math:`P^k(r, t)` their ratio.
 """
 
 from typing import NamedTuple
@@ -276,41 +270,22 @@ class PAtt(SequentialRecommender):
     Embedding, FFN, residuals, layer norms, dropout and prediction are SASRec's.
 
     NOTE:
-        Deviations from the paper. The defaults follow the official code
-        (github.com/l-lyl/PAtt) wherever it departs from the paper, but for its two
-        leaks:
+        Deviations from the paper (the reference code's forms, but its two leaks):
 
-        * Ground set: for query t the k-DPP lives on the valid prefix :math:`\{x \le t\}`
-          (padding and future items are in no normalizer). The paper builds one k-DPP per
-          sequence and keeps the lower triangle of D; the official normalizer also sums
-          over padding and future positions, a train-time leak.
-        * Diagonal: :math:`D_{tt} = \exp(-\lambda L_{tt})`, the official self logit (the
-          paper's eq. 7 has :math:`D_{tt} = 1`).
-        * Sampler: :math:`S = (M W^S + b)^2` elementwise, as the official code (eq. 8's
-          :math:`S = M W^S` is linear).
-        * Every row of D is divided by its sum: with the default :math:`\lambda =
-          1/\sqrt{d_h}` (``dpp_lambda: 0.125`` at d 64, one head) this is the official
-          softmax of :math:`-P/\sqrt{d_h}` over the prefix; the paper writes Z = D M
-          with raw weights. Since :math:`0 \le P \le 1`, at 0.125 the weights of a row's
-          earlier keys differ by at most :math:`e^{0.125}`: the attention is close to a
-          mean over the prefix with its own self weight.
-        * k = 3 is exact by default (``dpp_triple_samples: 0``): the sum over every third
-          item in closed form. The paper's sampled variant (4 random third items per
-          pair) is ``dpp_triple_samples: 4``, scaled by (number of candidates)/(samples)
-          so that it is an unbiased estimate of the exact marginal, sampled only while
-          training (exact, deterministic scores in evaluation).
-        * Multi-head: each head has its own Sampler slice and attends to its slice of M.
-          After the attention: dense, dropout, residual, post-LN (the paper keeps
-          SASRec's block; its parameter count "2 d^2 fewer than SASRec" implies the
-          output dense).
-        * Loss: BCE with one negative per position (``loss_type: BCE``), as the official
-          code, whose sampler also avoids the user's held-out items (a leak; RecBole's
-          sampler avoids the training items only). ``CE`` (softmax over all items) is an
-          option.
-        * Position ids count back from the most recent item, as the left-padded official
-          code (``position_alignment: last``; ``first``: from the first item).
-        * Settings: the paper's T 30 with the official README's dropout 0.4 (the paper
-          searches {0.3, 0.5, 0.7} and sets 0.5).
+        * Ground set: the k-DPP of query t lives on its valid prefix (no padding or
+          future item in any normalizer; the reference normalizer sums over them).
+        * :math:`D_{tt} = \exp(-\lambda L_{tt})` (eq. 7: 1); Sampler
+          :math:`S = (M W^S + b)^{\circ 2}` (eq. 8: linear); rows of D divided by their
+          sum, the reference softmax of :math:`-\lambda P` (``dpp_lambda``
+          :math:`= 1/\sqrt{d_h}`).
+        * k = 3 is exact by default; ``dpp_triple_samples: s`` is the paper's sampled
+          variant, rescaled to an unbiased estimate, in training only.
+        * Multi-head: each head has its Sampler slice and its slice of M; SASRec's
+          output sublayer after the attention.
+        * Loss: BCE with one negative (``CE`` an option); the reference sampler also
+          avoids held-out items, RecBole's does not.
+        * ``position_alignment: last`` counts positions back from the most recent item,
+          as the left-padded reference code.
     """
 
     #: BCE trains on one negative per sample from RecBole's sampler (``NEG_ITEM_ID``)
