@@ -579,7 +579,7 @@ def test_test_cases_are_recbole_style():
 
 
 def test_sized_cases_are_the_variant_plus_sizes(files):
-    """A case's sizes (RecBole's test data only: DPAtt product's and RKSA's T, RKSA's
+    """A case's sizes (RecBole's test data only: RKSA's and AWRSR's T, RKSA's
     batch) come after the variant's options, change no option of the variant, and are
     keys the exported yaml or RecBole's own yaml files define."""
     import yaml
@@ -601,13 +601,12 @@ def test_sized_cases_are_the_variant_plus_sizes(files):
             sizes = model.sizes.get(suffix, {})
             assert configs[method] == {"model": name, **options, **sizes}
             sized += bool(sizes)
-    assert configs["test_dpatt_product"]["MAX_ITEM_LIST_LENGTH"] == 10
     assert configs["test_rksa"]["train_batch_size"] == 2048
     assert all(
         configs[f"test_awrsr{suffix}"]["MAX_ITEM_LIST_LENGTH"] == 20
         for suffix in ("", "_add", "_stosa_stoc")
     )
-    assert sized == 5
+    assert sized == 4
 
 
 @pytest.mark.parametrize(

@@ -84,15 +84,7 @@ MODELS = {
     "DPAtt": Model(
         "recbole_attn.model.dpatt",
         **PATT_PAPER,
-        cases={
-            "": TEST_CATEGORIES,
-            "product": {**TEST_CATEGORIES, "dpp_diversity_form": "product"},
-        },
-        # the product form solves one T x T system per prefix (O(B T^4) time, O(B T^3)
-        # memory): at RecBole's test length 50 the case cost several times SASRec's and
-        # peaked at 4.5 GB; T 10 and 20 pre-stage steps still run every part of it
-        # (docs/upstream.md)
-        sizes={"product": {"MAX_ITEM_LIST_LENGTH": 10, "dpp_cat_steps": 20}},
+        cases={"": TEST_CATEGORIES},
     ),
     "AWRSR": Model(
         "recbole_attn.model.awrsr",
