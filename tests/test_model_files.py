@@ -111,6 +111,10 @@ def test_dpatt_learns_c_once_before_training_and_not_on_load(tiny_config, monkey
     config, net, _, (train, _, _) = _built(tiny_config, "DPAtt", FAST_DPATT)
     assert calls == [] and net.category_vectors.abs().sum() == 0
     batch = next(iter(train))
+    # an unfitted C (zeros) loaded into another model leaves its pre-stage to come
+    fresh = type(net)(config, train.dataset)
+    fresh.load_state_dict(net.state_dict())
+    assert fresh.category_data is not None
     net.train()
     net.calculate_loss(batch)
     net.calculate_loss(batch)

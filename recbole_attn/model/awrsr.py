@@ -6,18 +6,11 @@ Reference:
     Yuli Liu, Min Liu and Xiaojing Liu. "Pay Attention to Attention for Sequential
     Recommendation." in RecSys 2024.
 
-AWRSR refines the attention matrix of a self-attentive recommender: every attention layer
-of the backbone (SASRec or STOSA) gets a refiner between its normalized matrix A and the
-aggregation. A refiner reads the rows of A as representations of the query items ("how
-item k spreads its attention") and mixes them with learnable :math:`n \times n` matrices
-(n = ``MAX_ITEM_LIST_LENGTH``, shared by the heads of a layer), whose rows are indexed by
-the key positions of the entries of A they multiply.
-
-**Causality.** Row k of the refined matrix reads row k of A and rows t of A only where
-(k, t) is allowed by the causal mask (t <= k, t a real item), because B is re-masked
-before its softmax (and :math:`M_{value}`'s inner softmax is masked the same way); row t
-of A depends only on the items up to t. So the output at position k depends on no item
-after k.
+AWRSR refines the attention matrix A of every attention layer of a backbone (SASRec or
+STOSA): its rows, read as representations of the query items, are mixed with learnable
+:math:`n \times n` matrices (n = ``MAX_ITEM_LIST_LENGTH``) into logits B, and the values
+are aggregated with the masked :math:`\mathrm{softmax}(B)`. B is re-masked before its
+softmax, so the output at position k reads no item after k.
 """
 
 import math
@@ -336,24 +329,18 @@ class AWRSR(SequentialRecommender):
     NOTE:
         Decisions where the paper is ambiguous:
 
-        * The refiners act on the post-softmax, causally masked A (masked entries exactly
-          0), B is re-masked (causal + padding) before its softmax, and STOSA's covariance
-          stream is aggregated with :math:`\mathrm{softmax}(B) \circ \mathrm{softmax}(B)`,
-          as its means with :math:`\mathrm{softmax}(B)`. Under STOSA's default
-          ``stosa_preset: official`` the layers' mean outputs are dropped, so only the
-          covariances are aggregated with the refined weights.
-        * :math:`M_{simp}` and :math:`M_{add}`: the paper prints an outer product of two
-          rows; we use their inner product (B_kt must be a scalar). Scale
-          :math:`\sqrt{d_h}` (per head).
-        * :math:`M_{value}`: the paper multiplies by the refinement matrices from the
-          left, which mixes query rows over the whole sequence (a future-item leak when
-          every position is trained); we read it in the row convention of eq. 2 and 4
-          with a causally masked inner softmax.
-        * :math:`M_{stoc}`: B is :math:`-W_2^2/\sqrt{d_h}` between the row Gaussians
-          (the paper stops at the distributions).
-        * One set of :math:`n \times n` matrices per layer, shared by its heads,
-          initialized as identity + N(0, ``initializer_range``) noise (the paper gives no
-          initialization; at zero the bilinear refinements start at a saddle point).
+        * The refiners read the post-softmax, causally masked A; B is re-masked
+          (causal and padding) before its softmax; STOSA aggregates its covariances
+          with :math:`\mathrm{softmax}(B) \circ \mathrm{softmax}(B)`.
+        * :math:`M_{simp}`, :math:`M_{add}`: the inner product of the two rows (the
+          paper prints an outer product; :math:`B_{kt}` is a scalar), scaled by
+          :math:`\sqrt{d_h}`.
+        * :math:`M_{value}`: in the row convention of eq. 2 and 4 with a causally masked
+          inner softmax (multiplied from the left, it would mix future rows).
+        * :math:`M_{stoc}`: :math:`B = -W_2^2/\sqrt{d_h}` between the row Gaussians.
+        * One set of matrices per layer, shared by its heads, initialized as the
+          identity plus N(0, ``initializer_range``) noise (at zero the bilinear forms
+          start at a saddle point).
     """
 
     #: backbone name -> model class

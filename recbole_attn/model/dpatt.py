@@ -9,9 +9,8 @@ Reference:
 Reference code:
     https://github.com/l-lyl/PAtt
 
-DPAtt is PAtt (:mod:`recbole_attn.model.patt`) with the diversity-aware kernel of section
-3.2.4: a category-scope kernel C over all items, learned in a pre-stage (eq. 10), weighs
-the k-subsets of every prefix.
+DPAtt is PAtt (:mod:`recbole_attn.model.patt`) with a category kernel C over all items
+(section 3.2.4) that weighs the k-subsets of every prefix.
 """
 
 from typing import NamedTuple
@@ -215,28 +214,23 @@ class DPAtt(PAtt):
     eq. 13-14), C a category kernel over all items: subsets spanning more categories get
     lower probability, hence higher attention :math:`\exp(-\lambda P)`.
 
-    :math:`C = (1-\beta) \hat V \hat V^\top + \beta I` with unit-norm item vectors
-    :math:`\hat v_i \in R^{r}` (``dpp_cat_rank``, :math:`\beta` = ``dpp_cat_jitter``),
-    learned before the first training step with eq. 10, :math:`\max \sum \log\det
-    C_{A^+} - \log\det C_{A^-}`, on (more diverse, less diverse) item sets of size
-    ``dpp_cat_set_size`` from the training sequences (``dpp_cat_draws`` random subsets
-    per sequence, ``dpp_cat_steps`` Adam steps at ``dpp_cat_lr``), then frozen (a buffer
-    saved with the model: a loaded model is not refitted). Categories: the token_seq
+    :math:`C = (1-\beta) \hat V \hat V^\top + \beta I` (unit-norm item vectors of rank
+    ``dpp_cat_rank``, :math:`\beta` = ``dpp_cat_jitter``) is learned before the first
+    training step with eq. 10 on (more diverse, less diverse) item sets drawn from the
+    training sequences (``dpp_cat_set_size``, ``dpp_cat_draws``, ``dpp_cat_steps``,
+    ``dpp_cat_lr``), then frozen; it is saved with the model. Categories: the token_seq
     item feature ``category_field``.
 
     NOTE:
         Deviations, besides PAtt's:
 
-        * The paper's composite kernel :math:`T = L C_S^{-1}` (eq. 11) is not symmetric
-          and its principal minors are not :math:`\det L_Y/\det C_Y` (they can be
-          negative); we use :math:`\det L_Y / \det C_Y`, the measure the appendix
-          proves the diversity property for.
-        * C's item vectors are learned from set pairs chosen by their category counts;
-          the reference code learns a logistic-DPP kernel offline and does not use it in
-          attention.
-        * DPAtt^3 exact needs all 3x3 minors of C and L (O(T^3) memory per head); the
-          sampled variant (``dpp_triple_samples > 0``) builds its normalizer from the
-          sampled weights.
+        * The subset weight is :math:`\det L_Y / \det C_Y`, the measure of Appendix
+          A.1, not the minors of the paper's :math:`T = L C_S^{-1}` (eq. 11), which can
+          be negative.
+        * C is learned from set pairs ranked by their category counts; the reference
+          code learns a kernel offline and does not use it in attention.
+        * DPAtt^3 exact holds all 3x3 minors (O(T^3) memory per head); the sampled
+          variant builds its normalizer from the sampled weights.
     """
 
     def __init__(self, config, dataset):
@@ -278,8 +272,9 @@ class DPAtt(PAtt):
         self.category_data = None
 
     def _load_from_state_dict(self, state_dict, prefix, *args):
-        if prefix + "category_vectors" in state_dict:
-            self.category_data = None  # a learned C: no pre-stage
+        vectors = state_dict.get(prefix + "category_vectors")
+        if vectors is not None and bool(vectors.any()):
+            self.category_data = None  # a learned C (unit rows): no pre-stage
         super()._load_from_state_dict(state_dict, prefix, *args)
 
     def training_histories(self, dataset):

@@ -9,12 +9,9 @@ Reference:
 Reference code:
     https://github.com/NetEase-Media/FPARec
 
-The attention of every block is a learned function of the query and key positions only,
-:math:`R_l / \sqrt{d_h}` with :math:`R_l \in \mathbb{R}^{h \times n \times n}` (PARec) or
-:math:`R_{1,l} R_{2,l}^\top` with :math:`R_{1,l}, R_{2,l} \in \mathbb{R}^{h \times n
-\times k}` (FPARec), n = ``MAX_ITEM_LIST_LENGTH``: no query or key projection. With
-``position_alignment: last`` the most recent item is always position n - 1 (as in the
-right-aligned official code), so R learns patterns relative to the most recent item.
+The attention of every block is a learned function of the query and key positions
+only, :math:`\mathrm{softmax}(R_l / \sqrt{d_h})` with :math:`R_l \in \mathbb{R}^{h \times
+n \times n}`, n = ``MAX_ITEM_LIST_LENGTH``: no query or key projection.
 """
 
 import math
@@ -167,21 +164,14 @@ class PARec(SequentialRecommender):
     NOTE:
         Choices where the paper is silent:
 
-        * ``position_alignment: last`` by default: the most recent item is position
-          n - 1 (the official code right-aligns sequences); ``first`` counts from the
-          first item.
-        * Multi-head: :math:`R_l \in \mathbb{R}^{h \times n \times n}`, scale
-          :math:`1/\sqrt{d_h}` (the official code's; the paper writes :math:`\sqrt{d}`,
-          the same for one head). No output projection after the attention (the paper's
-          parameter count :math:`d^2 + n^2` has none); the value projection has a bias.
-        * Dropout on the embeddings, on the attention weights (``attn_dropout_prob``) and
-          on the outputs of the attention and FFN sublayers; the FFN is
-          ``dense_2(act(dense_1(.)))`` of width ``inner_size``.
-        * The official code adds a learned position embedding to the input and applies
-          one FFN after all attention sublayers; we follow the paper (no position
-          embedding, an FFN in every block).
-        * R is initialized from a normal with std 0.01 truncated at 2 std (the official
-          code's truncated normal); Linear and embedding weights as RecBole's SASRec.
+        * ``position_alignment: last`` counts positions back from the most recent item,
+          as the right-aligned reference code, so R is relative to it.
+        * Multi-head R, scaled by :math:`1/\sqrt{d_h}`; no output projection (the
+          paper's parameter count has none); dropout on the embeddings, the weights and
+          both sublayers' outputs.
+        * The paper's blocks: no position embedding and an FFN in every block (the
+          reference code adds one and has a single FFN after all blocks).
+        * R is drawn from N(0, 0.01) truncated at 2 std, as the reference code.
     """
 
     #: FPARec's R = R1 R2^T (``factor_k``)

@@ -101,21 +101,11 @@ def causal_masks(mask, k, heads=True, dtype=torch.float32):
 
 
 def causal_pair_numerators(kernel, k, masks, triple_samples=0, third_items=None):
-    r"""Unnormalized pair weights ``W[..., t, r]`` (r < t, both valid) and normalizers
-    ``Z[..., t]`` of the k-DPP on every valid prefix :math:`\{x \le t\}`, for a symmetric
-    PSD ``kernel [B, H, T, T]`` (or ``[B, T, T]``) whose rows and columns of padding are
-    0; ``masks``: :func:`causal_masks` of the batch.
-
-    * k = 2: :math:`W_{tr} = \det L_{\{r,t\}}`, :math:`Z_t` their sum in the prefix;
-    * k = 3 exact: :math:`W_{tr} = \sum_{x<t,\,x\ne r} \det L_{\{r,t,x\}}` in closed
-      form, :math:`Z_t = \sum_{t'\le t} \frac12 \sum_{r<t'} W_{t'r}`;
-    * k = 3 sampled (``triple_samples = s > 0``): :math:`W_{tr} = \frac{t-1}{s}\sum_j
-      \det L_{\{r,t,x_j\}}`, :math:`x_j` uniform over :math:`\{0..t-1\} \setminus \{r\}`
-      (unbiased), :math:`Z_t` exact.
-
-    Rows whose prefix holds fewer than k valid items get W = 0; numerators are clamped
-    at 0 (rounding).
-    """
+    r"""Pair weights ``W[..., t, r]`` (r < t, both valid) and normalizers ``Z[..., t]``
+    of the k-DPP on every valid prefix, for a PSD ``kernel [B, (H,) T, T]`` with zero
+    padding rows: :math:`W_{tr} = \det L_{\{r,t\}}` (k = 2) or :math:`\sum_{x<t} \det
+    L_{\{r,t,x\}}` (k = 3, in closed form, or over ``triple_samples`` uniform third
+    items, rescaled: unbiased); rows with fewer than k valid items get 0."""
     pairs = masks.pairs
     d = torch.diagonal(kernel, dim1=-2, dim2=-1)
     d_t, d_r = d.unsqueeze(-1), d.unsqueeze(-2)

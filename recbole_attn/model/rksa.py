@@ -6,31 +6,17 @@ Reference:
     Mingi Ji, Weonyoung Joo, Kyungwoo Song, Yoon-Yeong Kim and Il-Chul Moon. "Sequential
     Recommendation with Relation-Aware Kernelized Self-Attention." in AAAI 2020.
 
-A SASRec backbone whose attention logits are a latent variable :math:`z \sim
-\mathrm{MSN}(\xi, \omega, \psi, \alpha)` (a multivariate skew-normal), drawn with the
-stochastic representation of eq. 13 in training and replaced by its expectation in
-evaluation. For query row t and key j:
+SASRec whose attention logits are a multivariate skew-normal :math:`z \sim
+\mathrm{MSN}(\xi, \omega, \psi, \alpha)`: location :math:`\xi = q_t \cdot k_j / \sqrt{d_h}`
+(eq. 7), scale :math:`\omega` (eq. 8), correlation :math:`\psi = \sum_m r_m K_m` over
+co-occurrence, item and user kernels (eq. 9), shape :math:`\alpha` from two-hop
+co-occurrences (eq. 10-11); with :math:`\delta = \alpha/\sqrt{1+\alpha^2}`,
 
-* location :math:`\xi_{tj} = q_t \cdot k_j / \sqrt{d_h}` (eq. 7, f the identity);
-* scale :math:`\omega_{tj} = \mathrm{softplus}((x_t W_\omega^Q) \cdot (x_j W_\omega^K)
-  / \sqrt{d_h})` (eq. 8);
-* correlation :math:`\psi = \sum_m r_m K_m` over the selected kernels, :math:`r =
-  \mathrm{softmax}(u W_u + b_u)` (eq. 9): counting :math:`P_{ij}^2/(P_i P_j)` from the
-  training co-occurrence counts P, item (linear, :math:`\hat x_i \cdot \hat x_j` on
-  unit-norm representations), user (cosine of
-  :math:`W_s u \odot \hat x`); each kernel is a correlation matrix, so :math:`\psi` is one;
-* shape :math:`\alpha_{tj} = s_{tj} \hat\alpha_{tj} / \max_{j' \le t} \hat\alpha_{tj'}`
-  with the two-hop co-occurrence :math:`\hat\alpha_{tj} = \sum_{k \le t} \tilde c_{jk}
-  \tilde c_{kt}` over the prefix of t (eq. 10) and :math:`s_{tj} =
-  \mathrm{softplus}((x_t W_s^Q) \cdot (x_j W_s^K)/\sqrt{d_h})` (eq. 11);
-* reparameterization (eq. 13): per sequence and head ONE :math:`y_0 \sim N(0,1)` and ONE
-  :math:`y \sim N(0, \psi)` (a Cholesky of :math:`\psi` + jitter), shared by the query
-  rows, :math:`\delta = \alpha/\sqrt{1+\alpha^2}`, :math:`z = \xi + \omega(\delta |y_0| +
-  \sqrt{1-\delta^2} \, y)`; in evaluation :math:`E[z] = \xi + \omega \delta \sqrt{2/\pi}`.
+.. math::
+    z = \xi + \omega(\delta |y_0| + \sqrt{1-\delta^2}\, y), \quad y_0 \sim N(0, 1),
+    \; y \sim N(0, \psi)
 
-Causality: every quantity of row t reads items j <= t only, and :math:`y_j` is the j-th
-entry of the Cholesky factor times noise, which depends on the leading block
-:math:`\psi_{\le j, \le j}` only.
+in training (eq. 13) and :math:`E[z] = \xi + \omega \delta \sqrt{2/\pi}` in evaluation.
 """
 
 import math
@@ -327,28 +313,18 @@ class RKSA(SequentialRecommender):
     times the listwise co-occurrence loss, averaged over layers.
 
     NOTE:
-        Decisions where the paper is silent or ambiguous (no public code exists):
+        Decisions where the paper is silent (no reference code exists):
 
-        * ω and α are defined per query row t (the paper uses the last item :math:`x_n`
-          only), so that every position can train and position t reads no later item;
-          the shape ratio :math:`\hat\alpha` of row t sums over the prefix :math:`k \le
-          t`.
-        * One :math:`y_0` and one :math:`y \sim N(0, \psi)` per sequence and head, shared
-          by the query rows; :math:`\psi` is shared by the heads of a layer.
-        * Evaluation uses :math:`E[z] = \xi + \omega\delta\sqrt{2/\pi}` (deterministic).
-        * :math:`\psi`: the user kernel is normalized to unit diagonal (the cosine of
-          :math:`W_s u \odot \hat x_i` and :math:`W_s u \odot \hat x_j`; the paper's
-          product has a diagonal :math:`\ne 1`), so every kernel and their mix is a
-          correlation matrix. The Cholesky factor is taken of
-          :math:`(\psi + \epsilon I)/(1 + \epsilon)` (``rksa_jitter``), positive
-          definite for repeated items and rank-deficient kernels, with unit diagonal.
-        * Co-occurrence counts come from the training interactions only (validation and
-          test interactions are never counted); the counting kernel of an item never
-          seen in training is 0 off the diagonal.
-        * The listwise (ListNet) loss compares, for every query row, the softmax of
-          :math:`\psi` over its causal keys with the softmax of the counting kernel there.
-        * The paper's protocol ranks 100 sampled negatives (``eval_args.mode: uni100``);
-          RecBole's full ranking is the default, the same for every model.
+        * :math:`\omega`, :math:`\alpha` are defined per query row t (the paper: the
+          last item only), so every position trains and row t reads no later item.
+        * One :math:`y_0` and one :math:`y` per sequence and head, shared by the rows;
+          :math:`\psi` shared by a layer's heads, its Cholesky factor taken of
+          :math:`(\psi + \epsilon I)/(1 + \epsilon)` (``rksa_jitter``).
+        * The user kernel is normalized to unit diagonal (a cosine), so :math:`\psi` is
+          a correlation matrix.
+        * Co-occurrences count training interactions only.
+        * The listwise loss is ListNet between the rows of :math:`\psi` and of the
+          counting kernel over their causal keys.
     """
 
     #: BCE trains on one negative per sample from RecBole's sampler (``NEG_ITEM_ID``)

@@ -8,14 +8,12 @@ Reference:
 Reference code:
     https://github.com/zfan20/STOSA
 
-An item is a diagonal Gaussian :math:`\mathcal{N}(\mu, \mathrm{diag}(\Sigma))`. Between two
-diagonal Gaussians the squared 2-Wasserstein distance is
+Items are diagonal Gaussians; between two of them
 
 .. math::
     W_2^2 = \|\mu_1 - \mu_2\|_2^2 + \|\Sigma_1^{1/2} - \Sigma_2^{1/2}\|_2^2,
 
-the squared Euclidean distance between :math:`[\mu, \Sigma^{1/2}]`, so all pairwise
-distances are one matmul (Appendix A.2).
+so all pairwise distances are one matmul (Appendix A.2).
 """
 
 import functools
