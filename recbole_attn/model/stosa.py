@@ -368,8 +368,10 @@ class STOSA(SequentialRecommender):
 
     def _init_weights(self, module):
         """N(0.01, initializer_range) for linear and embedding weights (the reference
-        code's, drawn after RecBole's N(0, initializer_range)), zero biases."""
+        code's), zero biases and padding rows."""
         if isinstance(module, (nn.Linear, nn.Embedding)):
+            # the draw of RecBole's N(0, std) first keeps the random stream of the runs
+            # this model was measured with
             module.weight.data.normal_(mean=0.0, std=self.initializer_range)
             module.weight.data.normal_(mean=0.01, std=self.initializer_range)
         elif isinstance(module, nn.LayerNorm):
@@ -377,6 +379,8 @@ class STOSA(SequentialRecommender):
             module.weight.data.fill_(1.0)
         if isinstance(module, nn.Linear) and module.bias is not None:
             module.bias.data.zero_()
+        if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+            module.weight.data[module.padding_idx].zero_()
 
     def position_ids(self, item_seq_len, length):
         return position_ids(
