@@ -155,3 +155,112 @@ def test_sigterm_to_a_training_process(tiny_data_path, tmp_path):
     assert last.startswith("error: interrupted in epoch "), last
     assert "is saved: continue with the same command and --resume_checkpoint=" in last
     assert os.path.isfile(os.path.join(tmp_path, last.split("=", 1)[1]))
+
+
+# ---------------------------------------------------------------------- a search
+
+
+def _search_argv(tiny_data_path, tmp_path, *extra):
+    space = tmp_path / "space.hyper"
+    space.write_text("hidden_size choice [8,16,32]\n")
+    return [
+        "tune",
+        *_run_args(tiny_data_path, "--epochs=2"),
+        f"--params_file={space}",
+        f"--output={tmp_path / 'out'}",
+        *extra,
+    ]
+
+
+def test_a_stopped_search_keeps_its_trials_and_the_same_command_continues_it(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    """hyperopt (in this process): before, Ctrl-C in a trial was the trial's resume
+    advice, no output kept the finished trials, and the same command then refused the
+    search's own folder."""
+    import csv
+    import json
+
+    from recbole_attn.trainer import AttnTrainer
+
+    real = AttnTrainer._train_epoch
+    calls = []
+
+    def stop_in_the_second_trial(self, train_data, idx, *args, **kwargs):
+        calls.append(idx)
+        if len(calls) == 3:  # 2 epochs a trial: the second trial's first epoch
+            raise KeyboardInterrupt
+        return real(self, train_data, idx, *args, **kwargs)
+
+    monkeypatch.setattr(AttnTrainer, "_train_epoch", stop_in_the_second_trial)
+    monkeypatch.chdir(tmp_path)
+    argv = _search_argv(
+        tiny_data_path, tmp_path, "--tool=hyperopt", "--algo=exhaustive"
+    )
+    code, err = _cli_main(argv, capsys)
+    out = tmp_path / "out"
+    assert code == 130 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(
+        f"error: search interrupted: 1 of 3 trials finished, kept in {out}/trials.csv; "
+        "continue with the same command (it runs the trials left, then selects and "
+        "tests)"
+    ), err
+    with open(out / "trials.csv") as f:
+        (first,) = list(csv.DictReader(f))
+    assert first["hidden_size"] == "8" and os.path.isfile(first["saved_model_file"])
+    assert not (out / "result.json").exists()
+    assert "interrupted after 1 of 3 trials" in (out / "trials.md").read_text()
+    # the same command continues: the finished trial is kept, the two others run
+    monkeypatch.setattr(AttnTrainer, "_train_epoch", real)
+    calls.clear()
+    code, err = _cli_main(argv, capsys)
+    assert code == 0, err
+    result = json.loads((out / "result.json").read_text())
+    assert [t["params"]["hidden_size"] for t in result["trials"]] == [8, 16, 32]
+    assert result["trials"][0]["saved_model_file"] == first["saved_model_file"]
+    assert not (out / "interrupted.json").exists()
+    # a finished search is an earlier search's results again
+    code, err = _cli_main(argv, capsys)
+    assert code == 2 and "would replace" in err, err
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_ray_search_that_the_same_command_continues(
+    tiny_data_path, tmp_path
+):
+    """Ray Tune: SIGINT after the first finished trial; then the same command restores
+    Ray's experiment (``Tuner.restore``) and finishes the search."""
+    import json
+
+    argv = [sys.executable, os.path.join(REPO, "run_recbole_attn.py")]
+    argv += _search_argv(
+        tiny_data_path, tmp_path, "--max_concurrent=1", "--algo=exhaustive"
+    )[1:]
+    argv = [a.replace("--epochs=2", "--epochs=3") for a in argv]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # each progress line as it comes
+    proc = subprocess.Popen(
+        argv,
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("[1/3]"):
+            proc.send_signal(signal.SIGINT)
+            break
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, "".join(lines) + out + err
+    assert "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: search interrupted: "), err
+    assert "(it restores Ray's experiment and runs the unfinished trials" in last
+    with open(tmp_path / "out" / "trials.csv") as f:
+        assert len(f.read().splitlines()) >= 2, "the finished trial is kept"
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert sorted(t["params"]["hidden_size"] for t in result["trials"]) == [8, 16, 32]

@@ -31,7 +31,7 @@ starts.
 import os
 import time
 
-from recbole_attn.errors import RecboleAttnError
+from recbole_attn.errors import Interrupted, RecboleAttnError
 from recbole_attn.files import (
     ExistingOutputError,
     claim_folder,
@@ -40,7 +40,13 @@ from recbole_attn.files import (
     run_stem,
 )
 from recbole_attn.tuning.hyperopt_search import _search_hyperopt
-from recbole_attn.tuning.outputs import OUTPUTS, write_outputs
+from recbole_attn.tuning.outputs import (
+    INTERRUPTED,
+    OUTPUTS,
+    read_interrupted,
+    write_interrupted,
+    write_outputs,
+)
 from recbole_attn.tuning.ray_search import (  # noqa: F401  (re-exported)
     _init_ray,
     _search_ray,
@@ -85,7 +91,17 @@ def _claim_output(output, overwrite):
             "if no search runs there, the last one was killed: remove the file); "
             "choose another --output"
         )
-    refuse_existing([os.path.join(output, n) for n in OUTPUTS], what, overwrite)
+    # a search that was stopped there left its own files: the same command continues it
+    stopped = os.path.isfile(os.path.join(output, INTERRUPTED))
+    refuse_existing(
+        [
+            os.path.join(output, n)
+            for n in OUTPUTS
+            if not (stopped and n != "result.json")
+        ],
+        what,
+        overwrite,
+    )
     os.makedirs(output, exist_ok=True)
     if overwrite:
         return None
@@ -194,6 +210,7 @@ def tune_model(
         check_ray_address(ray_address)
 
     claim = None
+    given_output = bool(output)
     if output:
         output = os.path.abspath(output)
         claim = _claim_output(output, overwrite)
@@ -215,34 +232,66 @@ def tune_model(
         "mode": mode,
         "eval_step": int(probe["eval_step"] or 1),
     }
+    # the finished trials: those of a stopped search in this folder first (the same
+    # command continues it), then this one's, as each finishes
+    finished = read_interrupted(output)
+    options["continue"] = bool(finished)
+    total = grid_size(params) if algo == "exhaustive" else int(num_samples)
     try:  # a failed search leaves no claim behind
         started = time.time()
-        if tool == "ray":
-            _init_ray(ray_address, num_cpus)
-            trials = _search_ray(
-                params,
-                algo,
-                model,
-                dataset,
-                files,
-                overrides,
-                mode,
-                probe["epochs"],
-                options,
-                echo,
-            )
-        else:
-            trials = _search_hyperopt(
-                params, algo, model, dataset, files, overrides, options, echo
-            )
-        search_seconds = time.time() - started
+        try:
+            if tool == "ray":
+                _init_ray(ray_address, num_cpus)
+                trials = _search_ray(
+                    params,
+                    algo,
+                    model,
+                    dataset,
+                    files,
+                    overrides,
+                    mode,
+                    probe["epochs"],
+                    options,
+                    echo,
+                    finished,
+                )
+            else:
+                trials = _search_hyperopt(
+                    params,
+                    algo,
+                    model,
+                    dataset,
+                    files,
+                    overrides,
+                    options,
+                    echo,
+                    finished,
+                )
+            search_seconds = time.time() - started
 
-        pick = max if mode == "max" else min
-        best = pick(trials, key=lambda t: t["best_valid_score"])
-        model_file = best["saved_model_file"]
-        _, _, trainer, (_, valid_data, test_data) = load_data_and_model(model_file)
-        valid_result = dict(trainer.evaluate(valid_data, model_file=model_file))
-        test_result = dict(trainer.evaluate(test_data, model_file=model_file))
+            pick = max if mode == "max" else min
+            best = pick(trials, key=lambda t: t["best_valid_score"])
+            model_file = best["saved_model_file"]
+            _, _, trainer, (_, valid_data, test_data) = load_data_and_model(model_file)
+            valid_result = dict(trainer.evaluate(valid_data, model_file=model_file))
+            test_result = dict(trainer.evaluate(test_data, model_file=model_file))
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM, or Ray Tune's own stop
+            write_interrupted(
+                output, finished, params, total, model_class.__name__, dataset
+            )
+            again = "the same command" + (
+                "" if given_output else f" and --output={output}"
+            )
+            how = (
+                "it restores Ray's experiment and runs the unfinished trials"
+                if tool == "ray"
+                else "it runs the trials left"
+            )
+            raise Interrupted(
+                f"search interrupted: {len(finished)} of {total} trials finished, "
+                f"kept in {os.path.join(output, 'trials.csv')}; continue with {again} "
+                f"({how}, then selects and tests)"
+            ) from None
         result = {
             "model": model_class.__name__,
             "dataset": dataset,

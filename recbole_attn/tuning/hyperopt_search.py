@@ -15,11 +15,17 @@ from recbole_attn.tuning.space import grid_size, hyperopt_space
 from recbole_attn.tuning.trial import _plain, train_trial
 
 
-def _search_hyperopt(params, algo, model, dataset, files, overrides, options, echo):
-    """In-process search with RecBole's ``HyperTuning`` (hyperopt; no Ray)."""
+def _search_hyperopt(
+    params, algo, model, dataset, files, overrides, options, echo, trials=None
+):
+    """In-process search with RecBole's ``HyperTuning`` (hyperopt; no Ray). ``trials``:
+    the list every finished trial is appended to, holding those of a stopped search
+    this one continues (``exhaustive`` skips their combinations, ``random`` and
+    ``bayes`` run the samples left)."""
     from recbole.trainer import HyperTuning
 
-    trials = []
+    trials = [] if trials is None else trials
+    done = [t["params"] for t in trials]
     total = grid_size(params) if algo == "exhaustive" else options["num_samples"]
     base = overrides.get("checkpoint_dir") or os.path.join(os.getcwd(), "saved")
     stream = sys.stdout  # RecBole's prints are silenced below, not the progress lines
@@ -48,15 +54,20 @@ def _search_hyperopt(params, algo, model, dataset, files, overrides, options, ec
         # every combination of the choice values once, in order (RecBole's exhaustive
         # search samples them at random with hyperopt's old RandomState API)
         for values in itertools.product(*(p.values for p in params)):
-            objective(dict(zip((p.name for p in params), values)), None)
+            sampled = dict(zip((p.name for p in params), values))
+            if _plain(sampled) not in done:
+                objective(sampled, None)
+        return trials
+    left = options["num_samples"] - len(trials)
+    if left <= 0:
         return trials
     tuner = HyperTuning(
         objective,
         space=hyperopt_space(params),
         algo=algo,
-        max_evals=options["num_samples"],
+        max_evals=left,
         # RecBole stops after 10 trials without progress; run the budget the user asked
-        early_stop=max(10, options["num_samples"]),
+        early_stop=max(10, left),
     )
     import contextlib
     import io

@@ -13,15 +13,19 @@ import os
 
 import yaml
 
+from recbole_attn.files import remove_stale_temporaries, write_replacing
+
 #: what a search writes into its output folder (an earlier search's are never replaced
 #: without ``overwrite``)
 OUTPUTS = ("trials.csv", "trials.md", "best.yaml", "result.json", "saved", "ray")
+#: written by a search that was stopped (Ctrl-C, SIGTERM): its finished trials, which
+#: the same command continues from (the folder is then the search's own, not an earlier
+#: search's results)
+INTERRUPTED = "interrupted.json"
 
 
-def write_outputs(output, result, overrides, params):
-    """``trials.csv`` and ``trials.md`` (every trial), ``best.yaml`` (the selected
-    configuration: the user's overrides and the selected values; ``--config_files``
-    accepts it) and ``result.json``."""
+def _table(trials, params):
+    """The header and rows of the trial table."""
     names = [p.name for p in params]
     header = names + ["best_valid_score", "epochs", "stop_reason", "saved_model_file"]
     rows = [
@@ -32,12 +36,66 @@ def write_outputs(output, result, overrides, params):
             t["stop_reason"],
             t["saved_model_file"],
         ]
-        for t in result["trials"]
+        for t in trials
     ]
-    with open(os.path.join(output, "trials.csv"), "w", newline="") as f:
+    return header, rows
+
+
+def _write_csv(output, header, rows):
+    def write(f):
         writer = csv.writer(f)
         writer.writerow(header)
         writer.writerows(rows)
+
+    write_replacing(os.path.join(output, "trials.csv"), write)
+
+
+def write_interrupted(output, trials, params, total, model, dataset):
+    """What a stopped search keeps: its finished ``trials`` in ``trials.csv`` and
+    ``trials.md`` (none selected, nothing tested) and in ``interrupted.json``, which the
+    same command reads to continue the search."""
+    header, rows = _table(trials, params)
+    _write_csv(output, header, rows)
+    lines = [
+        f"# {model} on {dataset}: interrupted after {len(trials)} of {total} trials",
+        "",
+        "The search was stopped; nothing was selected or tested yet. The same command "
+        'continues it (docs/tuning.md, "A stopped search").',
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
+    text = "\n".join(lines) + "\n"
+    write_replacing(os.path.join(output, "trials.md"), lambda f: f.write(text))
+    record = {"model": model, "dataset": dataset, "total": total, "trials": trials}
+    write_replacing(
+        os.path.join(output, INTERRUPTED),
+        lambda f: json.dump(record, f, indent=2, default=str),
+    )
+
+
+def read_interrupted(output):
+    """The finished trials an interrupted search left in ``output`` (``[]`` if none)."""
+    path = os.path.join(output, INTERRUPTED)
+    for name in ("trials.csv", "trials.md", INTERRUPTED):
+        remove_stale_temporaries(os.path.join(output, name))
+    if not os.path.isfile(path):
+        return []
+    try:
+        with open(path, encoding="utf-8") as f:
+            trials = json.load(f)["trials"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [t for t in trials if isinstance(t, dict) and "params" in t]
+
+
+def write_outputs(output, result, overrides, params):
+    """``trials.csv`` and ``trials.md`` (every trial), ``best.yaml`` (the selected
+    configuration: the user's overrides and the selected values; ``--config_files``
+    accepts it) and ``result.json``."""
+    header, rows = _table(result["trials"], params)
+    _write_csv(output, header, rows)
     best = result["best_params"]
     lines = [
         f"# {result['model']} on {result['dataset']}: {len(rows)} trials, "
@@ -82,3 +140,7 @@ def write_outputs(output, result, overrides, params):
         yaml.safe_dump(chosen, f, sort_keys=True)
     with open(os.path.join(output, "result.json"), "w") as f:
         json.dump(result, f, indent=2, default=str)
+    try:  # the search is complete: nothing left to continue
+        os.remove(os.path.join(output, INTERRUPTED))
+    except FileNotFoundError:
+        pass

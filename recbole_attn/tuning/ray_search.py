@@ -167,6 +167,17 @@ class _TrialTrace(logging.Filter):
         return not str(record.msg).startswith("Trial task failed for trial")
 
 
+class _StopNotice(logging.Filter):
+    """Ray Tune's lines when Ctrl-C stops it ("Stop signal received ...", "Experiment
+    has been interrupted ... Tuner.restore(...)"): the search says in one line what is
+    kept and the command that continues it (the same command restores Ray's
+    experiment)."""
+
+    def filter(self, record):
+        text = str(record.msg)
+        return not text.startswith(("Stop signal received", "Experiment has been int"))
+
+
 def _quiet_ray():
     """Ray's console output that says nothing a tuning user needs: the experiment box and
     result-folder lines of its output engine (``verbose=0`` does not reach them), and
@@ -175,6 +186,9 @@ def _quiet_ray():
     auth = logging.getLogger("ray._private.authentication.authentication_token_setup")
     if not any(isinstance(f, _LocalClusterNotice) for f in auth.filters):
         auth.addFilter(_LocalClusterNotice())
+    tune_run = logging.getLogger("ray.tune.tune")
+    if not any(isinstance(f, _StopNotice) for f in tune_run.filters):
+        tune_run.addFilter(_StopNotice())
     controller = logging.getLogger("ray.tune.execution.tune_controller")
     if not any(isinstance(f, _TrialTrace) for f in controller.filters):
         controller.addFilter(_TrialTrace())
@@ -207,11 +221,42 @@ def _init_ray(address, num_cpus):
         )
 
 
-def _progress_callback(total, params_names, echo):
+def _trial_row(trial, params_names, epochs, eval_step):
+    """A finished Ray trial as a row of the trial table (what a stopped search keeps)."""
+    result = trial.last_result or {}
+    saved = result.get("saved_model_file")
+    if saved is None or result.get("best_valid_score") is None:
+        return None
+    ran = int(result.get("epoch", -1)) + 1
+    status_path = os.path.join(os.path.dirname(saved), STATUS_FILE)
+    if os.path.isfile(status_path):
+        with open(status_path) as f:
+            reason = json.load(f)["stop_reason"]
+    elif ran + eval_step > epochs:
+        reason = "all epochs"
+    else:
+        reason = "stopped by ASHA"
+    return {
+        "params": _plain({k: trial.config.get(k) for k in params_names}),
+        "best_valid_score": float(result["best_valid_score"]),
+        "epochs": ran,
+        "stop_reason": reason,
+        "saved_model_file": saved,
+        "trial_id": trial.trial_id,
+    }
+
+
+#: the ids of the trials Ray Tune completed in this process
+completed = set()
+
+
+def _progress_callback(total, params_names, echo, finished=None, epochs=0, step=1):
+    """One line per finished trial; its row appended to ``finished`` (its id to
+    :data:`completed`)."""
     from ray.tune import Callback
 
     class Progress(Callback):
-        done = 0
+        done = len(finished or ())
 
         def _line(self, trial, what):
             Progress.done += 1
@@ -227,6 +272,10 @@ def _progress_callback(total, params_names, echo):
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             self._line(trial, "finished")
+            completed.add(trial.trial_id)
+            row = _trial_row(trial, params_names, epochs, step)
+            if finished is not None and row is not None:
+                finished.append(row)
 
         def on_trial_error(self, iteration, trials, trial, **info):
             self._line(trial, "failed")
@@ -235,8 +284,22 @@ def _progress_callback(total, params_names, echo):
 
 
 def _search_ray(
-    params, algo, model, dataset, files, overrides, mode, epochs, options, echo
+    params,
+    algo,
+    model,
+    dataset,
+    files,
+    overrides,
+    mode,
+    epochs,
+    options,
+    echo,
+    finished=None,
 ):
+    """The search on Ray Tune; every finished trial's row is appended to ``finished``
+    (holding those of a stopped search this one continues: Ray's experiment is then
+    restored, ``Tuner.restore``, and runs its unfinished trials). A search Ray Tune
+    stopped (its own Ctrl-C handling) is a ``KeyboardInterrupt``."""
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
     from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
@@ -280,6 +343,27 @@ def _search_ray(
         threads=options["cpus_per_trial"],
     )
     resources = {"cpu": options["cpus_per_trial"], "gpu": options["gpus_per_trial"]}
+    finished = [] if finished is None else finished
+    progress = _progress_callback(
+        total,
+        [p.name for p in params],
+        echo,
+        finished,
+        epochs,
+        options["eval_step"],
+    )
+    experiment = os.path.join(options["storage_path"], "recbole_attn")
+    if options.get("continue") and tune.Tuner.can_restore(experiment):
+        tuner = tune.Tuner.restore(
+            experiment,
+            trainable=tune.with_resources(trainable, resources),
+            resume_unfinished=True,
+            restart_errored=True,
+        )
+        run_config = getattr(getattr(tuner, "_local_tuner", None), "_run_config", None)
+        if run_config is not None:  # this process's progress lines and rows
+            run_config.callbacks = [progress]
+        return _results(tuner.fit(), params, mode, epochs, options, finished, total)
     tuner = tune.Tuner(
         tune.with_resources(trainable, resources),
         param_space=ray_space(params, algo),
@@ -294,15 +378,27 @@ def _search_ray(
             storage_path=options["storage_path"],
             name="recbole_attn",
             verbose=0,
-            callbacks=[_progress_callback(total, [p.name for p in params], echo)],
+            callbacks=[progress],
         ),
     )
+    return _results(tuner.fit(), params, mode, epochs, options, finished, total)
+
+
+def _results(grid, params, mode, epochs, options, finished, total):
+    """The rows of a search's trials from Ray's ``ResultGrid``; a ``KeyboardInterrupt``
+    when a trial did not finish or fewer than ``total`` were made (Ray Tune stopped the
+    search on a Ctrl-C: it makes trials as resources free up)."""
+    done = {t.get("trial_id") for t in finished} | completed
+    if len(grid) < total:
+        raise KeyboardInterrupt
     trials = []
-    for result in tuner.fit():
+    for result in grid:
         names = [p.name for p in params]
         row = {"params": _plain({k: result.config[k] for k in names})}
         if result.error is not None:
             raise RecboleAttnError(trial_error_line(result.error, result.path))
+        if (result.metrics or {}).get("trial_id") not in done:
+            raise KeyboardInterrupt  # unfinished: Ray Tune was stopped
         history = result.metrics_dataframe
         best = (
             history["valid_score"].max()
