@@ -4,8 +4,9 @@ recbole_attn.options_files
 
 The files generated from the option declarations (:mod:`recbole_attn.options`): every
 model's ``properties/model/<Name>.yaml``, the base class's block of
-``properties/overall.yaml`` and the option tables of ``docs/models.md``. After a
-declaration changed::
+``properties/overall.yaml``, the option tables of ``docs/models.md`` and the pull
+requests of the RecBole export shown in ``docs/upstream.md``. After a declaration (or a
+model file) changed::
 
     python -m recbole_attn.options_files            # rewrite them
     python -m recbole_attn.options_files --check    # only say which differ (exit 1)
@@ -29,7 +30,7 @@ from recbole_attn.options import (
 
 def generated_files(root):
     """path -> text of every file generated from the declarations, under the checkout
-    ``root``: the models' yaml, overall.yaml and docs/models.md."""
+    ``root``: the models' yaml, overall.yaml, docs/models.md and docs/upstream.md."""
     from recbole_attn.models import MODELS
     from recbole_attn.sequential.recommender import AttnSequentialRecommender
 
@@ -52,6 +53,12 @@ def generated_files(root):
         begin, end = docs_markers(name)
         text = replace_between(text, begin, end, table, path)
     out[path] = text
+    from recbole_attn.upstream.export import DOCS_BEGIN, DOCS_END, docs_section
+
+    path = os.path.join(root, "docs", "upstream.md")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    out[path] = replace_between(text, DOCS_BEGIN, DOCS_END, docs_section(), path)
     return out
 
 

@@ -28,6 +28,7 @@ from recbole_attn.data.dataset import (
 from recbole_attn.data.preparation import data_preparation
 from recbole_attn.errors import ConfigError, MetricConfigError
 from recbole_attn.evaluator import check_loaded_categories, check_metric_options
+from recbole_attn.upstream.defaults import differences_line
 from recbole_attn.files import check_writable_folder
 from recbole_attn.logs import DETAIL, init_logging, log_file_only
 from recbole_attn.memory import check_memory
@@ -177,6 +178,9 @@ def build_run(
         )
     for message in config.warnings:
         logger.warning(message)
+    recbole_differs = differences_line(config)  # the same model name inside RecBole
+    if recbole_differs:
+        logger.info(recbole_differs)
     for line in (set_threads(config), allocator.described()):  # the machine's use
         logger.info(line, extra=DETAIL)
     logger.info(config, extra=DETAIL)

@@ -444,6 +444,13 @@ def test_metric_docs_list_the_metrics_and_their_options_once():
 
 
 # ---------------------------------------------------------------------- into a checkout
+_FAKE_TESTS = (
+    "import unittest\n\n\nclass TestSequentialRecommender(unittest.TestCase):\n"
+    "    def test_sasrec(self):\n        quick_test({'model': 'SASRec'})\n\n\n"
+    "class TestKnowledgeRecommender(unittest.TestCase):\n    pass\n"
+)
+
+
 def _fake_checkout(root):
     """The RecBole files the export reads or extends, in RecBole's layout and style."""
     (root / "recbole/model/sequential_recommender").mkdir(parents=True)
@@ -454,11 +461,7 @@ def _fake_checkout(root):
     (root / "recbole/model/sequential_recommender/__init__.py").write_text(
         "from recbole.model.sequential_recommender.sasrec import SASRec\n"
     )
-    (root / "tests/model/test_model_auto.py").write_text(
-        "import unittest\n\n\nclass TestSequentialRecommender(unittest.TestCase):\n"
-        "    def test_sasrec(self):\n        quick_test({'model': 'SASRec'})\n\n\n"
-        "class TestKnowledgeRecommender(unittest.TestCase):\n    pass\n"
-    )
+    (root / "tests/model/test_model_auto.py").write_text(_FAKE_TESTS)
     (root / "asset/model_list.json").write_text(
         '{\n  "data": [\n      {\n          "model": "SASRec"\n      }\n  ]\n}\n'
     )
@@ -685,19 +688,54 @@ def test_recbole_own_tests_pass_after_the_export(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def test_the_docs_show_stostas_pull_request_as_the_export_writes_it():
-    """docs/upstream.md's "One model's pull request" is what the export writes for
-    STOSA: its files with their line counts, how it trains, its test cases."""
-    from recbole_attn.upstream.recbole_files import (
-        case_names,
-        files_table,
-        training_text,
-    )
+def test_the_docs_show_the_pull_requests_as_the_export_writes_them(tmp_path):
+    """docs/upstream.md shows STOSA's and the metrics' pull requests as the export
+    writes them (its generated section: python -m recbole_attn.options_files), and the
+    lines it counts are those the export adds to a checkout."""
+    from recbole_attn.options import replace_between
+    from recbole_attn.upstream.export import DOCS_BEGIN, DOCS_END, docs_section
 
-    with open(os.path.join(os.path.dirname(HERE), "docs", "upstream.md")) as f:
-        quoted = [line[2:] for line in f.read().splitlines() if line.startswith("> ")]
-    text = "\n".join(quoted)
-    assert files_table("STOSA") in text
-    assert training_text("STOSA") in text
-    for case in case_names("STOSA"):
-        assert f"- `{case}`" in text
+    path = os.path.join(os.path.dirname(HERE), "docs", "upstream.md")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    section = docs_section()
+    assert replace_between(text, DOCS_BEGIN, DOCS_END, section, path) == text
+    root = tmp_path / "RecBole"
+    _fake_checkout(root)
+    export(str(root), ["STOSA"], pr_dir=str(tmp_path / "prs"), metrics=False)
+    described = (tmp_path / "prs" / "STOSA.md").read_text()
+    assert "".join(f"> {line}".rstrip() + "\n" for line in described.splitlines()) in (
+        section
+    )
+    tests = (root / "tests/model/test_model_auto.py").read_text()
+    assert "| `tests/model/test_model_auto.py` | +6 |" in described
+    assert tests.count("\n") - _FAKE_TESTS.count("\n") == 6
+
+
+def test_a_run_says_where_the_plugins_defaults_differ_from_recboles():
+    """The plugin keeps its models' T and budgets (STOSA's T = 100) where RecBole's own
+    Config gives the same model name others (T = 50 from sample.yaml); one line of the
+    run's log names both, for the keys the user did not set, and none where nothing
+    differs."""
+    from recbole_attn.config import make_config
+    from recbole_attn.upstream.defaults import differences_line, recbole_values
+
+    assert recbole_values(["MAX_ITEM_LIST_LENGTH"], "ml-100k") == {
+        "MAX_ITEM_LIST_LENGTH": 50
+    }
+    line = differences_line(make_config("STOSA", "ml-100k"))
+    assert "MAX_ITEM_LIST_LENGTH=100" in line and "MAX_ITEM_LIST_LENGTH=50" in line
+    assert "\n" not in line
+    line = differences_line(
+        make_config("STOSA", "ml-100k", config_dict={"MAX_ITEM_LIST_LENGTH": 100})
+    )
+    assert "MAX_ITEM_LIST_LENGTH" not in line and "epochs=200" in line
+    line = differences_line(make_config("PAtt", "ml-100k"))
+    assert "MAX_ITEM_LIST_LENGTH=30" in line
+    given = {
+        "MAX_ITEM_LIST_LENGTH": 50,
+        "train_batch_size": 2048,
+        "valid_metric": "MRR@10",
+    }
+    config = make_config("RKSA", "ml-100k", config_dict=given)
+    assert differences_line(config) is None

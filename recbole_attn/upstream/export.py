@@ -16,8 +16,9 @@ export is never a second copy kept by hand:
   ``docs/source/user_guide/model/sequential/<name>.rst`` (and its line in
   ``model_intro.rst``), its entry in ``asset/model_list.json`` and its cases in
   ``tests/model/test_model_auto.py``;
-* the CC, ILD and F1 metrics in RecBole's evaluator (``--metrics=False`` leaves them
-  out): :mod:`recbole_attn.upstream.metric_files`;
+* the category metrics CC, ILD and AccDivF1 in RecBole's evaluator, their own pull
+  request: with every model (no ``--models``) or alone (``--models=``), not with
+  ``--models=NAMES`` unless ``--metrics=True`` (:mod:`recbole_attn.upstream.metric_files`);
 * with ``--pr_dir``: one pull-request description per model (``<Name>.md``) and one for
   the metrics (``metrics.md``).
 
@@ -51,7 +52,6 @@ from recbole_attn.upstream.recbole_files import (
 )
 from recbole_attn.upstream.sources import (
     imported_models,
-    model_file,
     own_paths,
     python_files,
 )
@@ -198,10 +198,11 @@ def export(
     descriptions = {}
     if pr_dir:
         for name in names:
-            own = {p: files[p] for p in own_paths(name)}
-            dependencies = [n for n in imported_models(python_files(), name)[1:]]
+            # its pull request: its files and those of the models it imports
+            needed = with_dependencies([name], python_files())
+            own = {p: files[p] for n in needed for p in own_paths(n)}
             descriptions[os.path.join(pr_dir, f"{name}.md")] = pr_description(
-                name, _notes(pr_notes, name), own, dependencies
+                name, _notes(pr_notes, name), own, [n for n in needed if n != name]
             )
         if metrics:
             descriptions[os.path.join(pr_dir, "metrics.md")] = (
@@ -256,6 +257,35 @@ def _refuse_theirs(recbole_dir, files, written, overwrite):
             )
 
 
+#: the markers of the generated section of docs/upstream.md
+DOCS_BEGIN = (
+    "<!-- pull requests (generated: python -m recbole_attn.options_files) -->\n"
+)
+DOCS_END = "<!-- /pull requests -->\n"
+
+
+def _quoted(text):
+    return "".join(
+        ("> " + line).rstrip() + "\n" for line in text.rstrip("\n").split("\n")
+    )
+
+
+def docs_section():
+    """docs/upstream.md's section of the pull requests as a maintainer sees them: STOSA's
+    and the metrics' descriptions, each with its files and lines."""
+    return (
+        "\n### STOSA's pull request\n\n"
+        "`recbole-attn export-upstream --recbole_dir=RecBole --models=STOSA "
+        "--pr_dir=prs` writes it; `prs/STOSA.md`:\n\n"
+        + _quoted(pr_description("STOSA", files=None))
+        + "\n### The metrics' pull request\n\n"
+        "`recbole-attn export-upstream --recbole_dir=RecBole --models= --pr_dir=prs` "
+        "writes it; `prs/metrics.md`:\n\n"
+        + _quoted(metric_files.pr_description())
+        + "\n"
+    )
+
+
 def main(argv=None, prog="recbole-attn export-upstream"):
     """``recbole-attn export-upstream``; returns the exit status."""
     from recbole_attn.commands import OneLineParser, guarded
@@ -273,9 +303,10 @@ def main(argv=None, prog="recbole-attn export-upstream"):
     )
     parser.add_argument(
         "--metrics",
-        default="True",
         choices=["True", "False"],
-        help="also export the CC, ILD and F1 metrics (default True)",
+        help="also export the category metrics CC, ILD and AccDivF1 (their own pull "
+        "request; default: with every model, or alone with --models=, not with "
+        "--models=NAMES)",
     )
     parser.add_argument(
         "--pr_dir", help="also write one pull-request description per model here"
@@ -299,11 +330,12 @@ def main(argv=None, prog="recbole-attn export-upstream"):
         names = None
         if args.models is not None:  # --models= (empty): the metrics alone
             names = [n.strip() for n in args.models.split(",") if n.strip()]
+        metrics = not names if args.metrics is None else args.metrics == "True"
         written = export(
             args.recbole_dir,
             names,
             args.pr_dir,
-            args.metrics == "True",
+            metrics,
             args.pr_notes,
             args.overwrite,
         )

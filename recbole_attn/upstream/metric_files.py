@@ -330,6 +330,36 @@ def test_file():
         return format_source(f.read())
 
 
+#: RecBole's docs pages as the edit meets them (their shape, shortened): the metric list
+#: of both, the options of the evaluation settings
+_DOCS_SHAPES = {
+    DOCS_LISTS[0]: "  Ranking-based     Recall, MRR\n\n"
+    "- ``metric_decimal_place(int)``: The decimal place. Defaults to ``4``.\n",
+    DOCS_LISTS[1]: "  Ranking-based     Recall, MRR\n\n",
+}
+
+
+def files_table():
+    """The files of the metrics' pull request: the new test file with its lines, and the
+    lines added to RecBole's files (those of the installed RecBole's evaluator files and
+    overall.yaml)."""
+    import recbole
+
+    from recbole_attn.upstream.recbole_files import added_lines, table
+
+    root = os.path.dirname(os.path.dirname(recbole.__file__))
+
+    def read(path):
+        full = os.path.join(root, path)
+        return open(full, encoding="utf-8").read() if os.path.isfile(full) else None
+
+    out, _ = metric_files(read)
+    edits = {p: added_lines(read(p), t) for p, t in out.items() if p != TEST_FILE}
+    for path, shape in _DOCS_SHAPES.items():
+        edits[path] = added_lines(shape, add_docs(shape))
+    return table({TEST_FILE: out[TEST_FILE]}, edits)
+
+
 def pr_description():
     from recbole_attn.evaluator import metrics
 
@@ -353,6 +383,7 @@ def pr_description():
         "- `recbole/properties/overall.yaml`: the options `category_field`, "
         "`ild_distance`, `f1_accuracy_metrics`, `f1_diversity_metrics` with their "
         "defaults, documented in `evaluation_settings.rst`.\n\n"
+        f"## Files\n\n{files_table()}\n\n"
         "## Tests\n\n"
         f"`{TEST_FILE}`: CC, ILD (cosine and Jaccard) and AccDivF1 against direct loops "
         "over the recommended lists, AccDivF1's components, the options' defaults, the "

@@ -313,25 +313,71 @@ def training_text(name):
     )
 
 
+#: RecBole's own files as the edits meet them (their shape, shortened): the lines an
+#: edit adds to these are the lines it adds to RecBole's
+_SHAPES = {
+    "recbole/model/sequential_recommender/__init__.py": (
+        f"from {SEQUENTIAL}.sasrec import SASRec\n"
+    ),
+    "tests/model/test_model_auto.py": (
+        "class TestSequentialRecommender(unittest.TestCase):\n"
+        "    def test_sasrec(self):\n        quick_test({})\n\n\n"
+        "class TestKnowledgeRecommender(unittest.TestCase):\n    pass\n"
+    ),
+    "asset/model_list.json": (
+        '{\n  "data": [\n      {\n          "model": "SASRec"\n      }\n  ]\n}'
+    ),
+    "docs/source/user_guide/model_intro.rst": "   model/sequential/sasrec\n\nNext\n",
+}
+
+
+def added_lines(before, after):
+    """``(added, removed)`` lines from ``before`` to ``after``, as ``git diff`` counts
+    them."""
+    import difflib
+
+    diff = list(difflib.ndiff(before.splitlines(), after.splitlines()))
+    return sum(d[:2] == "+ " for d in diff), sum(d[:2] == "- " for d in diff)
+
+
+def recbole_edits(names):
+    """``{path: (added, removed)}``: the lines a pull request of the models ``names``
+    adds to RecBole's own files."""
+    out = {}
+    for path, text in _SHAPES.items():
+        if path.endswith("test_model_auto.py"):
+            after, _ = add_test_cases(text, names)
+        elif path.endswith("__init__.py"):
+            after = add_init_lines(text, names)
+        elif path.endswith(".json"):
+            after = add_model_list_entries(text, names)
+        else:
+            after = add_docs_lines(text, names)
+        out[path] = added_lines(text, after)
+    return out
+
+
+def table(new, edits):
+    """The markdown table of a pull request's files: the new files with their lines, then
+    RecBole's files with the lines added (and changed)."""
+    rows = ["| file | lines |", "|---|---|"]
+    for path, text in new.items():
+        rows.append(f"| `{path}` (new) | {text.count(chr(10))} |")
+    for path, (added, removed) in edits.items():
+        changed = f", {removed} changed" if removed else ""
+        rows.append(f"| `{path}` | +{added - removed}{changed} |")
+    return "\n".join(rows)
+
+
 def files_table(name, files=None):
     """The files of the pull request of model ``name`` with their line counts (those
-    written whole; RecBole's own files get a line or a test case)."""
-    if files is None:  # what the export writes for it
-        from recbole_attn.upstream.export import planned_files
+    written whole), and the lines it adds to RecBole's own files."""
+    from recbole_attn.upstream.export import planned_files
 
-        _, planned = planned_files([name])
-        from recbole_attn.upstream.sources import own_paths
-
-        files = {p: planned[p] for p in own_paths(name)}
-    rows = ["| file | lines |", "|---|---|"]
-    for path, text in files.items():
-        rows.append(f"| `{path}` | {text.count(chr(10))} |")
-    rows.append(
-        "| `recbole/model/sequential_recommender/__init__.py`, "
-        "`tests/model/test_model_auto.py`, `asset/model_list.json`, "
-        "`docs/source/user_guide/model_intro.rst` | the model's line / test cases |"
-    )
-    return "\n".join(rows)
+    names, planned = planned_files([name])  # the model and the models it imports
+    if files is None:  # what the export writes for them
+        files = planned
+    return table(files, recbole_edits(names))
 
 
 def pr_description(name, measured=None, files=None, dependencies=()):
