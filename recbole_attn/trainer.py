@@ -86,6 +86,30 @@ class AttnTrainer(Trainer):
         self.eval_mask_history = bool(config["eval_mask_history"])
         self._announced_file = None  # the checkpoint whose loading was last said
 
+    def _build_optimizer(self, **kwargs):
+        """RecBole's optimizer; ``sparse_adam`` (torch's ``SparseAdam``, which RecBole
+        offers) only where every trained parameter is a sparse embedding: a dense
+        gradient was a torch traceback in the first step."""
+        learner = str(kwargs.get("learner", self.learner)).lower()
+        if learner == "sparse_adam":
+            sparse = {
+                id(m.weight)
+                for m in self.model.modules()
+                if isinstance(m, torch.nn.Embedding) and m.sparse
+            }
+            dense = [
+                n
+                for n, p in self.model.named_parameters()
+                if p.requires_grad and id(p) not in sparse
+            ]
+            if dense:
+                raise ConfigError(
+                    f"learner sparse_adam (torch's SparseAdam) trains sparse embeddings "
+                    f"only, and {self.config['model']} has dense parameters ({dense[0]}, "
+                    f"{len(dense)} in all): use --learner=adam (or adamw)"
+                )
+        return super()._build_optimizer(**kwargs)
+
     # ------------------------------------------------------------------ checkpoints
     def _state(self, epoch):
         return training_state(self, epoch)

@@ -22,6 +22,17 @@ def test_recboles_adamw_trains(learner, tiny_data_path, tmp_path, monkeypatch, c
     assert code == 0, err
 
 
+def test_sparse_adam_on_dense_parameters_is_one_line(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    """RecBole offers sparse_adam; torch's SparseAdam then failed in the first step with
+    a traceback ("does not support dense gradients")."""
+    monkeypatch.chdir(tmp_path)
+    code, err = main(_run_args(tiny_data_path, "--learner=sparse_adam"), capsys)
+    _one_line(code, err, "learner sparse_adam (torch's SparseAdam) trains sparse")
+    assert "use --learner=adam" in err
+
+
 def test_every_learner_recbole_builds_is_accepted():
     """The names of RecBole's own optimizer switch, read from its source."""
     import inspect
