@@ -264,3 +264,37 @@ def test_ctrl_c_stops_a_ray_search_that_the_same_command_continues(
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "out" / "result.json").read_text())
     assert sorted(t["params"]["hidden_size"] for t in result["trials"]) == [8, 16, 32]
+
+
+def test_the_same_command_takes_over_the_folder_of_a_killed_search(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    """A search killed (SIGKILL, the machine's memory killer) left its claim, an empty
+    result.json, and its trials' folders: before, the same command refused ("remove
+    the file"). A claim whose owner lives is still another search's."""
+    import json
+
+    from recbole_attn.files import owner_tag
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "out"
+    (out / "saved" / "trial_0").mkdir(parents=True)
+    (out / "result.json").write_text("")
+    host = owner_tag().rpartition("-")[0]
+    (out / ".search.owner").write_text(f"{host}-{dead.pid}\n")
+    monkeypatch.chdir(tmp_path)
+    argv = _search_argv(
+        tiny_data_path, tmp_path, "--tool=hyperopt", "--algo=exhaustive"
+    )
+    code, err = _cli_main(argv, capsys)
+    assert code == 0, err
+    assert len(json.loads((out / "result.json").read_text())["trials"]) == 3
+    assert not (out / ".search.owner").exists()
+    # alive: another search's
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "result.json").write_text("")
+    (other / ".search.owner").write_text(owner_tag() + "\n")
+    code, err = _cli_main([a.replace(str(out), str(other)) for a in argv], capsys)
+    assert code == 2 and "being written by another search" in err, err

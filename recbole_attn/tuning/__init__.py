@@ -34,7 +34,10 @@ import time
 from recbole_attn.errors import Interrupted, RecboleAttnError
 from recbole_attn.files import (
     ExistingOutputError,
+    _unlink_quietly,
     claim_folder,
+    owner_gone,
+    owner_tag,
     refuse_existing,
     release_if_empty,
     run_stem,
@@ -77,22 +80,39 @@ SCHEDULERS = ("fifo", "asha")
 TOOLS = ("ray", "hyperopt")
 
 
+#: beside the claimed (empty) ``result.json``: who claimed it (``files.owner_tag``), so
+#: that the claim of a search that was killed (no clean-up ran) is known for one
+OWNER = ".search.owner"
+
+
 def _claim_output(output, overwrite):
     """Check that the search's ``output`` folder holds no earlier search's files and
-    claim it (its ``result.json``, created empty and exclusively) before the work: a
-    second search into it, started while this one runs, stops at once instead of
-    replacing this one's results at the end. Returns the claimed file (None with
-    ``overwrite``)."""
+    claim it (its ``result.json``, created empty and exclusively, and who claimed it in
+    :data:`OWNER`) before the work: a second search into it, started while this one
+    runs, stops at once instead of replacing this one's results at the end. The files of
+    a search that stopped there (Ctrl-C: ``interrupted.json``; killed: its claim and
+    a dead owner) are its own: the same command continues it. Returns ``(claim, stopped)``:
+    the claimed file (None with ``overwrite``) and whether a stopped search is
+    continued."""
     what = f"the search's output {output}"
     claim = os.path.join(output, "result.json")
+    owner = os.path.join(output, OWNER)
+    killed = False
     if os.path.isfile(claim) and os.path.getsize(claim) == 0 and not overwrite:
-        raise ExistingOutputError(
-            f"{what} is being written by another search (its result.json is empty; "
-            "if no search runs there, the last one was killed: remove the file); "
-            "choose another --output"
-        )
+        try:
+            with open(owner, encoding="utf-8") as f:
+                killed = owner_gone(f.read())
+        except OSError:
+            pass
+        if not killed:
+            raise ExistingOutputError(
+                f"{what} is being written by another search (its result.json is "
+                "empty; if no search runs there, the last one was killed: remove the "
+                "file); choose another --output"
+            )
+        os.remove(claim)  # a killed search's: this one takes its place
     # a search that was stopped there left its own files: the same command continues it
-    stopped = os.path.isfile(os.path.join(output, INTERRUPTED))
+    stopped = killed or os.path.isfile(os.path.join(output, INTERRUPTED))
     refuse_existing(
         [
             os.path.join(output, n)
@@ -104,15 +124,18 @@ def _claim_output(output, overwrite):
     )
     os.makedirs(output, exist_ok=True)
     if overwrite:
-        return None
+        return None, stopped
     try:
         with open(claim, "x"):
-            return claim
+            pass
     except FileExistsError:
         raise ExistingOutputError(
             f"{what} is being written by another search (it claimed result.json a "
             "moment ago); choose another --output"
         ) from None
+    with open(owner, "w", encoding="utf-8") as f:
+        f.write(owner_tag() + "\n")
+    return claim, stopped
 
 
 def tune_model(
@@ -209,11 +232,11 @@ def tune_model(
     if tool == "ray":
         check_ray_address(ray_address)
 
-    claim = None
+    claim, stopped = None, False
     given_output = bool(output)
     if output:
         output = os.path.abspath(output)
-        claim = _claim_output(output, overwrite)
+        claim, stopped = _claim_output(output, overwrite)
     else:  # a new folder no concurrent search can take
         output = claim_folder(
             os.path.abspath(
@@ -235,7 +258,7 @@ def tune_model(
     # the finished trials: those of a stopped search in this folder first (the same
     # command continues it), then this one's, as each finishes
     finished = read_interrupted(output)
-    options["continue"] = bool(finished)
+    options["continue"] = bool(finished) or stopped
     total = grid_size(params) if algo == "exhaustive" else int(num_samples)
     try:  # a failed search leaves no claim behind
         started = time.time()
@@ -312,3 +335,5 @@ def tune_model(
         return result
     finally:
         release_if_empty(claim)
+        if claim:
+            _unlink_quietly(os.path.join(output, OWNER))
