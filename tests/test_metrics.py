@@ -182,6 +182,32 @@ def test_f1_components_are_configurable():
             check_metric_options(metric_config(metrics=["F1"], f1_accuracy_metrics=bad))
 
 
+def test_f1_is_accdivf1_under_the_name_of_patts_tables():
+    """RecBole's tree gets the metric as AccDivF1 (a harmonic mean of accuracy and
+    diversity, not precision/recall's F1); the plugin registers it under both names,
+    with the options' defaults where the configuration lacks them; AccDivF1 is no
+    component of itself or of F1."""
+    from recbole.evaluator.register import metrics_dict
+
+    from recbole_attn.evaluator import METRIC_DEFAULTS, AccDivF1
+
+    assert metrics_dict["f1"] is F1 and metrics_dict["accdivf1"] is AccDivF1
+    config = metric_config(f1_accuracy_metrics=["NDCG"], f1_diversity_metrics=["CC"])
+    f1 = F1(config).calculate_metric(datastruct())
+    accdiv = AccDivF1(config).calculate_metric(datastruct())
+    assert {k.replace("f1@", "accdivf1@"): v for k, v in f1.items()} == accdiv
+    bare = metric_config()  # no option set: the defaults
+    defaults = metric_config(**METRIC_DEFAULTS)
+    assert F1(bare).calculate_metric(datastruct()) == F1(defaults).calculate_metric(
+        datastruct()
+    )
+    for bad in (["AccDivF1"], ["F1"]):
+        with pytest.raises(MetricConfigError, match="F1 component"):
+            check_metric_options(
+                metric_config(metrics=["AccDivF1"], f1_accuracy_metrics=bad)
+            )
+
+
 def test_f1_reproduces_patt_table2():
     # SASRec on Beauty@5 in PAtt's Table 2: Re .1293, ND .0803, CC .0510, ILD .7363 -> .1655
     assert round(f1_score([0.1293, 0.0803], [0.0510, 0.7363]), 4) == 0.1655

@@ -739,3 +739,31 @@ def test_a_run_says_where_the_plugins_defaults_differ_from_recboles():
     }
     config = make_config("RKSA", "ml-100k", config_dict=given)
     assert differences_line(config) is None
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_each_models_pull_request_stands_alone(name, files):
+    """``export-upstream --models=NAME`` writes a pull request that needs nothing of
+    another: the model files it writes import only RecBole's own modules and each
+    other (AWRSR's includes STOSA's file, DPAtt's PAtt's, FPARec's PARec's, each said
+    under "Depends on"), and every option a test case sets is one its files read."""
+    from recbole_attn.upstream.models import SEQUENTIAL
+    from recbole_attn.upstream.recbole_files import pr_description
+    from recbole_attn.upstream.sources import model_sources
+    from recbole_attn.upstream.yaml_files import _read_keys, recbole_config_keys
+
+    names, planned = planned_files([name])
+    assert names[-1] == name or name in names
+    ours = {p.rsplit("/", 1)[1][:-3] for p in planned if p.endswith(".py")}
+    for path, text in planned.items():
+        if not path.endswith(".py"):
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.module.startswith(SEQUENTIAL):
+                assert node.module.rsplit(".", 1)[1] in ours, (name, node.module)
+    dependencies = [n for n in names if n != name]
+    described = pr_description(name, dependencies=dependencies)
+    assert ("## Depends on" in described) == bool(dependencies)
+    read = set(_read_keys(model_sources(files, name))) | recbole_config_keys()
+    for suffix, options in MODELS[name].cases.items():
+        assert set(options) <= read, (name, suffix, set(options) - read)

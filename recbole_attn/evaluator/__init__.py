@@ -139,7 +139,8 @@ def check_metric_options(config):
     need = (metrics_who(metrics), WITHOUT_CATEGORIES) if metrics else None
     lowered = [m.lower() for m in metrics]
     try:
-        components = sum(f1_components(config), []) if "f1" in lowered else []
+        f1 = {"f1", "accdivf1"} & set(lowered)
+        components = sum(f1_components(config), []) if f1 else []
         if "ild" in lowered + components:
             ild_distance(config)
     except ValueError as error:
