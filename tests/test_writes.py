@@ -117,3 +117,31 @@ def test_an_output_write_names_the_real_cause(tmp_path):
         write_files({str(tmp_path / "a.csv"): full})
     assert "raise the limit" in str(got.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_search_output_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):
+    """Before: an OSError traceback from the trial table, best.yaml or result.json."""
+    from recbole_attn.errors import RecboleAttnError
+    from recbole_attn.tuning import outputs
+    from recbole_attn.tuning.space import Param
+
+    def full(path, write, binary=False):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(outputs, "write_replacing", full)
+    trial = {
+        "params": {"hidden_size": 8},
+        "best_valid_score": 0.1,
+        "epochs": 1,
+        "stop_reason": "all epochs",
+        "saved_model_file": "x.pth",
+    }
+    with pytest.raises(RecboleAttnError, match="trials.csv .No space left on device"):
+        outputs.write_interrupted(
+            str(tmp_path),
+            [trial],
+            [Param("hidden_size", "choice", values=[8])],
+            2,
+            "M",
+            "d",
+        )

@@ -13,7 +13,12 @@ import os
 
 import yaml
 
-from recbole_attn.files import remove_stale_temporaries, write_replacing
+from recbole_attn.errors import RecboleAttnError
+from recbole_attn.files import (
+    remove_stale_temporaries,
+    write_failure,
+    write_replacing,
+)
 
 #: what a search writes into its output folder (an earlier search's are never replaced
 #: without ``overwrite``)
@@ -22,6 +27,16 @@ OUTPUTS = ("trials.csv", "trials.md", "best.yaml", "result.json", "saved", "ray"
 #: the same command continues from (the folder is then the search's own, not an earlier
 #: search's results)
 INTERRUPTED = "interrupted.json"
+
+
+def _write(path, write):
+    """``write_replacing`` (a complete file or the one before), and a write that fails
+    as one line naming the file and the cause."""
+    try:
+        write_replacing(path, write)
+    except OSError as err:
+        reason, advice = write_failure(err, path)
+        raise RecboleAttnError(f"cannot write {path} ({reason}); {advice}") from None
 
 
 def _table(trials, params):
@@ -47,7 +62,7 @@ def _write_csv(output, header, rows):
         writer.writerow(header)
         writer.writerows(rows)
 
-    write_replacing(os.path.join(output, "trials.csv"), write)
+    _write(os.path.join(output, "trials.csv"), write)
 
 
 def write_interrupted(output, trials, params, total, model, dataset):
@@ -67,9 +82,9 @@ def write_interrupted(output, trials, params, total, model, dataset):
     ]
     lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
     text = "\n".join(lines) + "\n"
-    write_replacing(os.path.join(output, "trials.md"), lambda f: f.write(text))
+    _write(os.path.join(output, "trials.md"), lambda f: f.write(text))
     record = {"model": model, "dataset": dataset, "total": total, "trials": trials}
-    write_replacing(
+    _write(
         os.path.join(output, INTERRUPTED),
         lambda f: json.dump(record, f, indent=2, default=str),
     )
@@ -120,8 +135,8 @@ def write_outputs(output, result, overrides, params):
         f"Test: `{json.dumps(result['test_result'])}`",
         "",
     ]
-    with open(os.path.join(output, "trials.md"), "w") as f:
-        f.write("\n".join(lines))
+    text = "\n".join(lines)
+    _write(os.path.join(output, "trials.md"), lambda f: f.write(text))
     from recbole_attn.values import convert_value
 
     # command-line overrides are strings ("50"); the yaml holds the values they spell
@@ -131,15 +146,20 @@ def write_outputs(output, result, overrides, params):
         if k != "checkpoint_dir"
     }
     chosen.update(best)
-    with open(os.path.join(output, "best.yaml"), "w") as f:
+
+    def best_yaml(f):
         f.write(
             f"# selected by recbole_attn.tuning for {result['model']} on "
             f"{result['dataset']} (validation {result['valid_metric']} = "
             f"{result['best_valid_score']:.4f})\n"
         )
         yaml.safe_dump(chosen, f, sort_keys=True)
-    with open(os.path.join(output, "result.json"), "w") as f:
-        json.dump(result, f, indent=2, default=str)
+
+    _write(os.path.join(output, "best.yaml"), best_yaml)
+    _write(  # last: a complete result.json is a complete search
+        os.path.join(output, "result.json"),
+        lambda f: json.dump(result, f, indent=2, default=str),
+    )
     try:  # the search is complete: nothing left to continue
         os.remove(os.path.join(output, INTERRUPTED))
     except FileNotFoundError:
