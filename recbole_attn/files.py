@@ -13,6 +13,7 @@ are never written over unless the user asks (:func:`refuse_existing`).
 import errno
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -342,6 +343,23 @@ def _temporary(path):
         f".{os.path.basename(path)}.{owner_tag()}-{secrets.token_hex(4)}.tmp",
     )
     return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+
+
+#: the name of a temporary file of :func:`_temporary`: ``.<name>.<owner>-<token>.tmp``
+_TEMPORARY = re.compile(r"^\..+\.([0-9a-f]{6}-[0-9]+)-[0-9a-f]{8}\.tmp$")
+
+
+def remove_stale_temporaries_in(folder):
+    """Remove every temporary file in ``folder`` whose writer was killed before its
+    clean-up (a run's checkpoints are written under names no later run uses)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        match = _TEMPORARY.match(name)
+        if match and owner_gone(match.group(1)):
+            _unlink_quietly(os.path.join(folder, name))
 
 
 def remove_stale_temporaries(path):

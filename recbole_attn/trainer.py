@@ -45,7 +45,12 @@ from recbole_attn.checkpoint import (
 )
 from recbole_attn.evaluator import CategoryCollector
 from recbole_attn.errors import ConfigError, TrainingError
-from recbole_attn.files import claim_file, release_if_empty, run_stem
+from recbole_attn.files import (
+    claim_file,
+    release_if_empty,
+    remove_stale_temporaries_in,
+    run_stem,
+)
 from recbole_attn.logs import EpochLines, epoch_lines_on_console
 
 
@@ -62,6 +67,8 @@ class AttnTrainer(Trainer):
         # a name no concurrent run can take, claimed by process 0 and shared by every
         # process (RecBole's name holds the second of each process's clock)
         if distributed.is_main_process(config):
+            # what the writers of killed runs left half-written there
+            remove_stale_temporaries_in(self.checkpoint_dir)
             self.saved_model_file = claim_file(
                 self.checkpoint_dir, run_stem(config["model"]), ".pth"
             )

@@ -117,3 +117,27 @@ def test_temporaries_of_killed_writers_are_removed_by_the_next_write(tmp_path):
     alive.write_text("being written")
     write_files({str(tmp_path / "a.csv"): "x\n"})
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.csv", alive.name])
+
+
+def test_a_run_removes_the_temporaries_killed_runs_left_in_its_checkpoint_folder(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    """A run killed while writing its checkpoint left ``.<name>-last.pth.<...>.tmp``
+    there; no later run writes that name, so none removed it."""
+    from recbole_attn.files import owner_tag
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = owner_tag().rpartition("-")[0]
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    stale = saved / f".SASRecAP-x-last.pth.{host}-{dead.pid}-0123abcd.tmp"
+    alive = saved / f".SASRecAP-y-last.pth.{owner_tag()}-89abcdef.tmp"
+    stale.write_bytes(b"half")
+    alive.write_bytes(b"being written")
+    monkeypatch.chdir(tmp_path)
+    code, err = _cli_main(
+        _run_args(tiny_data_path, f"--checkpoint_dir={saved}"), capsys
+    )
+    assert code == 0, err
+    assert not stale.exists() and alive.exists()
