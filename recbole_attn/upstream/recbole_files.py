@@ -214,7 +214,7 @@ def settings_text(name, files):
             "(``50``) after the model's yaml, and the training and evaluation settings "
             "from ``overall.yaml``, so the model's yaml holds none of them"
             + (
-                f"; the paper's maximum sequence length is ``{length}``"
+                f"; its maximum sequence length here is ``{length}``"
                 if length is not None
                 else ""
             )
@@ -253,24 +253,13 @@ def docs_page(name, yaml_text, files=None):
     params = []
     for key, kind, meaning, value in _parameters(yaml_text):
         kind = f" ({kind})" if kind else ""
-        params.append(
-            f"- ``{key}{kind}`` : {meaning} Defaults to ``{_yaml_literal(value)}``."
-        )
+        shown = "None" if value is None else _yaml_literal(value)
+        params.append(f"- ``{key}{kind}`` : {meaning} Defaults to ``{shown}``.")
     link = f"`[paper] <{model.paper_link}>`_\n\n" if model.paper_link else ""
     code = f"**Reference code:** {model.ref_code}\n\n" if model.ref_code else ""
     title = f"{name}\n{'=' * max(len(name), 11)}\n\n"
     settings = settings_text(name, files or python_files())
-    import yaml
-
-    loss = yaml.safe_load(yaml_text).get("loss_type")
-    options = "      'train_neg_sample_args': None,\n" if loss == "CE" else ""
-    example = (
-        f"   parameter_dict = {{\n{options}   }}\n"
-        f"   run_recbole(model='{name}', dataset='ml-100k', "
-        "config_dict=parameter_dict)\n"
-        if options
-        else f"   run_recbole(model='{name}', dataset='ml-100k')\n"
-    )
+    example = f"   run_recbole(model='{name}', dataset='ml-100k')\n"
     return (
         title
         + "Introduction\n---------------------\n\n"
