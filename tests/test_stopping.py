@@ -298,3 +298,21 @@ def test_the_same_command_takes_over_the_folder_of_a_killed_search(
     (other / ".search.owner").write_text(owner_tag() + "\n")
     code, err = _cli_main([a.replace(str(out), str(other)) for a in argv], capsys)
     assert code == 2 and "being written by another search" in err, err
+
+
+@pytest.mark.slow
+def test_starting_ray_keeps_sigterm_as_ctrl_c():
+    """``ray.init`` replaces the driver's SIGTERM handler by ``sys.exit``: a search
+    stopped by SIGTERM ended without a word and kept no trial."""
+    import ray
+
+    from recbole_attn.commands import sigterm_as_interrupt
+    from recbole_attn.tuning.ray_search import _init_ray
+
+    try:
+        with sigterm_as_interrupt():
+            ours = signal.getsignal(signal.SIGTERM)
+            _init_ray(None, 1)
+            assert signal.getsignal(signal.SIGTERM) is ours
+    finally:
+        ray.shutdown()

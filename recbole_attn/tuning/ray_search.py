@@ -195,6 +195,22 @@ def _quiet_ray():
 
 
 def _init_ray(address, num_cpus):
+    """Start Ray here, or connect to ``address``. ``ray.init`` makes a SIGTERM end the
+    driver at once (``sys.exit``: no word, no kept trials); the handler in place before
+    (the command's: SIGTERM as Ctrl-C) is put back."""
+    import signal
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main_thread else None
+    try:
+        _start_ray(address, num_cpus)
+    finally:
+        if main_thread and before is not None:
+            signal.signal(signal.SIGTERM, before)
+
+
+def _start_ray(address, num_cpus):
     _quiet_ray()
     import ray
 
