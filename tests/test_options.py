@@ -91,10 +91,17 @@ def test_model_files_read_exactly_the_declared_options():
         "parec": ["PARec", "FPARec"],  # FPARec's factor_k, read where R is built
         "fparec": ["FPARec"],
         "rksa": ["RKSA"],
+        # the other forms of the models, which the plugin offers beside the files
+        "forms/stosa": ["STOSA"],
+        "forms/dpatt": ["DPAtt"],
+        "forms/parec": ["PARec"],
+        "forms/rksa": ["RKSA"],
     }
     read_anywhere = set()
     for module, names in files.items():
-        with open(os.path.join(ROOT, "recbole_attn", "model", f"{module}.py")) as f:
+        folder = "" if "/" in module else "model"
+        path = os.path.join(ROOT, "recbole_attn", folder, f"{module}.py")
+        with open(path) as f:
             read = _config_keys_read(ast.parse(f.read()))
         read_anywhere |= read
         declared = set()

@@ -34,7 +34,7 @@ def test_attention_sublayer_matches_direct_computation(tiny_config, model, align
     hidden = torch.randn(2, seq.size(1), net.hidden_size).double()
     with torch.no_grad():
         got = attention(hidden, mask, positions, alignment)
-        r = attention.score.matrix()  # [h, n, n]
+        r = attention.score.block(0, attention.score.max_length)  # [h, n, n]
         values = attention.value(attention.LayerNorm(hidden))
     h, d_h, n = net.n_heads, net.hidden_size // net.n_heads, net.max_seq_length
     want = hidden.clone()
@@ -74,7 +74,8 @@ def test_parameter_counts_match_table_1(tiny_config, model, k):
 def test_fparec_initialization_gives_product_std_001(tiny_config):
     config = {**tiny_config, "MAX_ITEM_LIST_LENGTH": 60, "factor_k": 20}
     _, net, _, _ = _build("FPARec", config)
-    product = net.trm_encoder.layer[0].multi_head_attention.score.matrix()
+    score = net.trm_encoder.layer[0].multi_head_attention.score
+    product = score.block(0, score.max_length)
     assert 0.007 < float(product.detach().std()) < 0.013
     _, net, _, _ = _build("PARec", config)
     r = net.trm_encoder.layer[0].multi_head_attention.score.R

@@ -190,7 +190,7 @@ def learn_category_kernel(
 
 
 class DiversityDPPAttention(DPPAttention):
-    """PAtt's attention whose subset weights are :math:`\det L_Y / \det C_Y`, with the
+    r"""PAtt's attention whose subset weights are :math:`\det L_Y / \det C_Y`, with the
     category kernel of the batch's sequences (:class:`DiversityMasks`)."""
 
     def __init__(self, *args, jitter=0.1, **kwargs):

@@ -67,10 +67,6 @@ class PositionalScore(nn.Module):
             return self.R[:, start:stop, start:stop]
         return self.R1[:, start:stop] @ self.R2[:, start:stop].transpose(-1, -2)
 
-    def matrix(self):
-        """The full positional matrix ``[h, n, n]``, before scaling."""
-        return self.block(0, self.max_length)
-
     def forward(self, positions, alignment):
         """Logits ``[1, h, L, L]`` (``first``) or ``[B, h, L, L]`` (``last``: gathered
         through the one-hot of the positions, a matmul whose backward scatters nothing).
