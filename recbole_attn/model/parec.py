@@ -26,14 +26,9 @@ from recbole.model.loss import BPRLoss
 
 
 class PositionalScore(nn.Module):
-    """The positional logits ``R[h, pos(query), pos(key)] / sqrt(d_h)``.
-
-    Args:
-        factor_k (int): None for a full R (PARec); k for :math:`R_1 R_2^\\top` (FPARec).
-        init_std (float): standard deviation of R (of the product :math:`R_1 R_2^\\top`
-            for FPARec, whose factors get :math:`\\sqrt{std}/k^{1/4}`), truncated at 2
-            standard deviations (the official code's truncated normal).
-    """
+    """The positional logits ``R[h, pos(query), pos(key)] / sqrt(d_h)``: R full, or
+    :math:`R_1 R_2^\\top` of rank ``factor_k`` (FPARec); R (the product) has std
+    ``init_std``, truncated at 2 std."""
 
     def __init__(
         self,
