@@ -54,6 +54,30 @@ from recbole_attn.files import (
 from recbole_attn.logs import EpochLines, epoch_lines_on_console
 
 
+def check_learner(config, model):
+    """``learner: sparse_adam`` (torch's ``SparseAdam``, which RecBole's trainer offers)
+    only where every trained parameter is a sparse embedding: a dense gradient was a
+    torch traceback in the first step."""
+    if str(config["learner"]).lower() != "sparse_adam":
+        return
+    sparse = {
+        id(m.weight)
+        for m in model.modules()
+        if isinstance(m, torch.nn.Embedding) and m.sparse
+    }
+    dense = [
+        n
+        for n, p in model.named_parameters()
+        if p.requires_grad and id(p) not in sparse
+    ]
+    if dense:
+        raise ConfigError(
+            f"learner sparse_adam (torch's SparseAdam) trains sparse embeddings only, "
+            f"and {config['model']} has dense parameters ({dense[0]}, {len(dense)} in "
+            "all): use --learner=adam (or adamw)"
+        )
+
+
 class AttnTrainer(Trainer):
     r"""RecBole's Trainer with safe, resumable checkpoints and optional history masking."""
 
@@ -61,6 +85,7 @@ class AttnTrainer(Trainer):
         """``data``: :func:`~recbole_attn.checkpoint.data_signature` of the run's
         dataset, stored in every checkpoint and checked when one is loaded (None: not
         recorded, not checked)."""
+        check_learner(config, model)
         with distributed.wrapping_on_cpu(self, config):
             super().__init__(config, model)
         self.evaluator = distributed.exact_evaluator(self.evaluator, config)
@@ -92,30 +117,6 @@ class AttnTrainer(Trainer):
         self.eval_collector = CategoryCollector(config)
         self.eval_mask_history = bool(config["eval_mask_history"])
         self._announced_file = None  # the checkpoint whose loading was last said
-
-    def _build_optimizer(self, **kwargs):
-        """RecBole's optimizer; ``sparse_adam`` (torch's ``SparseAdam``, which RecBole
-        offers) only where every trained parameter is a sparse embedding: a dense
-        gradient was a torch traceback in the first step."""
-        learner = str(kwargs.get("learner", self.learner)).lower()
-        if learner == "sparse_adam":
-            sparse = {
-                id(m.weight)
-                for m in self.model.modules()
-                if isinstance(m, torch.nn.Embedding) and m.sparse
-            }
-            dense = [
-                n
-                for n, p in self.model.named_parameters()
-                if p.requires_grad and id(p) not in sparse
-            ]
-            if dense:
-                raise ConfigError(
-                    f"learner sparse_adam (torch's SparseAdam) trains sparse embeddings "
-                    f"only, and {self.config['model']} has dense parameters ({dense[0]}, "
-                    f"{len(dense)} in all): use --learner=adam (or adamw)"
-                )
-        return super()._build_optimizer(**kwargs)
 
     # ------------------------------------------------------------------ checkpoints
     def _state(self, epoch):

@@ -210,6 +210,8 @@ def test_a_stopped_search_keeps_its_trials_and_the_same_command_continues_it(
     assert first["hidden_size"] == "8" and os.path.isfile(first["saved_model_file"])
     assert not (out / "result.json").exists()
     assert "interrupted after 1 of 3 trials" in (out / "trials.md").read_text()
+    empty = [p for p in out.rglob("*.pth") if p.stat().st_size == 0]
+    assert not empty, "the stopped trial's claimed checkpoint is released"
     # the same command continues: the finished trial is kept, the two others run
     monkeypatch.setattr(AttnTrainer, "_train_epoch", real)
     calls.clear()

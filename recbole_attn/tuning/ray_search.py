@@ -405,7 +405,11 @@ def _results(grid, params, mode, epochs, options, finished, total):
     when a trial did not finish or fewer than ``total`` were made (Ray Tune stopped the
     search on a Ctrl-C: it makes trials as resources free up)."""
     done = {t.get("trial_id") for t in finished} | completed
-    if len(grid) < total:
+    analysis = getattr(grid, "_experiment_analysis", None)
+    statuses = {t.trial_id: t.status for t in getattr(analysis, "trials", None) or ()}
+    if len(grid) < total or any(
+        status not in ("TERMINATED", "ERROR") for status in statuses.values()
+    ):
         raise KeyboardInterrupt
     trials = []
     for result in grid:
@@ -413,7 +417,8 @@ def _results(grid, params, mode, epochs, options, finished, total):
         row = {"params": _plain({k: result.config[k] for k in names})}
         if result.error is not None:
             raise RecboleAttnError(trial_error_line(result.error, result.path))
-        if (result.metrics or {}).get("trial_id") not in done:
+        trial_id = (result.metrics or {}).get("trial_id")
+        if not statuses and trial_id not in done:
             raise KeyboardInterrupt  # unfinished: Ray Tune was stopped
         history = result.metrics_dataframe
         best = (

@@ -52,9 +52,17 @@ def train_trial(params, model, dataset, config_file_list, config_dict, report=No
                 trainer.saved_model_file,
             )
 
-    result = train_and_evaluate(
-        config, trainer, train_data, valid_data, callback=on_evaluated, verbose=False
-    )
+    try:
+        result = train_and_evaluate(
+            config,
+            trainer,
+            train_data,
+            valid_data,
+            callback=on_evaluated,
+            verbose=False,
+        )
+    finally:  # a trial stopped before its first evaluation leaves no empty file
+        trainer.release()
     summary = {
         "best_valid_score": float(result["best_valid_score"]),
         "epochs": result["epochs"],
