@@ -778,7 +778,7 @@ def test_each_models_pull_request_stands_alone(name, files):
             if isinstance(node, ast.ImportFrom) and node.module.startswith(SEQUENTIAL):
                 assert node.module.rsplit(".", 1)[1] in ours, (name, node.module)
     dependencies = [n for n in names if n != name]
-    described = pr_description(name, dependencies=dependencies)
+    described = pr_description(name, planned, dependencies=dependencies)
     assert ("## Depends on" in described) == bool(dependencies)
     read = set(_read_keys(model_sources(files, name))) | recbole_config_keys()
     for suffix, options in MODELS[name].cases.items():

@@ -43,26 +43,38 @@ def differences_line(config):
     """One line for a run's log when the model's yaml here gives keys that RecBole's own
     ``Config`` takes from its dataset or training settings (T, the budget, the
     validation metric) another value than RecBole would and the user did not set them;
-    None otherwise (a model without such keys, or the user set them all)."""
+    None otherwise (a model without such keys, or the user set them all). RecBole's
+    values are those its ``Config`` read from its own files for this run
+    (``internal_config_dict``: the plugin passes its yaml files as the user's), so no
+    file is read again."""
+    from recbole_attn.config import get_model_class
+    from recbole_attn.options import model_yaml as declared_yaml
     from recbole_attn.upstream.models import MODELS
-    from recbole_attn.upstream.yaml_files import reproduction_settings
 
     name = config["model"]
-    if name not in MODELS:
+    theirs = getattr(config, "internal_config_dict", None)
+    if name not in MODELS or not theirs:
         return None
+    own = {}
+    for cls in reversed(get_model_class(name).__mro__):
+        if "yaml_header" in vars(
+            cls
+        ):  # the model's yaml files here, base classes first
+            own.update(yaml.safe_load(declared_yaml(cls)) or {})
     given = getattr(config, "given_keys", set())
-    ours = {
-        k: config[k]
-        for k in reproduction_settings(name)
-        if k not in given and k in config
-    }
-    theirs = recbole_values(ours, config["dataset"])
-    differ = [k for k in ours if k in theirs and theirs[k] != ours[k]]
+    differ = [
+        k
+        for k in own
+        if k in theirs
+        and k not in given
+        and k != "train_neg_sample_args"  # the plugin draws its own negatives
+        and config[k] != theirs[k]
+    ]
     if not differ:
         return None
     return (
         f"{name}: "
-        + ", ".join(f"{k}={ours[k]}" for k in differ)
+        + ", ".join(f"{k}={config[k]}" for k in differ)
         + f" are recbole_attn's defaults for {name} (its yaml); RecBole's own Config "
         + "gives "
         + ", ".join(f"{k}={theirs[k]}" for k in differ)

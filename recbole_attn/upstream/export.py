@@ -202,7 +202,7 @@ def export(
             needed = with_dependencies([name], python_files())
             own = {p: files[p] for n in needed for p in own_paths(n)}
             descriptions[os.path.join(pr_dir, f"{name}.md")] = pr_description(
-                name, _notes(pr_notes, name), own, [n for n in needed if n != name]
+                name, own, _notes(pr_notes, name), [n for n in needed if n != name]
             )
         if metrics:
             descriptions[os.path.join(pr_dir, "metrics.md")] = (
@@ -270,6 +270,11 @@ def _quoted(text):
     )
 
 
+def _stosa_description():
+    names, files = planned_files(["STOSA"])
+    return pr_description("STOSA", files, dependencies=names[:-1])
+
+
 def docs_section():
     """docs/upstream.md's section of the pull requests as a maintainer sees them: STOSA's
     and the metrics' descriptions, each with its files and lines."""
@@ -277,7 +282,7 @@ def docs_section():
         "\n### STOSA's pull request\n\n"
         "`recbole-attn export-upstream --recbole_dir=RecBole --models=STOSA "
         "--pr_dir=prs` writes it; `prs/STOSA.md`:\n\n"
-        + _quoted(pr_description("STOSA", files=None))
+        + _quoted(_stosa_description())
         + "\n### The metrics' pull request\n\n"
         "`recbole-attn export-upstream --recbole_dir=RecBole --models= --pr_dir=prs` "
         "writes it; `prs/metrics.md`:\n\n"

@@ -358,21 +358,18 @@ def table(new, edits):
     return "\n".join(rows)
 
 
-def files_table(name, files=None):
-    """The files of the pull request of model ``name`` with their line counts (those
-    written whole), and the lines it adds to RecBole's own files."""
-    from recbole_attn.upstream.export import planned_files
-
-    names, planned = planned_files([name])  # the model and the models it imports
-    if files is None:  # what the export writes for them
-        files = planned
-    return table(files, recbole_edits(names))
+def files_table(name, files, dependencies=()):
+    """The files of the pull request of model ``name`` (``files``: ``{path: text}``
+    written whole, its own and those of the models it imports, ``dependencies``) with
+    their line counts, and the lines it adds to RecBole's own files."""
+    return table(files, recbole_edits([*dependencies, name]))
 
 
-def pr_description(name, measured=None, files=None, dependencies=()):
-    """The pull-request text of model ``name``; ``measured``: a markdown section of what
-    was measured, or None; ``files``: the files of its pull request (default: what the
-    export writes for it); ``dependencies``: the models whose files it imports."""
+def pr_description(name, files, measured=None, dependencies=()):
+    """The pull-request text of model ``name``; ``files``: the files of its pull request
+    written whole (``{path: text}``); ``measured``: a markdown section of what was
+    measured, or None; ``dependencies``: the models whose files it imports (their files
+    are in ``files``)."""
     from recbole_attn.config import get_model_class
 
     model = MODELS[name]
@@ -396,7 +393,7 @@ def pr_description(name, measured=None, files=None, dependencies=()):
         f"## Deviations from the paper\n\n{note or 'None.'}\n\n"
         "## Training\n\n"
         f"{training_text(name)}\n\n"
-        f"## Files\n\n{files_table(name, files)}\n\n"
+        f"## Files\n\n{files_table(name, files, dependencies)}\n\n"
         f"## Tests\n\nAdded to `tests/model/test_model_auto.py`:\n\n{tests}\n"
         + ("\n" + measured.rstrip("\n") + "\n" if measured else "")
         + (f"\n## Note\n\n{model.notes}\n" if model.notes else "")
