@@ -1029,17 +1029,13 @@ def budget_choice(tables):
 
 def user_values(run, metric):
     """A run's per-user test values of a top-K accuracy metric (``recall@10``,
-    ``ndcg@10``, ``mrr@20``, ``hit@5``, ``precision@5``) or of ``mrr`` over the whole
-    list (ranks stored whole: the study's ``full_ranks``), recomputed from its stored
-    target ranks (leave-one-out: one target per user); None without ranks or for a
-    metric the ranks do not give."""
+    ``ndcg@10``, ``mrr@20``, ``hit@5``, ``precision@5``; any cutoff below the stored
+    cap, every cutoff where the ranks were stored whole: the study's ``full_ranks``),
+    recomputed from its stored target ranks (leave-one-out: one target per user); None
+    without ranks or for a metric the ranks do not give."""
     import math
 
     stored = run.get("test_ranks")
-    if metric == "mrr":  # over the whole list: only from ranks that were not capped
-        if not stored or stored["cap"] <= max(run["config"]["topk"]) + 1:
-            return None
-        return [1.0 / r for r in stored["ranks"]]
     name, _, k = metric.partition("@")
     if not stored or not k.isdigit() or int(k) >= stored["cap"]:
         return None
@@ -1101,18 +1097,18 @@ def holm_marks(pvalues, alpha=0.05):
 
 # ---------------------------------------------------------------------- STOSA's Table 1
 
-#: the columns of STOSA's Table 1 (``mrr``: over the whole list, from the per-user ranks)
-TABLE1_METRICS = ("recall@1", "recall@5", "ndcg@5", "mrr")
-TABLE1_NAMES = {"recall@1": "R@1", "recall@5": "R@5", "ndcg@5": "N@5", "mrr": "MRR"}
+#: the columns of STOSA's Table 1. Its MRR is the official code's: over the 40 items it
+#: keeps per user (trainers.py, utils.cal_mrr), so MRR@40, from the per-user ranks
+TABLE1_METRICS = ("recall@1", "recall@5", "ndcg@5", "mrr@40")
+TABLE1_NAMES = {"recall@1": "R@1", "recall@5": "R@5", "ndcg@5": "N@5", "mrr@40": "MRR"}
 
 
 def table1_value(run, metric):
-    """A run's test value of a Table 1 column: RecBole's for a top-K metric, the mean
-    reciprocal rank over the whole list from its per-user ranks for ``mrr`` (None
-    without whole ranks)."""
-    if metric != "mrr":
+    """A run's test value of a Table 1 column: RecBole's where the run computed it,
+    else the mean of the per-user values its stored ranks give (None without them)."""
+    if metric in run["test"]:
         return run["test"][metric]
-    values = user_values(run, "mrr")
+    values = user_values(run, metric)
     return None if values is None else statistics.mean(values)
 
 
@@ -1210,8 +1206,10 @@ def stosa_table1_page(group_name, sections):
         f"# {group_name}: STOSA's Table 1 on its four datasets",
         "",
         "Protocol (the paper's Table 1): the authors' sequence files, leave-one-out, full "
-        "ranking over all items with the user's already-seen items masked, MRR over the "
-        "whole list (from each test user's rank), R@K and N@K RecBole's. Both models "
+        "ranking over all items with the user's already-seen items masked. R@K and N@K "
+        "are RecBole's; MRR is the official code's, which keeps 40 items per user "
+        "(trainers.py, utils.cal_mrr: a target below them counts 0), so MRR@40, "
+        "computed from each test user's stored rank. Both models "
         f"train with STOSA.yaml's budget: at most {protocol['epochs']} epochs, early stop "
         f"after {protocol['stopping_step']} validations without a better "
         f"{protocol['valid_metric']}, test at the best validation epoch. STOSA: its "

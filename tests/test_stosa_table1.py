@@ -71,17 +71,20 @@ def _run(label, seed, ranks, cap=11):
     }
 
 
-def test_whole_list_mrr_needs_ranks_that_were_not_capped():
-    ranks = [1, 3, 250, 40, 7]
+def test_mrr_at_40_comes_from_ranks_stored_whole():
+    """Table 1's MRR is the official code's, over the 40 items it keeps per user: a
+    target ranked below them counts 0. It needs ranks that were not capped at the
+    largest cutoff + 1 (every other study's)."""
+    ranks = [1, 3, 250, 40, 41, 7]
     whole = _run("STOSA", 2020, ranks, cap=1001)
-    assert reports.user_values(whole, "mrr") == [1.0 / r for r in ranks]
-    assert reports.table1_value(whole, "mrr") == pytest.approx(
-        sum(1.0 / r for r in ranks) / len(ranks)
-    )
-    # ranks capped at the largest cutoff + 1 (every other study's): no whole-list MRR
+    brute = [1.0 / r if r <= 40 else 0.0 for r in ranks]
+    assert reports.user_values(whole, "mrr@40") == brute
+    assert reports.table1_value(whole, "mrr@40") == pytest.approx(sum(brute) / 6)
     capped = _run("STOSA", 2020, [min(r, 21) for r in ranks], cap=21)
-    assert reports.user_values(capped, "mrr") is None
-    assert reports.table1_value(capped, "mrr") is None
+    assert reports.user_values(capped, "mrr@40") is None
+    assert reports.table1_value(capped, "mrr@40") is None
+    # RecBole's own value where the run computed it
+    assert reports.table1_value(whole, "recall@5") == whole["test"]["recall@5"]
 
 
 def _write(folder, run):
@@ -97,8 +100,8 @@ def test_page_pairs_seeds_tests_users_and_lists_missing_runs(tmp_path):
     listed, and a dataset without runs keeps the paper's numbers."""
     names = [studies.stosa_table1_name(d) for d in ("Office", "Tools")]
     folder = runner.runs_folder(str(tmp_path), names[0])
-    stosa = {2020: [1, 2, 5, 1, 30, 3, 2, 1], 2021: [1, 4, 2, 2, 9, 1, 3, 1]}
-    sasrec = {2020: [2, 6, 9, 1, 40, 8, 5, 3], 2021: [3, 5, 7, 4, 12, 2, 6, 2]}
+    stosa = {2020: [1, 2, 5, 1, 45, 3, 2, 1], 2021: [1, 4, 2, 2, 9, 1, 3, 1]}
+    sasrec = {2020: [2, 6, 9, 1, 60, 8, 5, 3], 2021: [3, 5, 7, 4, 12, 2, 6, 2]}
     for seed in stosa:
         _write(folder, _run("STOSA", seed, stosa[seed], cap=1001))
         _write(folder, _run("SASRec", seed, sasrec[seed], cap=1001))
@@ -116,14 +119,14 @@ def test_page_pairs_seeds_tests_users_and_lists_missing_runs(tmp_path):
     }
 
     def mrr(ranks):
-        return statistics.mean(1.0 / r for r in ranks)
+        return statistics.mean(1.0 / r if r <= 40 else 0.0 for r in ranks)
 
     ours = [mrr(stosa[s]) for s in (2020, 2021)]
     paper = studies.STOSA_TABLE1_PAPER["Office"]
     row = rows["Office", "MRR"]
     assert row[3] == "0.0502"  # the paper's STOSA
     assert row[4] == f"{statistics.mean(ours):.4f} ± {statistics.stdev(ours):.4f}"
-    assert row[5] == f"{statistics.mean(ours) / paper['STOSA']['mrr']:.2f}"
+    assert row[5] == f"{statistics.mean(ours) / paper['STOSA']['mrr@40']:.2f}"
     assert row[6] == "0.0444"  # the official code, run here
     gains = [mrr(stosa[s]) / mrr(sasrec[s]) - 1.0 for s in (2020, 2021)]
     assert row[11].startswith(
@@ -133,7 +136,7 @@ def test_page_pairs_seeds_tests_users_and_lists_missing_runs(tmp_path):
     # four cells that have one (Tools has no run)
     pvalues = {}
     for metric, value in {
-        "mrr": lambda r: 1.0 / r,
+        "mrr@40": lambda r: 1.0 / r if r <= 40 else 0.0,
         "recall@1": lambda r: float(r <= 1),
         "recall@5": lambda r: float(r <= 5),
         "ndcg@5": lambda r: 1.0 / math.log2(r + 1) if r <= 5 else 0.0,
@@ -146,9 +149,9 @@ def test_page_pairs_seeds_tests_users_and_lists_missing_runs(tmp_path):
     for i, metric in enumerate(order):
         running = max(running, min(1.0, (4 - i) * pvalues[metric]))
         holm[metric] = running
-    p_text = reports._p_text(holm["mrr"])
+    p_text = reports._p_text(holm["mrr@40"])
     assert f"(p {p_text}" in row[11]
-    assert ("*" in row[11]) == (holm["mrr"] < 0.05)
+    assert ("*" in row[11]) == (holm["mrr@40"] < 0.05)
     tools = rows["Tools", "R@5"]
     assert tools[3] == "0.0312" and tools[4] == "-" and tools[11] == "-"
     assert (
