@@ -214,9 +214,21 @@ def run_main(argv=None, prog=PROG):
     """Train and test (or, with ``--params_file``, search); returns the exit status."""
     args, overrides = parse_args(sys.argv[1:] if argv is None else argv, prog)
     files = args.config_files.split(",") if args.config_files else None
+    if files:  # a broken or hostile config file is refused before torch loads
+        status = guarded(_read_config_files, files)
+        if status:
+            return status
     if args.params_file:
         return guarded(_tune, args, files, overrides)
     return guarded(_run, args, files, overrides)
+
+
+def _read_config_files(files):
+    from recbole_attn.files import read_yaml
+
+    for path in files:
+        read_yaml(path)
+    return 0
 
 
 def _product_options(args, files, overrides):

@@ -79,3 +79,27 @@ def test_merge_keys_and_repeated_keys_in_other_mappings_are_fine(tmp_path):
         "load_col:\n  inter: [user_id]\n  item: [item_id]\n"
     )
     assert read_yaml(str(path))["other"] == {"hidden_size": 16, "n_layers": 1}
+
+
+def test_a_hostile_config_file_is_refused_before_torch_loads(tmp_path):
+    """In a fresh process the refusal comes before torch and RecBole are imported (a
+    second's answer even where importing them takes several), for a run and a search."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "hostile.yaml"
+    path.write_text(BOMB)
+    for extra in ([], ["--params_file=STOSA"]):
+        code = (
+            "import sys\n"
+            "from recbole_attn.cli import main\n"
+            f"status = main(['--model=STOSA', '--dataset=ml-100k', "
+            f"'--config_files={path}', *{extra!r}])\n"
+            "assert status == 2, status\n"
+            "assert 'torch' not in sys.modules and 'recbole' not in sys.modules\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+        assert "its aliases expand to more than 100,000 values" in done.stderr
