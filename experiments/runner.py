@@ -219,8 +219,8 @@ def test_ranks(config, trainer, test, whole=False):
     """Every test user's rank of the target under full ranking (the best model),
     ordered by the dataset's user ids and capped at the largest cutoff + 1 (enough to
     recompute every top-K metric per user: ``reports.user_values``), or not capped
-    (``whole``: the cap is the number of item ids + 1, beyond any rank; MRR over the
-    whole list); None for a sampled ranking."""
+    (``whole``: the cap is the number of item ids + 1, beyond any rank: every cutoff);
+    None for a sampled ranking."""
     import torch
 
     from recbole_attn.evaluator.per_user import PerUserRecorder

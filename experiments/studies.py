@@ -183,7 +183,7 @@ STUDIES = {
         },
         "paper": "STOSA Table 1 (Office): R@1 .0234, R@5 .0677, N@5 .0461, MRR .0502; "
         "official code, 200 epochs on 2 CPU cores: .0210 / .0616 / .0415 / .0444 "
-        "(full ranking, history masked, MRR over the whole list).",
+        "(full ranking, history masked; MRR: the official code's, over its top 40).",
     },
     "stosa_office_ablation": {
         "dataset": "Office",
@@ -209,7 +209,7 @@ STUDIES = {
         },
         "paper": "STOSA Table 1 (Office): R@1 .0234, R@5 .0677, N@5 .0461, MRR .0502; "
         "official code, 200 epochs on 2 CPU cores: .0210 / .0616 / .0415 / .0444 "
-        "(full ranking, history masked, MRR over the whole list). Official-like = every "
+        "(full ranking, history masked; MRR: the official code's, over its top 40). Official-like = every "
         "official-code option on; each other official-like row reverts ONE option to ours.",
     },
     "awrsr_office": {
