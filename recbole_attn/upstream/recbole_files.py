@@ -207,18 +207,12 @@ def settings_text(name, files):
     settings = reproduction_settings(name)
     if settings:
         lines = "".join(f"   {k}: {_yaml_literal(v)}\n" for k, v in settings.items())
-        length = settings.get("MAX_ITEM_LIST_LENGTH")
         out.append(
             "**Reproduction settings:** RecBole reads "
             "``MAX_ITEM_LIST_LENGTH`` from ``recbole/properties/dataset/sample.yaml`` "
             "(``50``) after the model's yaml, and the training and evaluation settings "
-            "from ``overall.yaml``, so the model's yaml holds none of them"
-            + (
-                f"; its maximum sequence length here is ``{length}``"
-                if length is not None
-                else ""
-            )
-            + ". To train as the model was reproduced, set them in your own config "
+            "from ``overall.yaml``, so the model's yaml holds none of them. To train "
+            "as the model was reproduced, set them in your own config "
             "file (or ``config_dict``):\n\n"
             ".. code:: yaml\n\n" + lines
         )
@@ -268,7 +262,7 @@ def docs_page(name, yaml_text, files=None):
         + code
         + description
         + "\n\n"
-        + ("**Deviations from the paper:**\n\n" + note + "\n\n" if note else "")
+        + ("**Notes:**\n\n" + note + "\n\n" if note else "")
         + "Running with RecBole\n-------------------------\n\n"
         + "**Model Hyper-Parameters:**\n\n"
         + "\n".join(params)
