@@ -1112,20 +1112,8 @@ def table1_value(run, metric):
     return None if values is None else statistics.mean(values)
 
 
-def _mean_sd(values):
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return f"{values[0]:.4f}"
-    return f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
-
-
 def _ratio(values, paper):
     return f"{statistics.mean(values) / paper:.2f}" if values and paper else "-"
-
-
-def _pct(new, old):
-    return f"{100.0 * (new / old - 1.0):+.1f} %" if old else "-"
 
 
 def stosa_table1_page(group_name, sections):
@@ -1166,13 +1154,13 @@ def stosa_table1_page(group_name, sections):
                     dataset,
                     TABLE1_NAMES[metric],
                     f"{paper['STOSA'][metric]:.4f}",
-                    _mean_sd(ours["STOSA"]),
+                    fmt(ours["STOSA"]),
                     _ratio(ours["STOSA"], paper["STOSA"][metric]),
                     f"{official[metric]:.4f}" if metric in official else "-",
                     f"{paper['SASRec'][metric]:.4f}",
-                    _mean_sd(ours["SASRec"]),
+                    fmt(ours["SASRec"]),
                     _ratio(ours["SASRec"], paper["SASRec"][metric]),
-                    _pct(paper["STOSA"][metric], paper["SASRec"][metric]),
+                    _change(paper["STOSA"][metric], paper["SASRec"][metric]),
                     (
                         f"{100.0 * statistics.mean(paired):+.1f} %"
                         + (
@@ -1252,7 +1240,7 @@ def stosa_table1_page(group_name, sections):
                     label,
                     ", ".join(str(r["seed"]) for r in runs_of),
                     ", ".join(f"{r['best_epoch']}/{r['epochs_run']}" for r in runs_of),
-                    f"{statistics.median(r['seconds_per_epoch'] for r in runs_of):.2f}",
+                    f"{_median_epoch(runs_of):.2f}",
                     ", ".join(f"{r['seconds'] / 60:.0f}" for r in runs_of),
                     ", ".join(sorted({r["device"] for r in runs_of})),
                 ]
