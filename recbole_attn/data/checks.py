@@ -96,13 +96,22 @@ def _check_numbers(path, fields, names, separator, encoding, seq_separator=" "):
             first = bad[0]
             line = int(rows[first]) + 2  # 1-based, after the header
             value = cells.iloc[first]
-            what = "is not a number" if np.isnan(numbers[first]) else "is not finite"
+            what = "is not finite" if _is_infinite(value) else "is not a number"
             count = len(np.unique(rows[bad]))
             raise DataError(
                 f"{path}, line {line}: {name} {value!r} {what} ({name} is declared "
                 f"'{column}'; {count} such row(s)). Fix the file, or declare the column "
                 "':token' if it is a label"
             )
+
+
+def _is_infinite(text):
+    """Whether ``text`` reads as an infinite float in Python (``'1e999'`` included,
+    which pandas 2.2's ``to_numeric`` reads as NaN and 3.0's as infinity)."""
+    try:
+        return np.isinf(float(text))
+    except ValueError:
+        return False
 
 
 def check_sequential_order(config):
