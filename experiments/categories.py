@@ -8,7 +8,7 @@ check of a loaded dataset: :mod:`recbole_attn.evaluator.collector`."""
 
 import os
 
-from recbole_attn.config import properties_dir
+from recbole_attn.engine.config import properties_dir
 from recbole_attn.evaluator.collector import DEFAULT_CATEGORY_FIELD, header_columns
 from recbole_attn.files import read_yaml
 

@@ -46,7 +46,7 @@ def row_statistics(attention, lengths):
 
 
 def measure(model_file, users):
-    from recbole_attn.quick_start import load_data_and_model
+    from recbole_attn.engine.quick_start import load_data_and_model
 
     config, net, _, (_, _, test_data) = load_data_and_model(model_file)
     net.eval()

@@ -19,7 +19,7 @@ import time
 
 import recbole
 
-from recbole_attn.quick_start import run
+from recbole_attn.engine.quick_start import run
 
 #: experiments/ (the tables go to its patt_lambda_sweep/ folder)
 HERE = os.path.dirname(os.path.abspath(__file__))

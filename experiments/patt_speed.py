@@ -59,7 +59,7 @@ def write_dataset(root, users, items, categories, seed=0):
 
 def child(spec):
     """Run in a subprocess: build, warm up, time ``repeats`` epochs, report JSON."""
-    from recbole_attn.quick_start import build
+    from recbole_attn.engine.quick_start import build
 
     os.chdir(spec["workdir"])
     config, net, trainer, (train, _, _) = build(

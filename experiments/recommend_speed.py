@@ -1,4 +1,4 @@
-"""Time of ``recbole_attn.recommend`` (every user's top-K) against one full-ranking test
+"""Time of ``recbole_attn.commands.recommend`` (every user's top-K) against one full-ranking test
 evaluation of the same model, measured in one process, interleaved over repeats.
 
     python -m experiments.recommend_speed --dataset=Beauty --data_path=dataset [--model=SASRecAP]
@@ -28,8 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def measure(model, dataset, data_path, topk, repeats):
-    from recbole_attn.quick_start import load_data_and_model, run
-    from recbole_attn.recommend import recommend
+    from recbole_attn.engine.quick_start import load_data_and_model, run
+    from recbole_attn.commands.recommend import recommend
 
     config = {
         "data_path": data_path,

@@ -1075,7 +1075,7 @@ def paired_p(runs, base, metric):
 
 def holm_adjusted(pvalues):
     """``{key: p or None}`` with every p Holm-adjusted across the keys that have one."""
-    from recbole_attn.compare import holm
+    from recbole_attn.commands.compare import holm
 
     keys = [k for k, p in pvalues.items() if p is not None]
     adjusted = dict(zip(keys, holm([pvalues[k] for k in keys])))

@@ -32,13 +32,13 @@ from recbole_attn.errors import ConfigError
 from recbole_attn.forms.dpatt import causal_product_numerators, triple_minor_sums
 from recbole_attn.forms.stosa import PRESETS
 from recbole_attn.model import dpatt, patt, stosa
-from recbole_attn.models import MODELS
-from recbole_attn.options import Flag, OneOf, Opt, declared_options
+from recbole_attn.sequential.models import MODELS
+from recbole_attn.options.declared import Flag, OneOf, Opt, declared_options
 
 
 class ResearchOpt(Opt):
     """An option only the research runner sets (``python -m experiments.runner``; the
-    product commands refuse it): an :class:`~recbole_attn.options.Opt` and ``research``,
+    product commands refuse it): an :class:`~recbole_attn.options.declared.Opt` and ``research``,
     what another value than the product's reproduces or measures."""
 
     def __init__(self, default, check, meaning, research):

@@ -13,7 +13,7 @@ reports from the stored runs.
     python -m experiments.runner --group=reproduce --quick [--root=DIR]   # seconds
 
 A run trains one variant of a study with one seed in a fresh process (``--jobs`` of them
-at a time) through the library's training loop (``recbole_attn.quick_start.build`` and
+at a time) through the library's training loop (``recbole_attn.engine.quick_start.build`` and
 ``train_and_evaluate``) and writes ``experiments/<study>/runs/<variant>__seed<k>.json``
 when it finishes; a run whose file exists is skipped, so a study can be split over
 processes or machines and resumed. After the runs, the reports of the studies (``report:
@@ -62,11 +62,11 @@ def run_path(folder, label, seed):
 
 def model_options(config, model_class, options):
     """The run's values of every key of the model's own yaml files
-    (:func:`recbole_attn.config.model_yaml_files`): what a change of the model's defaults
+    (:func:`recbole_attn.engine.config.model_yaml_files`): what a change of the model's defaults
     changes, recorded so that a run made with older defaults can be told from one made
     with today's."""
-    from recbole_attn.config import model_yaml_files
-    from recbole_attn.config_check import yaml_keys
+    from recbole_attn.engine.config import model_yaml_files
+    from recbole_attn.options.check import yaml_keys
 
     keys = set()
     for path in model_yaml_files(model_class, options):
@@ -79,7 +79,7 @@ def run_one(study_name, label, seed, args, study=None):
     ``study`` defaults to the declared one (a worker receives it with the job)."""
     import torch
 
-    from recbole_attn.quick_start import build, train_and_evaluate
+    from recbole_attn.engine.quick_start import build, train_and_evaluate
 
     study = study or STUDIES[study_name]
     model, overrides = study["variants"][label]
@@ -225,7 +225,7 @@ def test_ranks(config, trainer, test, whole=False):
 
     from recbole_attn.evaluator.per_user import PerUserRecorder
 
-    from recbole_attn.quick_start import is_full_ranking
+    from recbole_attn.engine.quick_start import is_full_ranking
 
     if not is_full_ranking(config):
         return None
@@ -243,7 +243,7 @@ def rescore(model_file, eval_args):
     """Test metrics of a saved best model under another ranking (``eval_args``, e.g. 100
     sampled negatives): the same split, model and selected epoch, only the candidates
     ranked differ."""
-    from recbole_attn.quick_start import load_data_and_model
+    from recbole_attn.engine.quick_start import load_data_and_model
 
     _, _, trainer, (_, _, test) = load_data_and_model(
         model_file, {"eval_args": eval_args}
@@ -438,7 +438,7 @@ def groups_of(study_name):
 def plan(names, args, root, quick=False):
     """The jobs of the runs not done yet: (study, definition, label, seed, args,
     folder)."""
-    from recbole_attn.models import MODELS as MODEL_CLASSES
+    from recbole_attn.sequential.models import MODELS as MODEL_CLASSES
     from experiments.categories import has_categories
 
     jobs = []

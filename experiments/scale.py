@@ -111,7 +111,7 @@ def one_run(spec):
     """Build, train one epoch, evaluate the test split once; returns the measurements."""
     import torch
 
-    from recbole_attn.quick_start import build
+    from recbole_attn.engine.quick_start import build
 
     if spec.get("threads"):
         torch.set_num_threads(spec["threads"])

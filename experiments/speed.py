@@ -57,8 +57,8 @@ import torch
 
 from experiments.synthetic import write_synthetic_dataset
 from experiments.categories import has_categories
-from recbole_attn.config import get_model_class
-from recbole_attn.quick_start import build
+from recbole_attn.sequential.models import get_model_class
+from recbole_attn.engine.quick_start import build
 
 #: experiments/ (the outputs go to its speed/ folder)
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -652,7 +652,7 @@ def reproduce_name(dataset):
 def reproduce_study(dataset, categories, quick=False):
     """The reproduce group's study of one dataset. Without item ``categories`` the
     diversity metrics and the models that read categories are left out (``skipped``)."""
-    from recbole_attn.models import MODELS as MODEL_CLASSES
+    from recbole_attn.sequential.models import MODELS as MODEL_CLASSES
 
     protocol = dict(REPRODUCE_PROTOCOL if categories else REPRODUCE_ACCURACY_PROTOCOL)
     columns = ACCURACY + DIVERSITY if categories else list(ACCURACY)
@@ -1053,7 +1053,7 @@ MEASUREMENTS = {
     "recommend_speed": {
         "command": "python -m experiments.recommend_speed [--dataset=Beauty] [--topk=20]",
         "outputs": "experiments/speed/recommend_<dataset>.md",
-        "what": "every user's top-K (recbole_attn.recommend) against one test evaluation",
+        "what": "every user's top-K (recbole_attn.commands.recommend) against one test evaluation",
     },
     "rksa_cooccurrence": {
         "command": "python -m experiments.rksa_cooccurrence [--scale=10]",

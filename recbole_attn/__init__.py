@@ -3,7 +3,7 @@
 Importing the package makes RecBole's own API work on today's stack and answer to our
 model names, and registers our metrics (CC, ILD, F1) in RecBole's metric registry, so
 that ``run_recbole(model='STOSA', ...)`` and a plain ``metrics: [Recall, NDCG, CC, ILD,
-F1]`` work in any RecBole run started afterwards. :mod:`recbole_attn.host` lists every
+F1]`` work in any RecBole run started afterwards. :mod:`recbole_attn.host.install` lists every
 change it makes in RecBole, and why. The changes are made when RecBole is imported (now,
 if it is already): ``import recbole_attn`` itself imports neither RecBole nor torch.
 """
@@ -12,7 +12,7 @@ __version__ = "0.2.0"
 
 
 def _install(recbole_module):
-    from recbole_attn import host
+    from recbole_attn.host import install as host
 
     host.install()
 
@@ -26,7 +26,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'recbole_attn' has no attribute {name!r}")
 
 
-from recbole_attn.hooks import after_import  # noqa: E402
+from recbole_attn.host.hooks import after_import  # noqa: E402
 
 after_import("recbole", _install)
 

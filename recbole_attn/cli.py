@@ -19,7 +19,7 @@ import argparse
 import os
 import sys
 
-from recbole_attn.commands import OneLineParser, guarded
+from recbole_attn.options.arguments import OneLineParser, guarded
 
 PROG = "recbole-attn"
 
@@ -68,7 +68,7 @@ dataset and model summaries are there; --verbose prints them on the console too)
 
 
 def _models_text():
-    from recbole_attn.names import MODEL_NAMES, recbole_model_names
+    from recbole_attn.options.names import MODEL_NAMES, recbole_model_names
 
     seq = recbole_model_names(("sequential_recommender",))
     theirs = [n for n in seq.get("sequential_recommender", []) if n not in MODEL_NAMES]
@@ -184,7 +184,7 @@ def parse_args(argv, prog=PROG):
 def _check_model_name(parser, name):
     """A model name no run resolves is one error line with the closest name, before
     torch and RecBole are imported."""
-    from recbole_attn.names import known_model_names, unknown_model_message
+    from recbole_attn.options.names import known_model_names, unknown_model_message
 
     if name not in known_model_names():
         parser.exit(2, f"error: {unknown_model_message(name)}\n")
@@ -232,14 +232,14 @@ def _read_config_files(files):
 
 
 def _product_options(args, files, overrides):
-    from recbole_attn.config import check_no_research_options
+    from recbole_attn.engine.config import check_no_research_options
 
     check_no_research_options(files, overrides)
 
 
 def _run(args, files, overrides):
-    from recbole_attn.allocator import keep_freed_memory
-    from recbole_attn.quick_start import run
+    from recbole_attn.engine.allocator import keep_freed_memory
+    from recbole_attn.engine.quick_start import run
 
     _product_options(args, files, overrides)
     keep_freed_memory()  # this process trains one model
@@ -263,7 +263,7 @@ def _plain(metrics):
 
 
 def _tune(args, files, overrides):
-    from recbole_attn.tuning import tune_model
+    from recbole_attn.commands.tuning import tune_model
 
     _product_options(args, files, overrides)
     result = tune_model(
@@ -298,10 +298,10 @@ def _tune(args, files, overrides):
 #: subcommand -> (module, function(argv, prog) -> exit status)
 COMMANDS = {
     "convert": ("recbole_attn.data.convert", "main"),
-    "viz": ("recbole_attn.viz", "main"),
-    "recommend": ("recbole_attn.recommend", "main"),
+    "viz": ("recbole_attn.commands.viz", "main"),
+    "recommend": ("recbole_attn.commands.recommend", "main"),
     "evaluate": ("recbole_attn.cli", "evaluate_main"),
-    "compare": ("recbole_attn.compare", "main"),
+    "compare": ("recbole_attn.commands.compare", "main"),
     "export-upstream": ("recbole_attn.upstream.export", "main"),
 }
 
@@ -339,7 +339,7 @@ def evaluate_main(argv=None, prog=f"{PROG} evaluate"):
 
     def run():
         from recbole_attn.files import check_output_file
-        from recbole_attn.per_user_file import check_extension, meta_path
+        from recbole_attn.evaluator.per_user_file import check_extension, meta_path
 
         if args.per_user:  # before the model loads
             check_extension(args.per_user)
@@ -348,8 +348,8 @@ def evaluate_main(argv=None, prog=f"{PROG} evaluate"):
                 "the per-user results",
                 args.overwrite,
             )
-        from recbole_attn.quick_start import evaluate
-        from recbole_attn.recommend import newest_model_file
+        from recbole_attn.engine.quick_start import evaluate
+        from recbole_attn.commands.recommend import newest_model_file
 
         result = evaluate(
             newest_model_file(args.model_file), overrides, per_user=bool(args.per_user)
@@ -360,7 +360,7 @@ def evaluate_main(argv=None, prog=f"{PROG} evaluate"):
         print(f"valid: {result['valid_result']}")
         print(f"test: {result['test_result']}")
         if args.per_user:
-            from recbole_attn.per_user_file import write_per_user
+            from recbole_attn.evaluator.per_user_file import write_per_user
 
             table = result["per_user"]
             write_per_user(

@@ -4,7 +4,7 @@ recbole_attn.errors
 
 Every user-facing error of the package: errors in the user's input (configuration,
 dataset, checkpoint, files) and runs that cannot go on. The commands print them as one
-``error:`` line without a stack trace (:func:`recbole_attn.commands.guarded`). They live
+``error:`` line without a stack trace (:func:`recbole_attn.options.arguments.guarded`). They live
 in this small module so that every part of the package can raise them without importing
 the pipeline; the modules that raise them re-export their names.
 """

@@ -25,7 +25,7 @@ def threads_as_torch_sets_them(monkeypatch):
     """In-process runs keep torch's default threads (results that do not depend on the
     machine's load; no idle-core measurement per build): the rule is tested on its own
     (test_threads.py) and by the runs the tests start as processes."""
-    monkeypatch.setattr("recbole_attn.threads.idle_cores", lambda: None)
+    monkeypatch.setattr("recbole_attn.engine.threads.idle_cores", lambda: None)
 
 
 #: the synthetic dataset every test writes (users u1.., items i1.., categories c0..)

@@ -40,7 +40,7 @@ def test_every_learner_recbole_builds_is_accepted():
 
     from recbole.trainer import Trainer
 
-    from recbole_attn.values import LEARNERS
+    from recbole_attn.options.values import LEARNERS
 
     source = inspect.getsource(Trainer._build_optimizer)
     recboles = set(re.findall(r'learner\.lower\(\) == "(\w+)"', source))
@@ -56,8 +56,8 @@ def test_every_learner_recbole_builds_is_accepted():
     ],
 )
 def test_eval_args_recbole_takes_pass_our_check(eval_args):
-    from recbole_attn.config_check import check_options
-    from recbole_attn.values import VALUE_RULES
+    from recbole_attn.options.check import check_options
+    from recbole_attn.options.values import VALUE_RULES
 
     check_options({"eval_args": eval_args}, {"eval_args": VALUE_RULES["eval_args"]})
 
@@ -109,7 +109,7 @@ def test_an_output_of_a_format_recommend_does_not_write_is_refused(
     _one_line(code, err, fragment)
     assert list(tmp_path.iterdir()) == []
     # --format writes that format under another extension
-    from recbole_attn.recommend import output_format
+    from recbole_attn.commands.recommend import output_format
 
     assert output_format("recs.txt", "csv") == "csv"
     assert output_format("recs.JSONL") == "jsonl"

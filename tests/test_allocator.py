@@ -1,4 +1,4 @@
-"""Freed tensors kept for the next step (recbole_attn.allocator): with glibc, a step's
+"""Freed tensors kept for the next step (recbole_attn.engine.allocator): with glibc, a step's
 large tensors come from the heap, which keeps them when freed; a user's own settings
 stand."""
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from recbole_attn import allocator
+from recbole_attn.engine import allocator
 
 glibc = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
@@ -21,7 +21,7 @@ glibc = pytest.mark.skipif(
 #: kernel when they were freed
 STEPS = """
 import sys, torch
-from recbole_attn import allocator
+from recbole_attn.engine import allocator
 def heap():
     for line in open("/proc/self/maps"):
         if line.rstrip().endswith("[heap]"):
@@ -77,7 +77,8 @@ def test_the_commands_training_run_keeps_freed_memory_first(monkeypatch):
     it trains; the library's ``quick_start.run`` leaves it to the caller."""
     from types import SimpleNamespace
 
-    from recbole_attn import cli, quick_start
+    from recbole_attn import cli
+    from recbole_attn.engine import quick_start
 
     calls = []
     monkeypatch.setattr(allocator, "keep_freed_memory", lambda: calls.append("kept"))

@@ -11,7 +11,7 @@ import torch
 from types import SimpleNamespace
 
 from recbole_attn.model.awrsr import BACKBONES, REFINERS, RefinedSASRec
-from recbole_attn.quick_start import build, run
+from recbole_attn.engine.quick_start import build, run
 
 #: every valid (backbone, refinement): stoc needs STOSA
 COMBINATIONS = [

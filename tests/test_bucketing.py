@@ -11,7 +11,7 @@ from recbole_attn.data.bucketing import (
     bucket_batches,
 )
 from recbole_attn.errors import ConfigError
-from recbole_attn.quick_start import build, run
+from recbole_attn.engine.quick_start import build, run
 
 
 def _skewed_lengths(n=1000, seed=0):

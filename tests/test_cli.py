@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from conftest import REPO, TINY_MODEL, write_tiny_dataset
-from recbole_attn import config_check
-from recbole_attn.checkpoint import load_checkpoint, save_checkpoint
+from recbole_attn.options import check as config_check
+from recbole_attn.engine.checkpoint import load_checkpoint, save_checkpoint
 from recbole_attn.errors import CheckpointError
 from recbole_attn.errors import ConfigError
-from recbole_attn.config import config_files, make_config
-from recbole_attn.quick_start import load_data_and_model, run
+from recbole_attn.engine.config import config_files, make_config
+from recbole_attn.engine.quick_start import load_data_and_model, run
 from test_pipeline import _cli_main
 
 TINY_ARGS = [f"--{k}={v}" for k, v in TINY_MODEL.items()]
@@ -160,8 +160,8 @@ def test_misspelled_key_warns_with_the_closest_key(tiny_data_path):
 def test_every_key_the_package_reads_is_known():
     """A key read as config["..."] anywhere in recbole_attn is a key of some yaml we ship
     (or RecBole's, or a documented optional one): else it would warn as unknown."""
-    from recbole_attn.models import MODELS
-    from recbole_attn.config import properties_dir
+    from recbole_attn.sequential.models import MODELS
+    from recbole_attn.engine.config import properties_dir
 
     pattern = re.compile(r"config\[\"([A-Za-z_0-9]+)\"\]")
     read = set()
@@ -196,7 +196,7 @@ def test_every_field_of_a_file_loads_with_a_star(tiny_data_path, tmp_path, monke
     before loading, labels included (it was refused: "load_col does not load
     'user_id'")."""
     from recbole_attn.data.checks import has_label
-    from recbole_attn.pipeline import check_before_loading
+    from recbole_attn.engine.pipeline import check_before_loading
 
     monkeypatch.chdir(tmp_path)
     config = make_config(
@@ -240,7 +240,7 @@ def test_a_threshold_on_a_column_not_loaded_is_one_line_before_loading(
 def test_eval_args_split_rule(split, ok):
     """RecBole's split: leave-one-out ({LS: ...}) or ratios ({RS: [...]}, non-negative
     numbers)."""
-    from recbole_attn.values import EvalArgs
+    from recbole_attn.options.values import EvalArgs
 
     problem = EvalArgs().problem({"split": split})
     assert (problem is None) == ok, problem
@@ -337,7 +337,7 @@ def test_checkpoint_files_follow_the_umask(tmp_path, umask):
 
 
 def test_failed_trial_is_one_line():
-    from recbole_attn.tuning import trial_error_line
+    from recbole_attn.commands.tuning import trial_error_line
 
     class RayTaskError(Exception):
         cause = ConfigError("hidden_size must be an integer >= 1, got 0")
@@ -487,7 +487,7 @@ def test_readme_commands_run_as_written(tmp_path, monkeypatch, capsys):
     ],
 )
 def test_progress_bar_on_a_terminal_unless_set(monkeypatch, value, tty, expected):
-    from recbole_attn.logs import show_progress
+    from recbole_attn.engine.logs import show_progress
 
     monkeypatch.setattr("sys.stderr.isatty", lambda: tty)
     assert show_progress({"show_progress": value}) is expected
@@ -496,7 +496,7 @@ def test_progress_bar_on_a_terminal_unless_set(monkeypatch, value, tty, expected
 def test_repeated_runs_do_not_nest_the_console_streams(tiny_data_path):
     """RecBole's init_logger wraps sys.stdout/sys.stderr (colorama) on every call; an
     in-process search builds hundreds of runs."""
-    from recbole_attn.logs import init_logging
+    from recbole_attn.engine.logs import init_logging
 
     config = make_config("SASRecAP", "tiny", config_dict={"data_path": tiny_data_path})
     before = (sys.stdout, sys.stderr)
@@ -506,7 +506,7 @@ def test_repeated_runs_do_not_nest_the_console_streams(tiny_data_path):
 
 
 def test_value_conversion_is_silent(recwarn):
-    from recbole_attn.config import convert_value
+    from recbole_attn.engine.config import convert_value
 
     assert convert_value("2in") == "2in" and convert_value("[5, 10]") == [5, 10]
     assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning)]
@@ -514,7 +514,7 @@ def test_value_conversion_is_silent(recwarn):
 
 def _changed_stosa_defaults(monkeypatch, tmp_path, changes):
     """Make the shipped STOSA.yaml read as if its defaults had changed."""
-    from recbole_attn import config
+    from recbole_attn.engine import config
 
     shipped = os.path.join(config.properties_dir(), "model", "STOSA.yaml")
     changed = tmp_path / "STOSA.yaml"
@@ -541,7 +541,7 @@ def test_checkpoint_rebuilds_the_model_it_was_trained_with(
     config = {**tiny_config, "epochs": 1}
     result = run("STOSA", "tiny", config_dict=config)
     _changed_stosa_defaults(monkeypatch, tmp_path, PAPER_STOSA)
-    from recbole_attn.config import make_config
+    from recbole_attn.engine.config import make_config
 
     changed = make_config("STOSA", "tiny", config_dict=tiny_config)
     assert changed["stosa_preset"] == "paper"  # a new run reads the changed default
@@ -560,8 +560,8 @@ def test_a_trial_ray_lost_is_one_line_with_the_reason():
 
     import ray.exceptions
 
-    from recbole_attn.tuning import trial_error_line
-    from recbole_attn.tuning.ray_search import _quiet_ray
+    from recbole_attn.commands.tuning import trial_error_line
+    from recbole_attn.commands.tuning.ray_search import _quiet_ray
 
     oom = ray.exceptions.OutOfMemoryError(
         "Task was killed due to the node running low on memory.\nMemory on the node "
@@ -594,14 +594,14 @@ def test_the_epoch_line_says_what_is_left_and_when_it_stops(tiny_config):
     """RecBole stops once cur_step exceeds stopping_step: with cur_step = stopping_step
     one more epoch without gain stops it, beyond that it stops now (the line said "-2 s
     if it does not improve" at the stopping epoch)."""
-    from recbole_attn.quick_start import build
+    from recbole_attn.engine.quick_start import build
 
     _, _, trainer, _ = build(
         "SASRecAP",
         "tiny",
         config_dict={**tiny_config, "epochs": 100, "stopping_step": 5},
     )
-    from recbole_attn.logs import EpochLines
+    from recbole_attn.engine.logs import EpochLines
 
     trainer.last_epoch_seconds = {"train": 1.0, "valid": 0.0}
     trainer.last_losses = 0.5

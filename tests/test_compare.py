@@ -23,9 +23,15 @@ from scipy import stats
 from conftest import TINY_MODEL
 from recbole_attn.cli import main as cli_main
 from conftest import REPO
-from recbole_attn.compare import adjusted, benjamini_hochberg, compare, holm, paired
-from recbole_attn.per_user_file import FORMAT, MARK, meta_path, read_per_user
-from recbole_attn.quick_start import run
+from recbole_attn.commands.compare import (
+    adjusted,
+    benjamini_hochberg,
+    compare,
+    holm,
+    paired,
+)
+from recbole_attn.evaluator.per_user_file import FORMAT, MARK, meta_path, read_per_user
+from recbole_attn.engine.quick_start import run
 
 LOAD = {"inter": ["user_id", "item_id", "timestamp"], "item": ["item_id", "categories"]}
 METRICS = [

@@ -1,4 +1,4 @@
-"""The fixes of recbole_attn.compat, each on the stack it is for (the byte-identical
+"""The fixes of recbole_attn.host.compat, each on the stack it is for (the byte-identical
 datasets and metrics across stacks are tests/test_stack_golden.py)."""
 
 import logging
@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recbole_attn import compat, pandas3
+from recbole_attn.host import compat
+from recbole_attn.host import pandas3
 from recbole_attn.errors import RecboleAttnError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -39,7 +40,7 @@ def test_recboles_config_builds_and_its_metrics_run(tiny_config):
     """A RecBole Config through our pipeline, then RecBole's own NDCG (np.float inside)."""
     from recbole.evaluator.metrics import NDCG
 
-    from recbole_attn.config import make_config
+    from recbole_attn.engine.config import make_config
 
     config = make_config("SASRecAP", "tiny", config_dict=tiny_config)
     logging.getLogger().handlers.clear()
@@ -49,7 +50,7 @@ def test_recboles_config_builds_and_its_metrics_run(tiny_config):
 
 
 def test_recboles_dataset_carries_the_fixes_on_pandas_3():
-    """recbole_attn.host installs the pandas 3 fixes into RecBole's own Dataset (so that
+    """recbole_attn.host.install installs the pandas 3 fixes into RecBole's own Dataset (so that
     our dataset classes and RecBole's, through RecBole's API too, get them), on pandas 3
     only."""
     from recbole.data.dataset import Dataset, SequentialDataset
@@ -65,7 +66,7 @@ def test_recboles_dataset_carries_the_fixes_on_pandas_3():
 
 def test_a_general_recbole_model_runs_through_the_pipeline(tiny_config):
     """RecBole's BPR (a general model, RecBole's Dataset class with our fixes)."""
-    from recbole_attn.quick_start import run
+    from recbole_attn.engine.quick_start import run
 
     sampling = {"distribution": "uniform", "sample_num": 1}
     config = {**tiny_config, "epochs": 1, "training_mode": "last_position"}
@@ -76,8 +77,8 @@ def test_a_general_recbole_model_runs_through_the_pipeline(tiny_config):
 
 
 def _odd_dataset(tmp_path, **extra):
-    from recbole_attn.config import make_config
-    from recbole_attn.quick_start import create_dataset
+    from recbole_attn.engine.config import make_config
+    from recbole_attn.engine.quick_start import create_dataset
 
     root = write_odd_dataset(str(tmp_path))
     config = make_config(

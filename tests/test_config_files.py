@@ -55,7 +55,7 @@ def test_a_hostile_config_file_is_refused_at_once(
 
 def test_a_hyper_file_with_an_alias_bomb_is_refused(tmp_path):
     from recbole_attn.errors import RecboleAttnError
-    from recbole_attn.tuning.space import read_params_file
+    from recbole_attn.commands.tuning.space import read_params_file
 
     flow = "[" + ", ".join(
         ["&a [1,1,1,1,1,1,1,1,1]"]

@@ -536,10 +536,10 @@ def test_converted_dataset_loads_in_recbole_and_splits_leave_one_out(
     tmp_path, monkeypatch
 ):
     # RecBole's Config and dataset with the fixes RecBole 1.2.1 needs on numpy 2 and
-    # pandas 3 (recbole_attn.compat); on numpy 1 / pandas 2 they are RecBole's own
+    # pandas 3 (recbole_attn.host.compat); on numpy 1 / pandas 2 they are RecBole's own
     from recbole_attn.data.preparation import data_preparation
-    from recbole_attn.config import AttnConfig as Config
-    from recbole_attn.quick_start import create_dataset
+    from recbole_attn.engine.config import AttnConfig as Config
+    from recbole_attn.engine.quick_start import create_dataset
 
     monkeypatch.chdir(tmp_path)  # RecBole writes log/ into the working directory
     # 6 users x 5 items; item 7 has only a brand-like attribute -> uncategorized

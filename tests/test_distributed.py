@@ -8,9 +8,9 @@ import socket
 import pytest
 import torch
 
-from recbole_attn.distributed import distributed_options, spawn
+from recbole_attn.engine.distributed import distributed_options, spawn
 from recbole_attn.errors import ConfigError, DataError
-from recbole_attn.quick_start import evaluate, run
+from recbole_attn.engine.quick_start import evaluate, run
 
 
 def test_distributed_options():
@@ -109,7 +109,8 @@ def test_a_process_of_a_multi_process_run_is_checked_once_in_its_command(monkeyp
     """The command checks the run (its files read and decoded) before it starts the
     processes; each process then builds its configuration without checking it again.
     A run given local_rank and world_size by its caller is checked."""
-    from recbole_attn import distributed, pipeline
+    from recbole_attn.engine import distributed
+    from recbole_attn.engine import pipeline
 
     checked = []
     monkeypatch.setattr(pipeline, "check_recbole_version", lambda: None)

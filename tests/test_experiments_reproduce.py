@@ -45,7 +45,7 @@ def test_quick_mode_writes_the_table_and_charts(tmp_path):
 
 def test_loss_column_is_each_models_configured_loss():
     """The table's loss column (studies.REPRODUCE_LOSS) is what each label trains with."""
-    from recbole_attn.config import make_config
+    from recbole_attn.engine.config import make_config
 
     assert set(studies.REPRODUCE_LOSS) == set(studies.REPRODUCE_MODELS)
     for label, (model, overrides) in studies.REPRODUCE_MODELS.items():

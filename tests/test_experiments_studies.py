@@ -8,11 +8,11 @@ import pytest
 import yaml
 
 from experiments import reports, research, runner, studies
-from recbole_attn.config import model_yaml_files, properties_dir
-from recbole_attn.config_check import RESEARCH_WING_KEYS, yaml_keys
-from recbole_attn.options import declared_options
-from recbole_attn.models import MODELS
-from recbole_attn.quick_start import build
+from recbole_attn.engine.config import model_yaml_files, properties_dir
+from recbole_attn.options.check import RESEARCH_WING_KEYS, yaml_keys
+from recbole_attn.options.declared import declared_options
+from recbole_attn.sequential.models import MODELS
+from recbole_attn.engine.quick_start import build
 from test_stosa_official import OFFICIAL  # the official code's model, option by option
 
 
@@ -125,9 +125,9 @@ def _yaml_defaults(model, options=None):
     """Today's values of the model's own yaml files, in load order, and the defaults of
     the options that moved to the research wing (stored runs recorded them)."""
     from experiments.research import RESEARCH_MODELS
-    from recbole_attn.options import declared_options
+    from recbole_attn.options.declared import declared_options
 
-    from recbole_attn.config_check import RESEARCH_WING_KEYS
+    from recbole_attn.options.check import RESEARCH_WING_KEYS
 
     values = {
         key: opt.default
@@ -401,7 +401,7 @@ def test_patt_attention_statistics_of_a_trained_model(tiny_config):
     import torch
 
     from experiments import patt_attention
-    from recbole_attn.quick_start import run
+    from recbole_attn.engine.quick_start import run
 
     uniform = torch.tril(torch.ones(4, 4)) / torch.arange(1, 5).unsqueeze(1)
     share, spread = patt_attention.row_statistics(

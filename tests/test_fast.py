@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from recbole.model.layers import FeedForward
 from torch import nn
 
-from recbole_attn.quick_start import build
+from recbole_attn.engine.quick_start import build
 from recbole_attn.sequential.fast import FastDropout, speed_up
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from experiments import research
-from recbole_attn.quick_start import build
+from recbole_attn.engine.quick_start import build
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "data", "golden_v0.pt")
 

@@ -1,4 +1,4 @@
-"""RecBole's own API beside the plugin (recbole_attn.host): RecBole's run_recbole, Config,
+"""RecBole's own API beside the plugin (recbole_attn.host.install): RecBole's run_recbole, Config,
 trainers, load_data_and_model and HyperTuning run RecBole's models on today's stack, and
 answer to our model names with what recbole-attn gives."""
 
@@ -12,7 +12,8 @@ import recbole  # noqa: F401  (importing RecBole after recbole_attn installs the
 import torch
 
 import recbole_attn
-from recbole_attn import compat, host
+from recbole_attn.host import compat
+from recbole_attn.host import install as host
 from recbole_attn.errors import CheckpointError
 
 #: the evaluation protocol of recbole-attn (properties/overall.yaml), given to both
@@ -48,7 +49,7 @@ def _close(a, b):
 
 
 def test_the_stack_fixes_are_installed_on_import():
-    """What recbole_attn.host says it installs on this stack, it has installed."""
+    """What recbole_attn.host.install says it installs on this stack, it has installed."""
     import pandas as pd
 
     done = host.installed()
@@ -82,7 +83,7 @@ def test_recboles_config_and_trainer_compute_our_category_metrics(tiny_config):
     what recbole-attn's pipeline gives for the same configuration."""
     from recbole.config import Config
 
-    from recbole_attn.quick_start import run
+    from recbole_attn.engine.quick_start import run
 
     config = {
         **tiny_config,
@@ -114,7 +115,7 @@ def test_our_models_by_name_in_run_recbole_give_what_recbole_attn_gives(
     """run_recbole(model='STOSA') finds our model, its yaml defaults (STOSA's preset
     applied, AWRSR's backbone's yaml read) and our trainer: the same test metrics as
     recbole-attn's run for the same configuration and seed."""
-    from recbole_attn.quick_start import run
+    from recbole_attn.engine.quick_start import run
 
     config = {**tiny_config, **PROTOCOL, "epochs": 1}
     theirs = _recbole_run(model, config)
@@ -161,7 +162,7 @@ def test_recboles_load_data_and_model_loads_both_kinds_of_checkpoint(tiny_config
     a RecBole one (RecBole's trainer, weights-only with RecBole's classes allowed)."""
     from recbole.quick_start import load_data_and_model
 
-    from recbole_attn.quick_start import run
+    from recbole_attn.engine.quick_start import run
 
     config = {**tiny_config, "epochs": 1}
     ours = run("PAtt", "tiny", config_dict=config)
@@ -280,7 +281,7 @@ def test_import_recbole_attn_is_light_and_changes_recbole_when_it_is_imported():
     code = (
         "import sys, recbole_attn; "
         "print('torch' in sys.modules, 'recbole' in sys.modules); "
-        "import recbole; import recbole_attn.host as h; print(bool(h.installed())); "
+        "import recbole; import recbole_attn.host.install as h; print(bool(h.installed())); "
         "print('recbole.quick_start.quick_start' in sys.modules); "
         "from recbole.quick_start import run_recbole, load_data_and_model; "
         "print(load_data_and_model is h.load_data_and_model)"
@@ -349,10 +350,10 @@ def _private_overrides():
 
 def test_the_private_overrides_are_declared_and_exist_in_recbole():
     """Every private RecBole method a recbole_attn class overrides is in
-    compat.PRIVATE_OVERRIDES, and RecBole has each of them."""
+    engine.PRIVATE_OVERRIDES, and RecBole has each of them."""
     import importlib
 
-    from recbole_attn.compat import PRIVATE_OVERRIDES
+    from recbole_attn.engine import PRIVATE_OVERRIDES
 
     declared = {k: set(v) for k, v in PRIVATE_OVERRIDES.items()}
     assert _private_overrides() == declared
@@ -367,7 +368,7 @@ def test_the_pipeline_refuses_another_recbole_release(monkeypatch, tiny_config):
     import recbole
 
     from recbole_attn.errors import RecboleAttnError
-    from recbole_attn.quick_start import build
+    from recbole_attn.engine.quick_start import build
 
     monkeypatch.setattr(recbole, "__version__", "1.3.0")
     with pytest.raises(

@@ -14,7 +14,7 @@ from conftest import TINY_MODEL
 from test_safety import _one_line, _run_args
 from recbole_attn.cli import main as cli_main
 from recbole_attn.errors import RecboleAttnError
-from recbole_attn.quick_start import evaluate, run
+from recbole_attn.engine.quick_start import evaluate, run
 
 LOAD = {"inter": ["user_id", "item_id", "timestamp"]}
 
@@ -248,7 +248,7 @@ def test_a_second_search_into_one_output_stops_before_its_work(
     """The output is claimed when a search starts: a second search into it, started
     while the first runs, stops at once (before: both exited 0 and the one finishing
     last replaced the other's result.json); a failed search leaves no claim."""
-    from recbole_attn import tuning
+    from recbole_attn.commands import tuning
     from recbole_attn.files import ExistingOutputError
 
     monkeypatch.chdir(tmp_path)
@@ -568,7 +568,7 @@ def test_input_that_reaches_the_code_is_one_line(
 
 
 def test_a_user_named_twice_gets_one_list(trained, tmp_path, monkeypatch, capsys):
-    from recbole_attn.recommend import recommend
+    from recbole_attn.commands.recommend import recommend
 
     result, _ = trained
     monkeypatch.chdir(tmp_path)
@@ -584,7 +584,7 @@ def test_a_full_disk_under_the_checkpoint_folder_is_one_line(
 ):
     import errno
 
-    from recbole_attn import checkpoint
+    from recbole_attn.engine import checkpoint
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -630,7 +630,7 @@ def test_a_loaded_checkpoints_trainer_refuses_to_train(trained, tmp_path):
     the loaded checkpoint (the trainer's model file; c5c6267), then failed with an
     AttributeError (no optimizer); now one clear error, and the checkpoint unchanged."""
     from recbole_attn.errors import TrainingError
-    from recbole_attn.quick_start import load_data_and_model
+    from recbole_attn.engine.quick_start import load_data_and_model
 
     model_file = tmp_path / "copy.pth"
     shutil.copy(trained[0]["saved_model_file"], model_file)
@@ -677,8 +677,8 @@ def test_a_ray_address_that_is_not_a_ray_head_is_refused_at_once(tmp_path):
     only connected) and left an empty output folder."""
     import time
 
-    from recbole_attn.tuning import tune_model
-    from recbole_attn.tuning.ray_search import check_ray_address
+    from recbole_attn.commands.tuning import tune_model
+    from recbole_attn.commands.tuning.ray_search import check_ray_address
 
     space = tmp_path / "space.hyper"
     space.write_text("hidden_size choice [8,16]\n")
@@ -718,7 +718,7 @@ def test_a_run_that_cannot_fit_the_machine_stops_before_it_starts(
     assert "available: lower MAX_ITEM_LIST_LENGTH or " in err
     assert not list(tmp_path.glob("saved/*")), "no checkpoint left"
     # our models too, against the memory the machine reports
-    from recbole_attn import memory
+    from recbole_attn.engine import memory
 
     monkeypatch.setattr(memory, "available_bytes", lambda device: 1000)
     code, err = main(_run_args(trained[1]["data_path"]), capsys)
@@ -731,8 +731,8 @@ def test_the_memory_estimate_is_a_lower_bound_of_what_a_training_step_holds(
 ):
     """The attention maps a real training step keeps for its backward pass (every
     saved tensor of shape [..., T, T]) are at least the estimate's share of them."""
-    from recbole_attn.memory import estimate
-    from recbole_attn.quick_start import build
+    from recbole_attn.engine.memory import estimate
+    from recbole_attn.engine.quick_start import build
 
     from experiments.research import RESEARCH_MODELS
 
@@ -762,7 +762,7 @@ def test_the_memory_estimate_is_a_lower_bound_of_what_a_training_step_holds(
 
     # a loaded checkpoint is only evaluated: the training share does not count
     from recbole_attn.errors import ConfigError
-    from recbole_attn.memory import check_memory
+    from recbole_attn.engine.memory import check_memory
 
     dataset = train._dataset
     small_eval = {**dict(config.final_config_dict), "eval_batch_size": 4}
@@ -783,7 +783,7 @@ def test_the_memory_estimate_is_a_lower_bound_of_what_a_training_step_holds(
 def test_metrics_over_several_processes_are_the_mean_over_all_users():
     """Before: each process rounded its mean, and RecBole averaged the rounded values
     weighted by batches (0.2334 for 30 users)."""
-    from recbole_attn.distributed import combine_results
+    from recbole_attn.engine.distributed import combine_results
 
     rng = np.random.default_rng(0)
     for _ in range(100):

@@ -1,5 +1,5 @@
 """Exact length grouping (``length_groups``) and the memory-bounded cross-entropy
-(``ce_logits_budget_mb``), for every model of ``recbole_attn.models.MODELS`` and the
+(``ce_logits_budget_mb``), for every model of ``recbole_attn.sequential.models.MODELS`` and the
 variants of the model-contract tests: in float64 without dropout (RKSA's noise and PAtt's
 sampled third items replaced by fixed values that depend on the sequence only), the
 grouped loss, every parameter gradient, the negatives and the evaluation scores equal the
@@ -237,7 +237,7 @@ def test_planner_minimizes_the_cost_against_brute_force():
 
 
 def test_grouping_respects_the_opt_out(built, tiny_config):
-    from recbole_attn.config import make_config
+    from recbole_attn.engine.config import make_config
 
     _, net, _ = built("SASRecAP", {})
     lengths = torch.tensor(LENGTHS)

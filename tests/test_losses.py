@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from recbole_attn.data.histories import item_counts
-from recbole_attn.models import MODELS
+from recbole_attn.sequential.models import MODELS
 from recbole_attn.sequential import negatives
 from recbole_attn.sequential.batching import at_positions, training_targets
 from recbole_attn.sequential.losses import (
@@ -279,7 +279,7 @@ def test_popularity_counts_the_training_interactions(tiny_config, tiny_data_path
     """The popularity of negatives: every item's training interactions (each user's
     sequence without its validation and test items), read from the .inter file."""
     from conftest import raw_sequences
-    from recbole_attn.quick_start import build
+    from recbole_attn.engine.quick_start import build
 
     _, net, _, (train, _, _) = build(
         "SASRecAP",

@@ -25,7 +25,7 @@ from recbole_attn.evaluator import (
     register_metrics,
 )
 from recbole_attn.errors import RecboleAttnError
-from recbole_attn.quick_start import (
+from recbole_attn.engine.quick_start import (
     build,
     load_data_and_model,
     run,
@@ -102,7 +102,7 @@ def numpy_aliases():
     """RecBole's own metrics (Recall, NDCG, used by F1) need the numpy aliases (np.float,
     ...) that every RecBole ``Config()`` installs; the dict configs below bypass Config.
     """
-    from recbole_attn.compat import set_numpy_aliases
+    from recbole_attn.host.compat import set_numpy_aliases
 
     set_numpy_aliases()
 
@@ -430,8 +430,8 @@ def test_wrong_category_field_is_an_error(tiny_config, tiny_data_path, tmp_path)
 
 
 def test_metrics_without_categories_need_no_item_file(tiny_config):
-    from recbole_attn.config import make_config
-    from recbole_attn.quick_start import create_dataset
+    from recbole_attn.engine.config import make_config
+    from recbole_attn.engine.quick_start import create_dataset
 
     config = dict(tiny_config, metrics=["Recall", "NDCG"], topk=[5])
     config["valid_metric"] = "NDCG@5"
@@ -509,7 +509,7 @@ def test_dataset_has_categories_answers_from_the_yaml_and_the_item_file(
 
 
 def test_only_dpatt_needs_item_categories():
-    from recbole_attn.models import MODELS
+    from recbole_attn.sequential.models import MODELS
 
     assert {name for name, cls in MODELS.items() if cls.needs_item_categories} == {
         "DPAtt"

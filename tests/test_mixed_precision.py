@@ -11,7 +11,7 @@ import torch
 
 from recbole_attn.model.patt import causal_masks
 from recbole_attn.model.stosa import pairwise_wasserstein2_squared
-from recbole_attn.quick_start import evaluate, run
+from recbole_attn.engine.quick_start import evaluate, run
 from test_model_contract import CASES, model_builder
 
 BF16 = torch.bfloat16
@@ -41,7 +41,7 @@ def test_wasserstein_distances_stay_in_float32_under_autocast():
 def test_dpp_logits_stay_in_float32_under_autocast(tiny_config):
     """The k-DPP minors (d_r d_t - L_rt^2) cancel in bf16; under autocast PAtt's logits
     are float32 and equal those of the float32 sampler."""
-    from recbole_attn.quick_start import build
+    from recbole_attn.engine.quick_start import build
 
     _, net, _, _ = build("PAtt", "tiny", config_dict={**tiny_config, "dpp_k": 3})
     logging.getLogger().handlers.clear()

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from recbole_attn.model import awrsr, dpatt, parec, patt, rksa, stosa
-from recbole_attn.quick_start import build
+from recbole_attn.engine.quick_start import build
 
 CAT_COLS = {
     "inter": ["user_id", "item_id", "timestamp"],

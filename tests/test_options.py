@@ -1,4 +1,4 @@
-"""The option is the unit (``recbole_attn.options``): one declaration per option gives the
+"""The option is the unit (``recbole_attn.options.declared``): one declaration per option gives the
 model's attribute, its check, the shipped yaml, the docs table and the upstream yaml; the
 research-only options are refused by the commands and trained by the research runner."""
 
@@ -11,28 +11,28 @@ import yaml
 
 from experiments import research
 from experiments.research import research_options
-from recbole_attn.options import Number
-from recbole_attn.models import MODELS, STOSA
-from recbole_attn.options import (
+from recbole_attn.options.declared import Number
+from recbole_attn.sequential.models import MODELS, STOSA
+from recbole_attn.options.declared import (
     Opt,
     declared_options,
     docs_table,
     model_yaml,
 )
-from recbole_attn.options_files import generated_files
+from recbole_attn.upstream.docs import generated_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_shipped_files_are_the_generated_ones():
     """properties/model/*.yaml, overall.yaml's block and docs/models.md's option tables
-    are what the declarations give (after a change: python -m recbole_attn.options_files).
+    are what the declarations give (after a change: python -m recbole_attn.upstream.docs).
     """
     for path, text in generated_files(ROOT).items():
         with open(path, encoding="utf-8") as f:
             assert f.read() == text, (
                 f"{os.path.relpath(path, ROOT)} differs from the declarations; run "
-                "python -m recbole_attn.options_files"
+                "python -m recbole_attn.upstream.docs"
             )
 
 
@@ -133,7 +133,7 @@ def test_every_option_has_a_meaning_and_a_default_that_passes_its_check():
 def test_research_options_are_marked_and_refused_by_the_commands(tmp_path, capsys):
     from recbole_attn.cli import main
 
-    from recbole_attn.models import MODELS
+    from recbole_attn.sequential.models import MODELS
 
     assert all(research_options(cls) == {} for cls in MODELS.values())
     wing = research_options(research.RESEARCH_MODELS["STOSA"])
@@ -166,7 +166,7 @@ def test_research_options_are_marked_and_refused_by_the_commands(tmp_path, capsy
 def test_only_the_research_wing_turns_a_leak_on():
     """The product's code names neither leak; experiments/research.py declares both."""
     from experiments import research
-    from recbole_attn.config_check import RESEARCH_WING_KEYS
+    from recbole_attn.options.check import RESEARCH_WING_KEYS
 
     for name in MODELS:
         assert "neg_exclude_heldout" not in declared_options(MODELS[name])
@@ -190,7 +190,7 @@ def test_the_product_value_of_a_research_wing_key_is_accepted(tiny_config, tmp_p
     import pytest
 
     from recbole_attn.errors import ConfigError
-    from recbole_attn.quick_start import build
+    from recbole_attn.engine.quick_start import build
 
     old = {"neg_exclude_heldout": False, "dpp_ground_set": "prefix"}
     _, net, _, _ = build("PAtt", "tiny", config_dict={**tiny_config, **old})
@@ -202,7 +202,7 @@ def test_the_product_value_of_a_research_wing_key_is_accepted(tiny_config, tmp_p
 def test_a_research_class_takes_the_default_of_an_option_not_given(tiny_config):
     """PAtt's research class with only the held-out leak keeps the prefix ground set."""
     from experiments.research import RESEARCH_MODELS
-    from recbole_attn.quick_start import build
+    from recbole_attn.engine.quick_start import build
 
     config = {**tiny_config, "neg_exclude_heldout": True}
     _, net, _, _ = build(RESEARCH_MODELS["PAtt"], "tiny", config_dict=config)
@@ -215,7 +215,7 @@ def test_a_model_class_says_whether_its_batches_are_trimmed():
     a research-wing key: the product's models always trim, the research wing's
     full-length batches (``trim_batch: False``, PAtt's sequence ground set) do not."""
     from experiments.research import RESEARCH_MODELS
-    from recbole_attn.models import MODELS
+    from recbole_attn.sequential.models import MODELS
 
     assert all(MODELS[name].trims_batches({}) is True for name in MODELS)
     patt = RESEARCH_MODELS["PAtt"]
@@ -238,8 +238,8 @@ def test_the_memory_estimate_of_full_length_batches_keeps_our_chunked_logits(
     from recbole.model.sequential_recommender import SASRec
 
     from experiments.research import RESEARCH_MODELS
-    from recbole_attn import memory
-    from recbole_attn.models import MODELS
+    from recbole_attn.engine import memory
+    from recbole_attn.sequential.models import MODELS
 
     seen = []
     monkeypatch.setattr(memory, "estimate", lambda *a: seen.append(a[3:]) or (0, {}))

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from experiments import research
-from recbole_attn.quick_start import build, run
+from recbole_attn.engine.quick_start import build, run
 
 
 def _build(model, config):

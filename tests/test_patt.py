@@ -462,7 +462,7 @@ def build_model_and_config(config_dict, model="PAtt", dataset="tiny"):
     paper's forms) builds the research class (experiments/research.py), as the runner
     does."""
     from experiments.research import model_for
-    from recbole_attn.quick_start import build
+    from recbole_attn.engine.quick_start import build
 
     model = model_for(model, config_dict)
     config, net, trainer, data = build(model, dataset, config_dict=config_dict)
@@ -504,7 +504,7 @@ def test_training_reduces_loss(tiny_config):
     ],
 )
 def test_end_to_end(tiny_config, model, extra):
-    from recbole_attn.quick_start import run
+    from recbole_attn.engine.quick_start import run
 
     result = run(
         model, "tiny", config_dict=tiny_config | {"load_col": CAT_COLS, **extra}

@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from conftest import raw_sequences
-from recbole_attn.checkpoint import load_checkpoint, save_checkpoint
+from recbole_attn.engine.checkpoint import load_checkpoint, save_checkpoint
 from recbole_attn.errors import CheckpointError
 from recbole_attn.data.dataset import last_sample_per_user
 from recbole_attn.sequential.batching import training_targets
 from recbole_attn.errors import UnknownModelError
-from recbole_attn.config import get_model_class
-from recbole_attn.quick_start import build, load_data_and_model, run
+from recbole_attn.sequential.models import get_model_class
+from recbole_attn.engine.quick_start import build, load_data_and_model, run
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -163,7 +163,7 @@ def test_recbole_style_checkpoint_is_refused(tmp_path):
 def test_model_resolution():
     from recbole.model.sequential_recommender import SASRec
 
-    from recbole_attn.models import STOSA
+    from recbole_attn.sequential.models import STOSA
 
     assert get_model_class("STOSA") is STOSA
     assert get_model_class("SASRec") is SASRec
@@ -253,7 +253,7 @@ def test_cli_bad_override_syntax(tmp_path, monkeypatch, capsys):
 def test_recbole_anomaly_detection_is_switched_off():
     """RecBole 1.2.1's sine.py enables autograd anomaly detection on import (slow)."""
     import recbole_attn  # noqa: F401
-    from recbole_attn.compat import undo_recbole_anomaly_detection
+    from recbole_attn.host.compat import undo_recbole_anomaly_detection
 
     assert not torch.is_anomaly_enabled()
     torch.autograd.set_detect_anomaly(True)  # what `import recbole.model` did

@@ -1,10 +1,12 @@
-"""One preparation step (``recbole_attn.pipeline.prepare``): every check of a run once,
+"""One preparation step (``recbole_attn.engine.pipeline.prepare``): every check of a run once,
 in one ordered place, and every yaml file read from disk once."""
 
 import builtins
 import logging
 
-from recbole_attn import files, pipeline, quick_start
+from recbole_attn import files
+from recbole_attn.engine import pipeline
+from recbole_attn.engine import quick_start
 from recbole_attn.data import checks as data_checks
 
 

@@ -19,7 +19,7 @@ import torch
 
 from conftest import TINY_MODEL
 from generator_collate import collate_with_generator
-from recbole_attn import recbole_bugs
+from recbole_attn.host import recbole_bugs
 from recbole_attn.cli import main as cli_main
 from recbole_attn.errors import DataError
 
@@ -372,7 +372,7 @@ def test_a_dataloader_worker_started_by_spawn_gets_the_generator():
 @pytest.mark.slow
 def test_two_processes_with_dataloader_workers_train(tiny_config):
     """The issue's run: --nproc=2 --worker=1 died after a minute."""
-    from recbole_attn.quick_start import run
+    from recbole_attn.engine.quick_start import run
 
     config = {**tiny_config, "epochs": 1, "nproc": 2, "worker": 1}
     result = run("SASRecAP", "tiny", config_dict=config)

@@ -1,4 +1,4 @@
-"""Recommendations from a trained model (recbole_attn.recommend, ``recbole-attn
+"""Recommendations from a trained model (recbole_attn.commands.recommend, ``recbole-attn
 recommend``) and ``recbole-attn evaluate``: the top-K of every model against a brute-force
 ranking of its own scores, the evaluation's view, the dataset's tokens, bad input."""
 
@@ -14,9 +14,9 @@ import torch
 from conftest import write_tiny_dataset
 from recbole_attn.cli import main as cli_main
 from recbole_attn.errors import RecboleAttnError
-from recbole_attn.models import MODELS
-from recbole_attn.quick_start import load_data_and_model, run
-from recbole_attn.recommend import recommend, top_k, user_histories
+from recbole_attn.sequential.models import MODELS
+from recbole_attn.engine.quick_start import load_data_and_model, run
+from recbole_attn.commands.recommend import recommend, top_k, user_histories
 
 LOAD = {
     "inter": ["user_id", "item_id", "timestamp"],

@@ -20,7 +20,7 @@ from recbole_attn.model.rksa import (
 )
 from recbole_attn.forms.rksa import rbf_kernel
 from recbole_attn.model import rksa
-from recbole_attn.quick_start import build, run
+from recbole_attn.engine.quick_start import build, run
 
 
 def prefix_rows(tiny_config):

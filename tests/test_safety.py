@@ -110,7 +110,7 @@ def test_runs_started_together_keep_and_report_their_own_models(
     files, two log files, and each run's reported test result is its own model's."""
     import ast
 
-    from recbole_attn.quick_start import load_data_and_model
+    from recbole_attn.engine.quick_start import load_data_and_model
 
     saved = tmp_path / "saved"
     procs = [_run_subprocess(tiny_data_path, saved, s, tmp_path) for s in (1, 2)]
@@ -144,7 +144,7 @@ def test_run_files_are_claimed_exclusively(tmp_path):
 
 
 def test_a_run_that_saves_nothing_leaves_no_file(tiny_config):
-    from recbole_attn.quick_start import run
+    from recbole_attn.engine.quick_start import run
 
     run("SASRecAP", "tiny", config_dict={**tiny_config, "epochs": 1}, saved=False)
     assert os.listdir(tiny_config["checkpoint_dir"]) == []
@@ -152,7 +152,7 @@ def test_a_run_that_saves_nothing_leaves_no_file(tiny_config):
 
 def test_a_repeated_search_keeps_the_first_results(tiny_config, tmp_path):
     from recbole_attn.errors import RecboleAttnError
-    from recbole_attn.tuning import tune_model
+    from recbole_attn.commands.tuning import tune_model
 
     space = tmp_path / "s.hyper"
     space.write_text("hidden_size choice [8,16]\n")
@@ -178,8 +178,8 @@ def test_a_repeated_search_keeps_the_first_results(tiny_config, tmp_path):
 
 def test_heatmaps_never_replace_files(tiny_config, tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    from recbole_attn.quick_start import run
-    from recbole_attn.viz import main
+    from recbole_attn.engine.quick_start import run
+    from recbole_attn.commands.viz import main
 
     model_file = run("SASRecAP", "tiny", config_dict={**tiny_config, "epochs": 1})[
         "saved_model_file"
@@ -228,8 +228,8 @@ def test_repeated_interactions_are_dropped_and_counted(
     assert code == 0, err
     # the console's warning (pytest's log capture stands in for the console here)
     assert "dups.inter: dropped 4 repeated (user, item) interaction(s)" in caplog.text
-    from recbole_attn.config import make_config
-    from recbole_attn.quick_start import create_dataset
+    from recbole_attn.engine.config import make_config
+    from recbole_attn.engine.quick_start import create_dataset
 
     config = make_config("SASRecAP", "dups", config_dict={"data_path": root})
     data = create_dataset(config)
@@ -413,7 +413,7 @@ def test_model_options_are_checked_before_the_dataset_loads(
 def test_ctrl_c_says_what_was_saved_and_exits_130(
     tiny_data_path, tmp_path, monkeypatch, capsys
 ):
-    from recbole_attn.trainer import AttnTrainer
+    from recbole_attn.engine.trainer import AttnTrainer
 
     real = AttnTrainer._train_epoch
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from experiments import synthetic
-from recbole_attn.quick_start import build, train_and_evaluate
+from recbole_attn.engine.quick_start import build, train_and_evaluate
 
 
 def _read(path):

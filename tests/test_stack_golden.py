@@ -4,7 +4,7 @@ fixed-seed one-epoch run of every model are the ones recorded in
 
 The datasets were recorded on pandas 2 and numpy 1 (where RecBole 1.2.1's loader runs
 unchanged), so on pandas 3 / numpy 2 the test checks the fixes of
-:mod:`recbole_attn.compat` against RecBole's own loader: every Interaction tensor
+:mod:`recbole_attn.host.compat` against RecBole's own loader: every Interaction tensor
 (token_seq categories with empty cells, float fields with missing values, float_seq cells,
 sequence lengths, the leave-one-out splits) is byte-identical.
 
@@ -120,8 +120,8 @@ def tensor_digest(tensor):
 def dataset_digest(model, dataset, config_dict):
     """Every tensor of the dataset RecBole builds (interactions, item features, each
     split's interactions with its sequences and lengths) and every token map, hashed."""
-    from recbole_attn.config import make_config
-    from recbole_attn.quick_start import create_dataset
+    from recbole_attn.engine.config import make_config
+    from recbole_attn.engine.quick_start import create_dataset
 
     config = make_config(model, dataset, config_dict=config_dict)
     data = create_dataset(config)
@@ -145,7 +145,7 @@ def dataset_digest(model, dataset, config_dict):
 def one_epoch_metrics(model, extra, data_path, checkpoint_dir):
     """Test metrics of ``model`` on the ``tiny`` fixture after one epoch (seed 2020)."""
     from experiments import research
-    from recbole_attn.quick_start import run
+    from recbole_attn.engine.quick_start import run
 
     config = {
         "data_path": data_path,

@@ -1,12 +1,12 @@
 """Every command starts at once: --help, argument errors and unknown models answer
-without importing torch or RecBole (recbole_attn.names)."""
+without importing torch or RecBole (recbole_attn.options.names)."""
 
 import subprocess
 import sys
 
 import pytest
 
-from recbole_attn.names import (
+from recbole_attn.options.names import (
     MODEL_NAMES,
     did_you_mean,
     known_model_names,
@@ -33,7 +33,7 @@ def _cli(*args):
 
 
 def test_our_names_are_the_registered_models():
-    from recbole_attn.models import MODELS
+    from recbole_attn.sequential.models import MODELS
 
     assert MODEL_NAMES == tuple(MODELS)
 

@@ -19,7 +19,7 @@ from test_safety import _run_args
 def _interrupt_in_epoch(monkeypatch, epoch_idx, how="ctrl-c"):
     """Stop the training when it starts ``epoch_idx`` (0-based; the console's epoch
     ``epoch_idx + 1``): a KeyboardInterrupt, or a real SIGTERM sent to this process."""
-    from recbole_attn.trainer import AttnTrainer
+    from recbole_attn.engine.trainer import AttnTrainer
 
     real = AttnTrainer._train_epoch
 
@@ -42,7 +42,7 @@ def test_ctrl_c_counts_epochs_as_the_console_and_the_resume_continues_there(
     """After the console's ``epoch 3/4`` the run is stopped in epoch 4: the state after
     epoch 3 is saved, and the resumed run says it continues with epoch 4/4 and prints
     ``epoch 4/4`` (before: "the state after epoch 2", then "from epoch 3")."""
-    from recbole_attn.trainer import AttnTrainer
+    from recbole_attn.engine.trainer import AttnTrainer
 
     real = _interrupt_in_epoch(monkeypatch, 3)
     monkeypatch.chdir(tmp_path)
@@ -83,7 +83,7 @@ def test_ctrl_c_in_the_final_test_advises_an_evaluate_that_works(
 ):
     """Before: "--resume_checkpoint=...-last.pth", which the next command refused
     ("nothing to train"), pointing to a Python function."""
-    from recbole_attn.trainer import AttnTrainer
+    from recbole_attn.engine.trainer import AttnTrainer
 
     real = AttnTrainer.evaluate
 
@@ -111,7 +111,7 @@ def test_ctrl_c_in_the_final_test_advises_an_evaluate_that_works(
         _run_args(tiny_data_path, "--epochs=2", f"--resume_checkpoint={last}"), capsys
     )
     assert code == 2 and err.count("\n") == 1, err
-    assert "nothing to train" in err and "recbole_attn.quick_start" not in err
+    assert "nothing to train" in err and "recbole_attn.engine.quick_start" not in err
     assert err.strip().endswith(
         f"evaluate its best model with recbole-attn evaluate --model_file={model_file}"
     ), err
@@ -181,7 +181,7 @@ def test_a_stopped_search_keeps_its_trials_and_the_same_command_continues_it(
     import csv
     import json
 
-    from recbole_attn.trainer import AttnTrainer
+    from recbole_attn.engine.trainer import AttnTrainer
 
     real = AttnTrainer._train_epoch
     calls = []
@@ -308,8 +308,8 @@ def test_starting_ray_keeps_sigterm_as_ctrl_c():
     stopped by SIGTERM ended without a word and kept no trial."""
     import ray
 
-    from recbole_attn.commands import sigterm_as_interrupt
-    from recbole_attn.tuning.ray_search import _init_ray
+    from recbole_attn.options.arguments import sigterm_as_interrupt
+    from recbole_attn.commands.tuning.ray_search import _init_ray
 
     try:
         with sigterm_as_interrupt():

@@ -16,7 +16,7 @@ from recbole_attn.model.stosa import (
     triplet_wasserstein2_squared,
     wasserstein2_squared,
 )
-from recbole_attn.quick_start import build
+from recbole_attn.engine.quick_start import build
 from recbole_attn.sequential.losses import sampled_loss
 
 

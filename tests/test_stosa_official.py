@@ -12,7 +12,7 @@ from experiments.research import heldout_items, heldout_table, model_for
 from recbole_attn.errors import ConfigError
 from recbole_attn.forms.stosa import PreLNFeedForward
 from recbole_attn.model.stosa import FeedForward, elu_plus_one
-from recbole_attn.quick_start import build
+from recbole_attn.engine.quick_start import build
 from recbole_attn.sequential.batching import training_targets
 
 #: the paper's model (each option's other value); the yaml defaults are the official ones

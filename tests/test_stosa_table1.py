@@ -12,8 +12,8 @@ import yaml
 from scipy import stats
 
 from experiments import reports, runner, studies
-from recbole_attn.config import model_yaml_files
-from recbole_attn.models import MODELS
+from recbole_attn.engine.config import model_yaml_files
+from recbole_attn.sequential.models import MODELS
 
 GROUP = "stosa_table1"
 

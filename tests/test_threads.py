@@ -1,12 +1,12 @@
-"""The run's CPU threads (``threads``, recbole_attn.threads): the idle cores read from
+"""The run's CPU threads (``threads``, recbole_attn.engine.threads): the idle cores read from
 /proc/stat, the rule between 1 and torch's default, the key's override and its check."""
 
 import pytest
 import torch
 
 from recbole_attn.errors import ConfigError
-from recbole_attn.quick_start import build
-from recbole_attn.threads import choose_threads, cpu_times, idle_cores
+from recbole_attn.engine.quick_start import build
+from recbole_attn.engine.threads import choose_threads, cpu_times, idle_cores
 
 #: /proc/stat's format: user nice system idle iowait irq softirq steal guest guest_nice
 STAT = """cpu  {a} 0 0 {b} 0 0 0 0 0 0
@@ -54,13 +54,13 @@ def test_idle_cores_is_none_where_the_system_cannot_tell():
 def test_the_rule_is_the_idle_cores_between_one_and_torchs_default(
     monkeypatch, idle, want
 ):
-    monkeypatch.setattr("recbole_attn.threads.TORCH_DEFAULT", 2)
+    monkeypatch.setattr("recbole_attn.engine.threads.TORCH_DEFAULT", 2)
     count, why = choose_threads(None, "cpu", idle=lambda: idle)
     assert count == want and "idle" in why
 
 
 def test_the_key_and_the_gpu_keep_the_rule_out(monkeypatch):
-    monkeypatch.setattr("recbole_attn.threads.TORCH_DEFAULT", 8)
+    monkeypatch.setattr("recbole_attn.engine.threads.TORCH_DEFAULT", 8)
 
     def never():
         raise AssertionError("the idle cores are not measured")

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from recbole_attn.errors import RecboleAttnError
-from recbole_attn.config import make_config
-from recbole_attn.tuning import (
+from recbole_attn.engine.config import make_config
+from recbole_attn.commands.tuning import (
     check_ray_address,
     parse_params_file,
     read_params_file,
@@ -198,7 +198,7 @@ def test_hyperopt_tool_tests_only_the_selected_configuration(
 ):
     """RecBole's HyperTuning in-process (no Ray); the test split is evaluated once, with the
     selected trial's checkpoint, and never during the trials."""
-    from recbole_attn.trainer import AttnTrainer
+    from recbole_attn.engine.trainer import AttnTrainer
 
     explicit = []
     original = AttnTrainer.evaluate
@@ -302,8 +302,8 @@ def test_search_on_an_existing_ray_cluster(tiny_config, tmp_path, ray_head):
 def test_shipped_hyper_files_search_keys_their_model_reads(tmp_path):
     """properties/hyper/<Model>.hyper: parses, and every parameter is a key of the model
     (the check tune_model runs before any trial)."""
-    from recbole_attn.models import MODELS
-    from recbole_attn.config_check import known_run_keys
+    from recbole_attn.sequential.models import MODELS
+    from recbole_attn.options.check import known_run_keys
 
     folder = os.path.join(REPO, "properties", "hyper")
     for name in MODELS:
@@ -316,7 +316,7 @@ def test_shipped_hyper_files_search_keys_their_model_reads(tmp_path):
 
 def test_a_shipped_search_space_is_found_by_its_model_name(tmp_path, monkeypatch):
     """From any folder: the model's name, its file name, or the checkout path."""
-    from recbole_attn.tuning import resolve_params_file, shipped_spaces
+    from recbole_attn.commands.tuning import resolve_params_file, shipped_spaces
 
     monkeypatch.chdir(tmp_path)
     shipped = shipped_spaces()["STOSA"]
@@ -340,7 +340,7 @@ def test_no_cluster_wording_when_no_cluster_was_asked_for():
     dropped; its warning that authentication is disabled is kept."""
     import logging
 
-    from recbole_attn.tuning.ray_search import _quiet_ray
+    from recbole_attn.commands.tuning.ray_search import _quiet_ray
 
     _quiet_ray()
     name = "ray._private.authentication.authentication_token_setup"

@@ -129,7 +129,8 @@ def test_the_exported_yaml_has_every_default_our_config_gives(files):
     (STOSA's T = 100, its training budget) as settings of the user's."""
     import yaml
 
-    from recbole_attn.config import config_files, get_model_class, properties_dir
+    from recbole_attn.engine.config import config_files, properties_dir
+    from recbole_attn.sequential.models import get_model_class
     from recbole_attn.upstream.recbole_files import settings_text
     from recbole_attn.upstream.sources import model_sources
     from recbole_attn.upstream.yaml_files import (
@@ -264,7 +265,7 @@ def test_every_key_of_the_exported_yaml_takes_effect_in_recbole_config(
 def _recbole_training(name, options):
     """The options under which our model trains RecBole's way: RecBole's prefix samples,
     and RecBole's negatives where the model's loss samples them."""
-    from recbole_attn.config import get_model_class
+    from recbole_attn.sequential.models import get_model_class
     from recbole_attn.upstream.models import RECBOLE_NEGATIVES
 
     loss = options.get("loss_type")
@@ -706,9 +707,9 @@ def test_recbole_own_tests_pass_after_the_export(name, tmp_path, files):
 
 def test_the_docs_show_the_pull_requests_as_the_export_writes_them(tmp_path):
     """docs/upstream.md shows STOSA's and the metrics' pull requests as the export
-    writes them (its generated section: python -m recbole_attn.options_files), and the
+    writes them (its generated section: python -m recbole_attn.upstream.docs), and the
     lines it counts are those the export adds to a checkout."""
-    from recbole_attn.options import replace_between
+    from recbole_attn.options.declared import replace_between
     from recbole_attn.upstream.export import DOCS_BEGIN, DOCS_END, docs_section
 
     path = os.path.join(os.path.dirname(HERE), "docs", "upstream.md")
@@ -733,8 +734,8 @@ def test_a_run_says_where_the_plugins_defaults_differ_from_recboles():
     Config gives the same model name others (T = 50 from sample.yaml); one line of the
     run's log names both, for the keys the user did not set, and none where nothing
     differs."""
-    from recbole_attn.config import make_config
-    from recbole_attn.upstream.defaults import differences_line, recbole_values
+    from recbole_attn.engine.config import make_config
+    from recbole_attn.engine.defaults import differences_line, recbole_values
 
     assert recbole_values(["MAX_ITEM_LIST_LENGTH"], "ml-100k") == {
         "MAX_ITEM_LIST_LENGTH": 50

@@ -1,4 +1,4 @@
-"""Attention heatmaps of a saved model for one user (recbole_attn.viz)."""
+"""Attention heatmaps of a saved model for one user (recbole_attn.commands.viz)."""
 
 import os
 import struct
@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from recbole_attn.errors import RecboleAttnError
-from recbole_attn.quick_start import load_data_and_model, run
+from recbole_attn.engine.quick_start import load_data_and_model, run
 
 pytest.importorskip("matplotlib")
 
-from recbole_attn.viz import attention_maps, main, plot_attention  # noqa: E402
+from recbole_attn.commands.viz import attention_maps, main, plot_attention  # noqa: E402
 
 
 def _png_size(path):

@@ -20,7 +20,7 @@ import errno, os, resource, sys
 limit, error = int(sys.argv.pop(1)), int(sys.argv.pop(1))
 if limit:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-from recbole_attn import logs
+from recbole_attn.engine import logs
 if error:
     def refuse(*args, **kwargs):
         raise OSError(error, os.strerror(error))
@@ -89,7 +89,7 @@ def test_a_checkpoint_write_names_the_real_cause(
 ):
     """torch's zip writer turns the OSError into a RuntimeError of its own text; the
     cause is read from the exception's chain."""
-    from recbole_attn import checkpoint
+    from recbole_attn.engine import checkpoint
 
     def save(state, f):
         try:
@@ -122,8 +122,8 @@ def test_an_output_write_names_the_real_cause(tmp_path):
 def test_a_search_output_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):
     """Before: an OSError traceback from the trial table, best.yaml or result.json."""
     from recbole_attn.errors import RecboleAttnError
-    from recbole_attn.tuning import outputs
-    from recbole_attn.tuning.space import Param
+    from recbole_attn.commands.tuning import outputs
+    from recbole_attn.commands.tuning.space import Param
 
     def full(path, write, binary=False):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

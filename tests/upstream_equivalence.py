@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-from recbole_attn.quick_start import build
+from recbole_attn.engine.quick_start import build
 
 
 def main(data_path, cases):

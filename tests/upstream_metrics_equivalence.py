@@ -73,7 +73,7 @@ def main(data_path, options):
     import numpy as np
 
     # what RecBole's Config sets (np.float in its NDCG) and numpy 2 lacks; without
-    # recbole_attn.compat, whose import would register our metrics
+    # recbole_attn.host.compat, whose import would register our metrics
     for alias, builtin in (("float", float), ("int", int), ("bool", bool)):
         if not hasattr(np, alias):
             setattr(np, alias, builtin)
@@ -87,7 +87,7 @@ def main(data_path, options):
     from recbole.evaluator import collector as their_collector
 
     from recbole_attn.evaluator.collector import collected_item_categories
-    from recbole_attn.quick_start import build
+    from recbole_attn.engine.quick_start import build
 
     ours = values(ours_module, DataStruct)
     config, _, _, (train, _, _) = build(

@@ -65,7 +65,7 @@ class AttnSequentialDataset(CheckedDataset, SequentialDataset):
     training split carries the users' complete training histories
     (:func:`~recbole_attn.data.histories.training_histories`). RecBole 1.2.1's loader gets
     the fixes it needs on pandas 3 (installed into RecBole's ``Dataset`` by
-    :mod:`recbole_attn.host`), and
+    :mod:`recbole_attn.host.install`), and
     repeated interactions are handled and counted
     (:class:`~recbole_attn.data.checks.CheckedDataset`).
     """

@@ -17,7 +17,7 @@ dataloaders. After the split, :func:`check_split`, :func:`check_topk` and
 from logging import getLogger
 
 from recbole_attn.errors import ConfigError, DataError
-from recbole_attn.values import SAMPLED_MODE
+from recbole_attn.options.values import SAMPLED_MODE
 
 #: RecBole's options that save or load pickled datasets and dataloaders
 PICKLE_OPTIONS = (

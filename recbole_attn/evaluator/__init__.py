@@ -192,7 +192,7 @@ def collect_item_categories(collector, data):
     ``Collector`` as ``data.item_categories`` (a tensor, so that RecBole's
     ``get_data_struct`` can move and copy it) when one of its metrics needs it
     (:func:`~recbole_attn.evaluator.collector.collected_item_categories`).
-    :mod:`recbole_attn.host` calls it from every ``Collector.data_collect``, RecBole's
+    :mod:`recbole_attn.host.install` calls it from every ``Collector.data_collect``, RecBole's
     trainers' included."""
     if collector.register.need(ITEM_CATEGORIES):
         try:
@@ -205,7 +205,7 @@ def collect_item_categories(collector, data):
 class CategoryCollector(Collector):
     """RecBole's Collector (which collects ``data.item_categories``:
     :func:`collect_item_categories`; its ``get_data_struct`` keeps the non-tensor values
-    of RecBole's own metrics: :func:`recbole_attn.recbole_bugs.collector_data_struct`)
+    of RecBole's own metrics: :func:`recbole_attn.host.recbole_bugs.collector_data_struct`)
     that can also collect it without ``fit``."""
 
     def ensure_item_categories(self, data):

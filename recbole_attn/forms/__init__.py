@@ -7,6 +7,6 @@ The forms of our models that the plugin offers beside the model files of
 that reproduces): STOSA's paper model (``stosa_preset: paper``), PARec's fixed
 positional patterns, RKSA's other kernels and DPAtt's other uses of the category
 kernel (its product form; its pre-stage as the plugin runs it). Each is a subclass of a
-model file's class or of its layers; :mod:`recbole_attn.models` builds the plugin's
+model file's class or of its layers; :mod:`recbole_attn.sequential.models` builds the plugin's
 models on them.
 """

@@ -1,6 +1,6 @@
 """
 recbole_attn.sequential.batching
-###################################
+################################
 
 What a training batch becomes before encoding: cut to its longest sequence
 (:func:`trim`), and the target and loss mask of every position under the training mode

@@ -29,7 +29,14 @@ as RecBole trains the model file.
 
 import torch
 
-from recbole_attn.options import Flag, Integer, Number, OneOf, Opt, load_options
+from recbole_attn.options.declared import (
+    Flag,
+    Integer,
+    Number,
+    OneOf,
+    Opt,
+    load_options,
+)
 from recbole_attn.data.dataset import TRAINING_MODES, AttnSequentialDataset
 from recbole_attn.data.histories import item_counts
 from recbole_attn.sequential import batching, fast, negatives

@@ -259,7 +259,7 @@ def _refuse_theirs(recbole_dir, files, written, overwrite):
 
 #: the markers of the generated section of docs/upstream.md
 DOCS_BEGIN = (
-    "<!-- pull requests (generated: python -m recbole_attn.options_files) -->\n"
+    "<!-- pull requests (generated: python -m recbole_attn.upstream.docs) -->\n"
 )
 DOCS_END = "<!-- /pull requests -->\n"
 
@@ -293,7 +293,7 @@ def docs_section():
 
 def main(argv=None, prog="recbole-attn export-upstream"):
     """``recbole-attn export-upstream``; returns the exit status."""
-    from recbole_attn.commands import OneLineParser, guarded
+    from recbole_attn.options.arguments import OneLineParser, guarded
 
     parser = OneLineParser(
         prog=prog,

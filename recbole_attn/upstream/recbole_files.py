@@ -239,7 +239,7 @@ def settings_text(name, files):
 def docs_page(name, yaml_text, files=None):
     """The docs page of model ``name`` (``docs/source/user_guide/model/sequential/
     <name>.rst``), as RecBole writes its models' pages."""
-    from recbole_attn.config import get_model_class
+    from recbole_attn.sequential.models import get_model_class
     from recbole_attn.upstream.sources import python_files
 
     model = MODELS[name]
@@ -364,7 +364,7 @@ def pr_description(name, files, measured=None, dependencies=()):
     written whole (``{path: text}``); ``measured``: a markdown section of what was
     measured, or None; ``dependencies``: the models whose files it imports (their files
     are in ``files``)."""
-    from recbole_attn.config import get_model_class
+    from recbole_attn.sequential.models import get_model_class
 
     model = MODELS[name]
     description, note = _docstring_parts(get_model_class(name))

@@ -86,8 +86,9 @@ def plugin_defaults(name):
     yaml files: the model's (its base classes' first: DPAtt.yaml adds to PAtt.yaml), the
     model keys of the plugin's overall.yaml, then the keys only the models whose files it
     also runs read (AWRSR: STOSA's pvn_weight)."""
-    from recbole_attn.config import get_model_class, model_yaml_files, properties_dir
-    from recbole_attn.options import model_yaml as declared_yaml
+    from recbole_attn.engine.config import model_yaml_files, properties_dir
+    from recbole_attn.sequential.models import get_model_class
+    from recbole_attn.options.declared import model_yaml as declared_yaml
 
     model_class = get_model_class(name)
     values = {}
@@ -137,8 +138,8 @@ def accepted_losses(name, files):
 def _meaning(name, key):
     """The one-line meaning of a key the plugin declares, for a yaml comment: without
     the plugin's references (its docs, experiments, research forms)."""
-    from recbole_attn.config import get_model_class
-    from recbole_attn.options import declared_options
+    from recbole_attn.sequential.models import get_model_class
+    from recbole_attn.options.declared import declared_options
 
     classes = [get_model_class(name)] + [
         get_model_class(other) for other in MODELS[name].also_reads
@@ -185,8 +186,8 @@ def reproduction_settings(name):
     """``{key: value}``: the plugin's defaults for ``name`` that a model yaml cannot set
     inside RecBole (T, the training budget, the validation metric), which the docs page
     gives as a user's config."""
-    from recbole_attn.config import get_model_class
-    from recbole_attn.options import model_yaml as declared_yaml
+    from recbole_attn.sequential.models import get_model_class
+    from recbole_attn.options.declared import model_yaml as declared_yaml
 
     cannot = keys_a_model_yaml_cannot_set()
     own = {}

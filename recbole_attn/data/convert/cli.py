@@ -32,7 +32,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import pandas as pd
 
-from recbole_attn.commands import OneLineParser
+from recbole_attn.options.arguments import OneLineParser
 from recbole_attn.data.convert.clean import Converted, Options, convert
 from recbole_attn.data.convert.read import BadLines, ConversionError
 from recbole_attn.data.convert.write import (
@@ -199,9 +199,9 @@ def convert_main(
 
 def run_main(main: Callable[..., None], argv=None, prog: Optional[str] = None) -> int:
     """Run a converter's main as every command runs
-    (:func:`recbole_attn.commands.guarded`): a :class:`ConversionError` (a
+    (:func:`recbole_attn.options.arguments.guarded`): a :class:`ConversionError` (a
     :class:`~recbole_attn.errors.RecboleAttnError`) becomes ``error: ...`` on stderr
     and exit status 2 (no traceback)."""
-    from recbole_attn.commands import guarded
+    from recbole_attn.options.arguments import guarded
 
     return guarded(main, argv, prog=prog) or 0

@@ -1,0 +1,1 @@
+"""The commands besides training: evaluate, recommend, compare, tune, plot."""

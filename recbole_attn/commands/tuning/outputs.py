@@ -1,0 +1,166 @@
+"""
+recbole_attn.commands.tuning.outputs
+####################################
+
+What a search writes into its output folder: the trial table (``trials.csv``,
+``trials.md``), the selected configuration (``best.yaml``, for ``--config_files``) and
+``result.json``.
+"""
+
+import csv
+import json
+import os
+
+import yaml
+
+from recbole_attn.errors import RecboleAttnError
+from recbole_attn.files import (
+    remove_stale_temporaries,
+    write_failure,
+    write_replacing,
+)
+
+#: what a search writes into its output folder (an earlier search's are never replaced
+#: without ``overwrite``)
+OUTPUTS = ("trials.csv", "trials.md", "best.yaml", "result.json", "saved", "ray")
+#: written by a search that was stopped (Ctrl-C, SIGTERM): its finished trials, which
+#: the same command continues from (the folder is then the search's own, not an earlier
+#: search's results)
+INTERRUPTED = "interrupted.json"
+
+
+def _write(path, write):
+    """``write_replacing`` (a complete file or the one before), and a write that fails
+    as one line naming the file and the cause."""
+    try:
+        write_replacing(path, write)
+    except OSError as err:
+        reason, advice = write_failure(err, path)
+        raise RecboleAttnError(f"cannot write {path} ({reason}); {advice}") from None
+
+
+def _table(trials, params):
+    """The header and rows of the trial table."""
+    names = [p.name for p in params]
+    header = names + ["best_valid_score", "epochs", "stop_reason", "saved_model_file"]
+    rows = [
+        [t["params"][n] for n in names]
+        + [
+            f"{t['best_valid_score']:.6f}",
+            t["epochs"],
+            t["stop_reason"],
+            t["saved_model_file"],
+        ]
+        for t in trials
+    ]
+    return header, rows
+
+
+def _write_csv(output, header, rows):
+    def write(f):
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+    _write(os.path.join(output, "trials.csv"), write)
+
+
+def write_interrupted(output, trials, params, total, model, dataset):
+    """What a stopped search keeps: its finished ``trials`` in ``trials.csv`` and
+    ``trials.md`` (none selected, nothing tested) and in ``interrupted.json``, which the
+    same command reads to continue the search."""
+    header, rows = _table(trials, params)
+    _write_csv(output, header, rows)
+    lines = [
+        f"# {model} on {dataset}: interrupted after {len(trials)} of {total} trials",
+        "",
+        "The search was stopped; nothing was selected or tested yet. The same command "
+        'continues it (docs/tuning.md, "A stopped search").',
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
+    text = "\n".join(lines) + "\n"
+    _write(os.path.join(output, "trials.md"), lambda f: f.write(text))
+    record = {"model": model, "dataset": dataset, "total": total, "trials": trials}
+    _write(
+        os.path.join(output, INTERRUPTED),
+        lambda f: json.dump(record, f, indent=2, default=str),
+    )
+
+
+def read_interrupted(output):
+    """The finished trials an interrupted search left in ``output`` (``[]`` if none)."""
+    path = os.path.join(output, INTERRUPTED)
+    for name in ("trials.csv", "trials.md", INTERRUPTED):
+        remove_stale_temporaries(os.path.join(output, name))
+    if not os.path.isfile(path):
+        return []
+    try:
+        with open(path, encoding="utf-8") as f:
+            trials = json.load(f)["trials"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [t for t in trials if isinstance(t, dict) and "params" in t]
+
+
+def write_outputs(output, result, overrides, params):
+    """``trials.csv`` and ``trials.md`` (every trial), ``best.yaml`` (the selected
+    configuration: the user's overrides and the selected values; ``--config_files``
+    accepts it) and ``result.json``."""
+    header, rows = _table(result["trials"], params)
+    _write_csv(output, header, rows)
+    best = result["best_params"]
+    lines = [
+        f"# {result['model']} on {result['dataset']}: {len(rows)} trials, "
+        f"algo {result['algo']} ({result['tool']}, scheduler {result['scheduler']}), "
+        f"{result['search_seconds']} s",
+        "",
+        f"Selected on validation {result['valid_metric']}; only the selected "
+        "configuration was evaluated on test.",
+        "",
+        "| " + " | ".join(header[:-1]) + " | selected |",
+        "|" + "---|" * len(header),
+    ]
+    for trial, row in zip(result["trials"], rows):
+        mark = "**yes**" if trial["params"] == best else ""
+        lines.append("| " + " | ".join(str(v) for v in row[:-1]) + f" | {mark} |")
+    lines += [
+        "",
+        f"Best configuration: `{json.dumps(best)}`",
+        "",
+        f"Validation: `{json.dumps(result['best_valid_result'])}`",
+        "",
+        f"Test: `{json.dumps(result['test_result'])}`",
+        "",
+    ]
+    text = "\n".join(lines)
+    _write(os.path.join(output, "trials.md"), lambda f: f.write(text))
+    from recbole_attn.options.values import convert_value
+
+    # command-line overrides are strings ("50"); the yaml holds the values they spell
+    chosen = {
+        k: convert_value(v) if isinstance(v, str) else v
+        for k, v in overrides.items()
+        if k != "checkpoint_dir"
+    }
+    chosen.update(best)
+
+    def best_yaml(f):
+        f.write(
+            f"# selected by recbole_attn.commands.tuning for {result['model']} on "
+            f"{result['dataset']} (validation {result['valid_metric']} = "
+            f"{result['best_valid_score']:.4f})\n"
+        )
+        yaml.safe_dump(chosen, f, sort_keys=True)
+
+    _write(os.path.join(output, "best.yaml"), best_yaml)
+    _write(  # last: a complete result.json is a complete search
+        os.path.join(output, "result.json"),
+        lambda f: json.dump(result, f, indent=2, default=str),
+    )
+    try:  # the search is complete: nothing left to continue
+        os.remove(os.path.join(output, INTERRUPTED))
+    except FileNotFoundError:
+        pass

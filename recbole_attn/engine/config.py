@@ -1,0 +1,251 @@
+"""
+recbole_attn.engine.config
+##########################
+
+The configuration of a run: the model class a name resolves to (ours first, then
+RecBole's), the yaml files it reads (``properties/``: overall, the model's and its base
+classes', the dataset's, then the user's), :class:`AttnConfig` (RecBole's ``Config`` with
+the fixes below) and the checks of the whole configuration that run before any data is
+loaded (:func:`make_config`).
+"""
+
+import os
+
+import yaml
+from recbole.config import Config
+
+from recbole_attn.options import check as config_check
+from recbole_attn.engine import distributed
+from recbole_attn.data.bucketing import check_grouping
+from recbole_attn.data.preparation import check_no_pickles
+from recbole_attn.files import read_once, read_yaml
+from recbole_attn.errors import (
+    ConfigError,
+    MetricConfigError,
+    RecboleAttnError,
+)
+from recbole_attn.sequential.models import get_model_class
+from recbole_attn.options.values import VALUE_RULES, convert_value
+
+PROPERTIES_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    "properties",
+)
+
+
+def properties_dir():
+    """The folder of the shipped yaml defaults (source checkout or installed package)."""
+    if os.path.isdir(PROPERTIES_DIR):
+        return PROPERTIES_DIR
+    from importlib.resources import files
+
+    return str(files("recbole_attn.properties"))
+
+
+def model_classes(model_class, options=None):
+    """The classes whose yaml files and declared options configure a run of
+    ``model_class``: the model itself, or what its ``yaml_classes(options)`` names given
+    the user's options (AWRSR: its backbone, then AWRSR), the model class last."""
+    hook = getattr(model_class, "yaml_classes", None)
+    return list(hook(options or {})) if hook else [model_class]
+
+
+def user_options(config_file_list=None, config_dict=None):
+    """The user's options before RecBole's ``Config`` is built: the yaml files in order,
+    then the overrides (values as they spell them)."""
+    options = {}
+    for path in config_file_list or []:
+        if os.path.isfile(path):
+            options.update(read_yaml(path) or {})
+    options.update(
+        {
+            k: convert_value(v) if isinstance(v, str) else v
+            for k, v in (config_dict or {}).items()
+        }
+    )
+    return options
+
+
+def model_yaml_files(model_class, options=None):
+    """The shipped yaml files of a run of ``model_class``, in load order: those of its
+    base classes first, so that DPAtt.yaml adds to PAtt.yaml; for every class of
+    :func:`model_classes`."""
+    names = []
+    for cls in model_classes(model_class, options):
+        for base in reversed(cls.__mro__):
+            if base.__name__ not in names:
+                names.append(base.__name__)
+    paths = [os.path.join(properties_dir(), "model", f"{n}.yaml") for n in names]
+    return [path for path in paths if os.path.isfile(path)]
+
+
+def config_files(model_class, dataset, config_file_list=None, options=None):
+    """overall.yaml, the model's yaml files (:func:`model_yaml_files`), the dataset's
+    yaml (if we ship one), then the user's."""
+    props = properties_dir()
+    files = [os.path.join(props, "overall.yaml")]
+    files += model_yaml_files(model_class, options)
+    path = os.path.join(props, "dataset", f"{dataset}.yaml")
+    if os.path.isfile(path):
+        files.append(path)
+    return files + list(config_file_list or [])
+
+
+class AttnConfig(Config):
+    """RecBole's ``Config`` (with the fixes of :mod:`recbole_attn.host.install`) and these changes:
+
+    * no implicit read of ``sys.argv``: command-line overrides reach it as ``config_dict``
+      (``run_recbole_attn.py`` parses them), so that a program importing recbole_attn is
+      not configured by its own command line;
+    * string values are converted with ``ast.literal_eval`` (numbers, lists, dicts,
+      ``True``/``true``...). RecBole 1.2.1 calls ``eval`` inside a function whose local
+      variables are named ``key``, ``param`` and ``value``, so ``--refinement=value`` became
+      the previous option's value;
+    * ``eval_args`` given in a later file or override updates the earlier one entry by
+      entry (``--eval_args="{'mode': 'uni100'}"`` keeps our leave-one-out ``split`` and
+      ``order``); RecBole replaces the whole dict and then fills the gaps with its own
+      defaults, a random 80/10/10 split, silently;
+    """
+
+    #: dict-valued keys whose entries later sources update one by one
+    MERGED_KEYS = ("eval_args",)
+
+    def _merge_into(self, merged, source):
+        for key, value in (source or {}).items():
+            if (
+                key in self.MERGED_KEYS
+                and isinstance(value, dict)
+                and isinstance(merged.get(key), dict)
+            ):
+                value = {**merged[key], **value}
+            merged[key] = value
+        return merged
+
+    def _load_config_files(self, file_list):
+        merged = dict()
+        for path in file_list or []:
+            text = read_once(path, "config file")  # checked and read before: once
+            self._merge_into(merged, yaml.load(text, Loader=self.yaml_loader))
+        return merged
+
+    def _merge_external_config_dict(self):
+        merged = self._merge_into(dict(), self.file_config_dict)
+        self._merge_into(merged, self.variable_config_dict)
+        self.external_config_dict = self._merge_into(merged, self.cmd_config_dict)
+
+    def _load_cmd_line(self):
+        return dict()
+
+    def _init_device(self):
+        # a process of a multi-process run without CUDA: gloo (RecBole: NCCL only)
+        if "local_rank" in self.final_config_dict and distributed.cpu_only(self):
+            distributed.init_cpu_process_group(self)
+        else:
+            super()._init_device()
+
+    def _convert_config_dict(self, config_dict):
+        for key, param in config_dict.items():
+            if isinstance(param, str):
+                config_dict[key] = convert_value(param)
+        return config_dict
+
+
+def make_config(model, dataset, config_file_list=None, config_dict=None):
+    """The Config of ``model`` on ``dataset``, built once: the yaml files of the model's
+    classes (:func:`model_classes`, chosen from the user's options: AWRSR's backbone),
+    then the user's files and overrides. Malformed yaml files, invalid values of the
+    common keys and of the model's declared options are a :class:`ConfigError` before
+    any data is loaded (``recbole_attn.options.check``; a yaml file:
+    :func:`~recbole_attn.files.read_yaml`)."""
+    model_class = get_model_class(model)
+    # the model's own defaults, then the user's (AWRSR: which backbone's yaml to read)
+    own = [
+        os.path.join(properties_dir(), "model", f"{cls.__name__}.yaml")
+        for cls in reversed(model_class.__mro__)
+    ]
+    for path in config_file_list or []:
+        if not os.path.isfile(path):
+            raise RecboleAttnError(f"config file not found: {path}")
+    users = user_options(config_file_list, config_dict)  # the user's keys and values
+    given = {**user_options(own), **users}
+    classes = model_classes(model_class, given)  # the run's, as its yaml files are
+    files = config_files(model_class, dataset, config_file_list, given)
+    parsed = set(own) | set(config_file_list or [])  # read above
+    for path in files:  # the others well-formed too before RecBole reads them
+        if path not in parsed:
+            read_yaml(path)
+    # the user's overrides first, in our words (RecBole rejects some, e.g. topk [0], in
+    # its own)
+    config_check.check_options(user_options(config_dict=config_dict), VALUE_RULES)
+    try:
+        # RecBole converts string values ("64", "[5,10]", "True") as on its command line
+        config = AttnConfig(
+            model=model_class,
+            dataset=dataset,
+            config_file_list=files,
+            config_dict=dict(config_dict or {}),
+        )
+    except NotImplementedError as err:
+        # RecBole: an unknown metric name, or metrics its evaluation cannot compute
+        from recbole.evaluator import metric_types
+
+        known = f"Known metrics: {', '.join(sorted(metric_types))} (any case)"
+        unknown = "no metric named" in str(err)
+        raise MetricConfigError(
+            f"{err}. {known}" if unknown else f"{err} (RecBole's words)"
+        ) from None
+    except RecboleAttnError:
+        raise
+    except ValueError as err:  # RecBole's own checks of topk, eval_args, ...
+        raise ConfigError(str(err)) from None
+    # what the run is made of, settled once: the classes that configure it, the shipped
+    # yaml files it read, the keys the user gave and the options the classes declare (the
+    # checks below, the warnings of keys nothing reads and a search's space read them
+    # from the configuration)
+    use_own_ml100k(config, users)
+    config.run_classes = classes
+    config.shipped_files = files[: len(files) - len(config_file_list or [])]
+    config.given_keys = set(users)
+    config.declared = declared_of(config.run_classes)
+    config_check.check_values(config)
+    config_check.check_research_wing_keys(config, set(config.declared))
+    config_check.check_model_options(config, config.run_classes, config.declared)
+    check_grouping(config)
+    check_no_pickles(config)
+    # one line per key the user gave that the run does not read, for the run's log
+    config.warnings = config_check.unknown_key_warnings(config, properties_dir())
+    return config
+
+
+def use_own_ml100k(config, users):
+    """RecBole's ``Config`` takes its bundled copy of ml-100k whatever ``data_path`` says;
+    where the user's ``data_path`` (``users``: the keys the user gave) holds an
+    ``ml-100k`` folder of their own, the run reads that folder (checked as any dataset's
+    files), as it would for any other dataset name."""
+    if config["dataset"] != "ml-100k" or not isinstance(users.get("data_path"), str):
+        return
+    own = os.path.join(users["data_path"], "ml-100k")
+    if os.path.isdir(own):
+        config["data_path"] = own
+
+
+def declared_of(classes):
+    """key -> :class:`~recbole_attn.options.declared.Opt` of every option ``classes`` declare (a
+    run's: :func:`model_classes`, the model class among them)."""
+    from recbole_attn.options.declared import declared_options
+
+    merged = {}
+    for cls in classes:
+        merged.update(declared_options(cls))
+    return merged
+
+
+def check_no_research_options(config_file_list=None, config_dict=None):
+    """The product commands' check: a :class:`ConfigError` for a research-only option
+    (:data:`~recbole_attn.options.check.RESEARCH_WING_KEYS`) among the user's (files and
+    overrides), naming the research runner. (No product model declares one: the research
+    wing's options are declared by its classes, ``experiments/research.py``.)"""
+    for path in config_file_list or []:
+        read_yaml(path)  # missing, not a file, unreadable or not yaml: said here
+    given = user_options(config_file_list, config_dict)
+    config_check.check_research_wing_keys(given, set())

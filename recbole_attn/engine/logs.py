@@ -1,0 +1,287 @@
+"""
+recbole_attn.engine.logs
+########################
+
+The console and the log file of a run: RecBole's formats and levels (``state``), a log file
+``log/<model>/<model>-<dataset>-<time>-<token>.log`` that no concurrent run can share
+(RecBole's name has only the second and a hash of the configuration), and a concise
+console: the configuration, dataset and model summaries go to the log file only unless
+``verbose``.
+"""
+
+import contextlib
+import logging
+import os
+import re
+import sys
+
+from recbole_attn.errors import RecboleAttnError
+from recbole_attn.files import claim_file, run_stem, write_failure
+
+#: the marker of the handlers :func:`init_logging` installs (replaced at the next run)
+_OURS = "_recbole_attn_handler"
+#: ``logger.info(..., extra=DETAIL)``: the log file only, unless verbose
+DETAIL = {"detail": True}
+LOG_ROOT = "log"
+
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+}
+
+
+#: RecBole's four to five lines per epoch (training, evaluation, validation result,
+#: saving) and its closing line (which counts epochs from 0), which the console replaces
+#: by the trainer's lines (epochs counted from 1)
+_EPOCH_RECORD = re.compile(
+    r"^(epoch \d+ (training|evaluating)|valid result|Saving current"
+    r"|Finished training, best eval result in epoch)"
+)
+_COLOR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class _ConsoleFilter(logging.Filter):
+    """Keeps records logged with ``extra=DETAIL`` (the configuration, dataset and model
+    summaries), RecBole's messages below WARNING while :attr:`quiet` is set (loading
+    the data) and RecBole's lines of every epoch while :attr:`epochs` is set (training:
+    the trainer prints one line per epoch) out of the console; the log file still gets
+    them."""
+
+    quiet = False
+    epochs = False
+
+    def filter(self, record):
+        if self.quiet and record.levelno < logging.WARNING:
+            return False
+        if self.epochs and record.levelno < logging.WARNING:
+            if _EPOCH_RECORD.match(_COLOR.sub("", str(record.msg))):
+                return False
+        return not getattr(record, "detail", False)
+
+
+def _console_filters():
+    return [
+        f
+        for handler in logging.getLogger().handlers
+        for f in handler.filters
+        if isinstance(f, _ConsoleFilter)
+    ]
+
+
+@contextlib.contextmanager
+def epoch_lines_on_console():
+    """Inside the block (training), RecBole's lines of every epoch go to the log file
+    only; the console gets the trainer's one line per epoch."""
+    filters = _console_filters()
+    for f in filters:
+        f.epochs = True
+    try:
+        yield
+    finally:
+        for f in filters:
+            f.epochs = False
+
+
+@contextlib.contextmanager
+def log_file_only():
+    """RecBole's INFO messages inside the block (dataset and dataloader summaries) go to
+    the log file only, where the console is concise."""
+    filters = _console_filters()
+    for f in filters:
+        f.quiet = True
+    try:
+        yield
+    finally:
+        for f in filters:
+            f.quiet = False
+
+
+def init_logging(config, verbose=False, log_file=True):
+    """The console and a new log file of this run (RecBole's formats, level ``state``);
+    unless ``verbose``, the console gets the run's progress and results and the log file
+    everything. The handlers of an earlier run in this process are replaced; where the
+    root logger has handlers of someone else's, they are kept and none is added. Returns
+    the log file's path (None when logging is configured elsewhere, or without
+    ``log_file``: the console alone)."""
+    import colorlog
+    from recbole.utils.logger import RemoveColorFilter, log_colors_config
+
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if getattr(h, _OURS, False)]:
+        root.removeHandler(handler)
+        handler.close()
+    if root.handlers:
+        return None
+    level = _LEVELS.get(str(config["state"] or "info").lower(), logging.INFO)
+    handlers, path = [], None
+    if log_file:
+        folder = os.path.join(LOG_ROOT, config["model"])
+        try:  # exclusive: no concurrent run writes into it
+            path = claim_file(
+                folder, run_stem(config["model"], config["dataset"]), ".log"
+            )
+            file_handler = _LogFile(path, mode="a", encoding="utf-8")
+        except OSError as err:
+            reason, advice = write_failure(err, os.path.join(folder, "x.log"))
+            raise RecboleAttnError(
+                f"cannot write the log file under {os.path.abspath(folder)} "
+                f"({reason}): {advice}, or run from another folder"
+            ) from None
+        file_handler.setFormatter(
+            logging.Formatter(
+                "%(asctime)-15s %(levelname)s  %(message)s", "%a %d %b %Y %H:%M:%S"
+            )
+        )
+        file_handler.addFilter(RemoveColorFilter())
+        handlers.append(file_handler)
+    console = logging.StreamHandler(sys.stderr)
+    if sys.stderr.isatty():
+        console.setFormatter(
+            colorlog.ColoredFormatter(
+                "%(log_color)s%(asctime)-15s %(levelname)s  %(message)s",
+                "%d %b %H:%M",
+                log_colors=log_colors_config,
+            )
+        )
+    else:  # a file or a pipe: no colour codes
+        console.setFormatter(
+            logging.Formatter(
+                "%(asctime)-15s %(levelname)s  %(message)s", "%d %b %H:%M"
+            )
+        )
+        console.addFilter(RemoveColorFilter())
+    if not verbose:
+        console.addFilter(_ConsoleFilter())
+    for handler in [console] + handlers:
+        handler.setLevel(level)
+        setattr(handler, _OURS, True)
+        root.addHandler(handler)
+    root.setLevel(level)
+    return path
+
+
+class _LogFile(logging.FileHandler):
+    """The run's log file. A write that fails (a full disk, a file-size limit) is one
+    ``warning:`` line naming the file and the cause, and the run goes on without the log
+    file (logging's default prints a traceback for every line that follows)."""
+
+    def handleError(self, record):
+        err = sys.exc_info()[1]
+        logging.getLogger().removeHandler(self)
+        try:
+            self.close()
+        except (OSError, ValueError):
+            pass
+        self.stream = None
+        reason, _ = write_failure(err, self.baseFilename)
+        print(
+            f"warning: cannot write the log file {self.baseFilename} ({reason}); the "
+            "run goes on without it",
+            file=sys.stderr,
+        )
+
+
+def show_progress(config):
+    """``show_progress``: a progress bar per epoch; unset (the default) = when the console
+    (stderr) is a terminal; RecBole logs one summary line per epoch in any case."""
+    value = config["show_progress"]
+    return sys.stderr.isatty() if value is None else bool(value)
+
+
+def duration(seconds):
+    """``42 s``, ``3 min``, ``1.5 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def loss_names(model, count):
+    """Names of the ``count`` terms of a training loss (the model's ``loss_names``, else
+    ``loss1``, ``loss2``, ...)."""
+    names = getattr(model, "loss_names", None)
+    names = tuple(names(count)) if callable(names) else ()
+    if len(names) != count:
+        names = ("",) if count == 1 else tuple(f"loss{i + 1}" for i in range(count))
+    return names
+
+
+class EpochLines:
+    """The console's lines of one training by ``trainer`` (an
+    :class:`~recbole_attn.engine.trainer.AttnTrainer`): what it will train at most, one line
+    per evaluated epoch and a closing line, epochs counted from 1 (RecBole's own closing
+    line, in the log file, counts from 0). :meth:`evaluated` follows the best and last
+    epochs whether or not the lines are shown."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+        self.seconds = []  # training + validation of every evaluated epoch
+        self.best_epoch = None
+        self.last_epoch = None
+
+    def evaluated(self, epoch_idx):
+        """Epoch ``epoch_idx`` was evaluated (RecBole's early stopping has just reset
+        ``cur_step`` to 0 if its score is the best)."""
+        if self.trainer.cur_step == 0:
+            self.best_epoch = epoch_idx
+        self.last_epoch = epoch_idx
+        self.seconds.append(sum(self.trainer.last_epoch_seconds.values()))
+
+    def budget_line(self):
+        """What the run will train at most, said before its first epoch."""
+        t = self.trainer
+        return (
+            f"training {t.config['model']} for up to {t.epochs} epochs (from "
+            f"epoch {t.start_epoch + 1}); it stops early after {t.stopping_step} "
+            f"evaluations without a better {t.valid_metric}"
+        )
+
+    def epoch_line(self, epoch_idx, valid_score):
+        """The losses by name, the validation score, the time and what is left (at
+        most, and if the score does not improve again)."""
+        t = self.trainer
+        losses = t.last_losses if isinstance(t.last_losses, tuple) else (t.last_losses,)
+        names = loss_names(t.model, len(losses))
+        loss_text = ", ".join(f"{n} {float(v):.4f}" for n, v in zip(names, losses))
+        seconds = self.seconds[-1] if self.seconds else 0.0
+        per_epoch = sum(self.seconds) / len(self.seconds) if self.seconds else 0.0
+        left = t.epochs - epoch_idx - 1
+        # RecBole stops once cur_step exceeds stopping_step: this many epochs more
+        patience = (t.stopping_step - t.cur_step + 1) * t.eval_step
+        best = self.best_epoch if self.best_epoch is not None else epoch_idx
+        line = (
+            f"epoch {epoch_idx + 1}/{t.epochs}: loss {loss_text} | "
+            f"{t.valid_metric} {valid_score:.4f} (best {t.best_valid_score:.4f}, "
+            f"epoch {best + 1}) | {seconds:.1f} s"
+        )
+        if left > 0 and patience <= 0:
+            line += (
+                f" | stops here: no better {t.valid_metric} in "
+                f"{t.stopping_step} evaluations"
+            )
+        elif left > 0:
+            line += f" | left: at most {duration(left * per_epoch)}"
+            if patience < left:
+                line += f", {duration(patience * per_epoch)} if it does not improve"
+        return line
+
+    def closing_line(self):
+        """How the training ended: early or after all epochs, the best score and its
+        epoch."""
+        t = self.trainer
+        trained = self.last_epoch + 1
+        if trained < t.epochs:
+            stop = f"stopped early after epoch {trained} of {t.epochs}"
+        else:
+            stop = f"done: all {t.epochs} epochs"
+        where = (
+            f" in epoch {self.best_epoch + 1}" if self.best_epoch is not None else ""
+        )
+        return (
+            f"training {stop}; best {t.valid_metric} "
+            f"{t.best_valid_score:.4f}{where}"
+        )

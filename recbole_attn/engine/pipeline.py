@@ -1,0 +1,213 @@
+"""
+recbole_attn.engine.pipeline
+############################
+
+The set-up of one run, top to bottom (docs/architecture.md): the configuration, read once
+(:func:`~recbole_attn.engine.config.make_config`), everything about the run that can be checked
+before its data loads (:func:`check_before_loading`), then the data, the model and the
+trainer (:func:`build`). :mod:`recbole_attn.engine.quick_start` trains and evaluates what this
+builds.
+"""
+
+import os
+from logging import getLogger
+
+from recbole.utils import init_seed
+
+from recbole_attn.engine import allocator
+from recbole_attn.engine import distributed
+from recbole_attn.engine.checkpoint import data_signature
+from recbole_attn.engine import check_recbole_version
+from recbole_attn.engine.config import make_config
+from recbole_attn.data.bucketing import bucket_train_dataloader
+from recbole_attn.data.checks import check_dataset_exists, check_dataset_files
+from recbole_attn.data.dataset import (
+    check_recbole_negatives,
+    check_sequential_model,
+    load_dataset,
+)
+from recbole_attn.data.preparation import data_preparation
+from recbole_attn.errors import ConfigError, MetricConfigError
+from recbole_attn.evaluator import check_loaded_categories, check_metric_options
+from recbole_attn.engine.defaults import differences_line
+from recbole_attn.files import check_writable_folder
+from recbole_attn.engine.logs import DETAIL, init_logging, log_file_only
+from recbole_attn.engine.memory import check_memory
+from recbole_attn.engine.threads import set_threads
+from recbole_attn.engine.trainer import AttnTrainer, LoadedTrainer
+
+
+def check_valid_metric(config):
+    """``valid_metric`` must be one of the computed metrics, at one of the ``topk`` cutoffs
+    for a top-K metric (RecBole only finds out after the first epoch, with a KeyError).
+    """
+    from recbole.evaluator.register import metric_types
+    from recbole.utils import EvaluatorType
+
+    valid = str(config["valid_metric"])
+    name, _, cutoff = valid.partition("@")
+    metrics = [m.lower() for m in config["metrics"]]
+    if name.lower() not in metrics:
+        raise MetricConfigError(
+            f"valid_metric {valid!r} is not computed: metrics are {config['metrics']}. "
+            f"Add {name} to metrics or choose another --valid_metric."
+        )
+    if not cutoff and metric_types.get(name.lower()) == EvaluatorType.RANKING:
+        raise MetricConfigError(
+            f"valid_metric {valid!r} needs a cutoff of topk {config['topk']}, e.g. "
+            f"--valid_metric={name}@{config['topk'][-1]}"
+        )
+    if cutoff and (not cutoff.isdigit() or int(cutoff) not in config["topk"]):
+        raise MetricConfigError(
+            f"valid_metric {valid!r} needs the cutoff {cutoff} in topk {config['topk']}. "
+            f"Add it to topk or choose another --valid_metric."
+        )
+
+
+def check_before_loading(config, writes=True, processes=1):
+    """Everything about a run that can be checked before its data loads, so that a bad
+    value, a broken file or a folder that cannot be written fails in seconds, not after
+    an epoch: no F1 over several ``processes`` (a multi-process run checks itself once,
+    in its command, before it starts them), the validation metric and the metrics'
+    options, the model against the options (its training mode, its dataset class, its
+    negatives), the dataset's files
+    (:func:`~recbole_attn.data.checks.check_dataset_files`: they exist and read, with
+    the category field the model and the metrics need), and the checkpoint folder.
+    ``config``: made by :func:`~recbole_attn.engine.config.make_config` (it reads
+    ``config.run_classes``)."""
+    from recbole.utils import ModelType
+
+    model_class = config.model_class
+    if processes > 1 and "f1" in [str(m).lower() for m in config["metrics"]]:
+        # F1 is the harmonic mean of two dataset-level means: the processes' F1 values
+        # do not combine into it
+        raise ConfigError(
+            "F1 cannot be computed over several processes (nproc > 1); train "
+            "without F1 in metrics, then evaluate the saved model in one process: "
+            "recbole-attn evaluate --model_file=... --metrics=\"[...,'F1']\""
+        )
+    check_valid_metric(config)
+    metrics_need = check_metric_options(config)  # do they need categories?
+    needs_categories = []  # (who needs them, what to do instead)
+    if any(getattr(c, "needs_item_categories", False) for c in config.run_classes):
+        needs_categories.append(
+            (
+                f"{model_class.__name__} needs",
+                "use a model that needs no categories (PAtt)",
+            )
+        )
+    if metrics_need:
+        needs_categories.append(metrics_need)
+    sequential = config["MODEL_TYPE"] == ModelType.SEQUENTIAL
+    if sequential:
+        check_sequential_model(config, model_class)
+    check_recbole_negatives(config, model_class)
+    check_dataset_files(config, sequential, needs_categories)
+    if writes:  # a loaded checkpoint writes nothing
+        check_writable_folder(config["checkpoint_dir"], "checkpoint_dir")
+
+
+def create_dataset(config, model_class=None):
+    """Our sequential dataset (training modes) for sequential models; RecBole's dataset
+    class otherwise (:func:`~recbole_attn.data.dataset.load_dataset`), after
+    checking that its files exist and (with ``model_class``) that the model can train in
+    ``training_mode`` on the pipeline's dataset
+    (:func:`~recbole_attn.data.dataset.check_sequential_model`). A run (:func:`prepare`)
+    checks both once, before."""
+    from recbole.utils import ModelType
+
+    check_dataset_exists(config)
+    if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:
+        check_sequential_model(config, model_class)
+    return load_dataset(config, model_class)
+
+
+def prepare(
+    model, dataset, config_file_list=None, config_dict=None, writes=True, processes=1
+):
+    """Everything a run settles before its data loads, in this order, each step once and
+    every yaml file read once (:func:`~recbole_attn.files.read_once`):
+
+    1. the configuration (:func:`~recbole_attn.engine.config.make_config`): the yaml files
+       well-formed, the user's overrides, the common keys' values, the research-wing
+       keys, the model's declared options and their rules, its presets, the batch
+       grouping and the dataset's saved files; the user's keys that nothing reads
+       (``config.warnings``, logged by the caller);
+    2. the run against its inputs (:func:`check_before_loading`): the validation
+       metric and the metrics' options, the model's training mode, dataset class and
+       negatives, the dataset's files and the category field the model and the metrics
+       need, the checkpoint folder (``writes``); with several ``processes`` (a
+       multi-process run checks itself once, in its command, before it starts them:
+       :func:`~recbole_attn.engine.distributed.started_by_command`), no F1.
+
+    Returns the configuration. First of all, the installed RecBole must be the release
+    the pipeline was written for (:func:`~recbole_attn.engine.check_recbole_version`).
+    """
+    check_recbole_version()
+    config = make_config(model, dataset, config_file_list, config_dict)
+    if not distributed.started_by_command():  # else checked once, before
+        check_before_loading(config, writes=writes, processes=processes)
+    return config
+
+
+def build(model, dataset, config_file_list=None, config_dict=None, verbose=False):
+    """Config, model, trainer and dataloaders, as ``run`` uses them. The configuration,
+    dataset and model summaries go to the log file (and to the console with
+    ``verbose``)."""
+    config, net, trainer, _, splits = build_run(
+        model, dataset, config_file_list, config_dict, verbose
+    )
+    return config, net, trainer, splits
+
+
+def build_run(
+    model, dataset, config_file_list=None, config_dict=None, verbose=False, loaded=False
+):
+    """:func:`build`'s, and the whole dataset (before its split) before the splits.
+    ``loaded``: for a checkpoint that is loaded, not trained: nothing is written (no
+    log file, no TensorBoard folder, no model file claimed), so that evaluate and
+    recommend work in a read-only folder."""
+    config = prepare(model, dataset, config_file_list, config_dict, writes=not loaded)
+    model_class = config.model_class
+    init_seed(config["seed"], config["reproducibility"])
+    log_file = init_logging(config, verbose, log_file=not loaded)
+    logger = getLogger()
+    if log_file and not verbose:
+        logger.info(
+            f"log: {os.path.relpath(log_file)} (configuration, dataset and model "
+            "summaries; --verbose prints them here too)"
+        )
+    for message in config.warnings:
+        logger.warning(message)
+    recbole_differs = differences_line(config)  # the same model name inside RecBole
+    if recbole_differs:
+        logger.info(recbole_differs)
+    for line in (set_threads(config), allocator.described()):  # the machine's use
+        logger.info(line, extra=DETAIL)
+    logger.info(config, extra=DETAIL)
+
+    with log_file_only():
+        data = load_dataset(config, model_class)  # checked by prepare()
+        logger.info(data)
+        check_loaded_categories(config, data)
+        train_data, valid_data, test_data = data_preparation(config, data)
+        train_data = bucket_train_dataloader(config, train_data)
+
+        check_memory(config, data, model_class, training=not loaded)
+        init_seed(config["seed"], config["reproducibility"])
+        try:
+            net = model_class(config, train_data._dataset).to(config["device"])
+        except NotImplementedError as err:
+            # RecBole's models refuse an option value this way ("Make sure 'loss_type'
+            # in ['BPR', 'CE']!")
+            raise ConfigError(
+                f"{config['model']} cannot be built with these options: {err} "
+                f"(RecBole's words); change the option it names"
+            ) from None
+        logger.info(net)
+    signature = data_signature(data)
+    if loaded:  # evaluates a checkpoint: writes nothing, trains nothing
+        trainer = LoadedTrainer(config, net, data=signature)
+    else:
+        trainer = AttnTrainer(config, net, data=signature)
+    return config, net, trainer, data, (train_data, valid_data, test_data)

@@ -1,0 +1,227 @@
+"""
+recbole_attn.evaluator.per_user_file
+####################################
+
+The per-user file of ``recbole-attn evaluate --per_user=FILE`` (the input of
+``recbole-attn compare``; docs/compare.md): reading, checking and writing it, with the
+standard library only, so that comparing two files imports neither torch nor RecBole.
+
+``FILE`` is plain CSV, which ``pandas.read_csv(FILE)`` and ``csv.reader`` read as they
+are: a header ``user,rank,<metric@k>,...`` and one row per user (a cell is empty where a
+metric leaves the user out: ILD for a list without two categorized items). What the
+values are of (the model, the dataset and its data fingerprint, the split, the history
+masking, the checkpoint) is in ``FILE.json`` beside it (:func:`meta_path`), a JSON object
+with ``"format": "recbole-attn per-user results"``. Files written before this layout
+(the JSON in a first line ``# recbole-attn per-user results {...}``) are still read.
+"""
+
+import csv
+import io
+import json
+import math
+import os
+
+from recbole_attn.errors import RecboleAttnError
+
+#: the first characters of a per-user file of the first layout (metadata in line 1)
+MARK = "# recbole-attn per-user results "
+#: the ``format`` of the metadata file
+FORMAT = "recbole-attn per-user results"
+#: the one extension of a per-user file
+EXTENSION = ".csv"
+
+#: the range of each metric's per-user value (RecBole's top-K metrics, ours, and
+#: RecBole's popularity metrics); other columns must be finite
+RANGES = {
+    "recall": (0.0, 1.0),
+    "ndcg": (0.0, 1.0),
+    "mrr": (0.0, 1.0),
+    "hit": (0.0, 1.0),
+    "precision": (0.0, 1.0),
+    "map": (0.0, 1.0),
+    "cc": (0.0, 1.0),
+    "ild": (0.0, 1.0),
+    "tailpercentage": (0.0, 1.0),
+    "averagepopularity": (0.0, math.inf),
+}
+
+
+class PerUserFileError(RecboleAttnError, ValueError):
+    """A file that is not a per-user file, or one whose values cannot be compared."""
+
+
+def meta_path(path):
+    """The metadata file beside the per-user file ``path``."""
+    return str(path) + ".json"
+
+
+def check_extension(path, flag="--per_user"):
+    """A :class:`PerUserFileError` unless ``path`` names a ``.csv`` file (anything else
+    would be CSV under another name)."""
+    if os.path.splitext(str(path))[1].lower() != EXTENSION:
+        raise PerUserFileError(
+            f"{flag}={path}: per-user results are written as CSV (with their metadata "
+            f"in {os.path.basename(meta_path(path))} beside it); give a file name "
+            f"ending in {EXTENSION}"
+        )
+
+
+def per_user_csv(header, rows):
+    """The CSV text of a per-user table."""
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return text.getvalue()
+
+
+def meta_json(meta):
+    """The text of the metadata file."""
+    return json.dumps({"format": FORMAT, **meta}, indent=1, sort_keys=True) + "\n"
+
+
+def write_per_user(path, header, rows, meta, overwrite=False):
+    """Write the per-user file ``path`` and its metadata file (:func:`meta_path`),
+    both or neither, never over existing files without ``overwrite``."""
+    from recbole_attn.files import write_files
+
+    write_files(
+        {str(path): per_user_csv(header, rows), meta_path(path): meta_json(meta)},
+        "the per-user results",
+        overwrite,
+    )
+    return str(path)
+
+
+def _not_one(path, why):
+    return PerUserFileError(
+        f"{path} is not a per-user file of recbole-attn evaluate --per_user ({why})"
+    )
+
+
+def _read_meta(path):
+    """The metadata of ``path`` from its metadata file."""
+    from recbole_attn.files import read_text
+
+    sidecar = meta_path(path)
+    if str(path).endswith(".json") and os.path.isfile(str(path)[: -len(".json")]):
+        raise _not_one(
+            path,
+            f"it is the metadata of {str(path)[: -len('.json')]}: give that .csv file",
+        )
+    if not os.path.exists(sidecar):
+        raise _not_one(
+            path,
+            f"no {os.path.basename(sidecar)} beside it, which says what was evaluated; "
+            "evaluate --per_user writes the two together: keep them together",
+        )
+    try:
+        meta = json.loads(read_text(sidecar, "per-user metadata file"))
+    except ValueError as err:
+        raise _not_one(path, f"{sidecar} is not JSON: {err}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise _not_one(path, f"{sidecar} is not its metadata (no format {FORMAT!r})")
+    return meta
+
+
+def read_per_user(path):
+    """``(meta, header, rows)`` of a per-user file (either layout), the cells as text;
+    a :class:`PerUserFileError` when it is not one or its values cannot be compared
+    (:func:`check_table`)."""
+    from recbole_attn.files import read_text
+
+    text = read_text(path, "per-user file")
+    if text.startswith(MARK):  # the first layout: the metadata in line 1
+        first, _, text = text.partition("\n")
+        try:
+            meta = json.loads(first[len(MARK) :])
+        except ValueError as err:
+            raise _not_one(path, f"its first line is not JSON: {err}") from None
+        if not isinstance(meta, dict):
+            raise _not_one(
+                path,
+                f"its first line holds a JSON {type(meta).__name__}, not an object",
+            )
+        offset = 2
+    else:
+        meta, offset = _read_meta(path), 1
+    try:
+        table = list(csv.reader(io.StringIO(text)))
+    except csv.Error as err:
+        raise _not_one(path, f"not CSV: {err}") from None
+    lines = [offset + i for i, row in enumerate(table) if row]
+    table = [row for row in table if row]
+    if not table or table[0][:2] != ["user", "rank"]:
+        raise _not_one(path, "its header does not start with user,rank")
+    header, rows = table[0], table[1:]
+    check_table(path, header, rows, lines[1:])
+    return meta, header, rows
+
+
+def metric_range(column):
+    """``(low, high)`` of a column ``name@k``'s values (None: any finite number)."""
+    return RANGES.get(column.split("@", 1)[0].lower())
+
+
+def check_table(path, header, rows, lines=None):
+    """What compare needs of a per-user table: one column per metric, every row as long
+    as the header, one row per user, ranks that are integers >= 1, every value a finite
+    number in its metric's range (or empty: the metric leaves the user out). A
+    :class:`PerUserFileError` naming the file, the line and the column otherwise."""
+    lines = lines or [i + 2 for i in range(len(rows))]
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise PerUserFileError(
+            f"{path}: the column {twice[0]} appears {header.count(twice[0])} times in "
+            "its header; a per-user file has one column per metric"
+        )
+    seen = {}
+    for line, row in zip(lines, rows):
+        where = f"{path}, line {line}"
+        if len(row) != len(header):
+            raise PerUserFileError(
+                f"{where}: {len(row)} cells where the header has {len(header)}"
+            )
+        user = row[0]
+        if not user.strip():
+            raise PerUserFileError(f"{where}: no user")
+        if user in seen:
+            raise PerUserFileError(
+                f"{where}: user {user} again (first on line {seen[user]}); a per-user "
+                "file has one row per user"
+            )
+        seen[user] = line
+        rank = row[1].strip()
+        if not (rank.isdigit() and int(rank) >= 1):
+            raise PerUserFileError(
+                f"{where}: rank {row[1]!r} is not an integer >= 1 (the target's place "
+                "in the ranking)"
+            )
+        for column, cell in zip(header[2:], row[2:]):
+            if cell.strip() == "":
+                continue
+            try:
+                value = float(cell)
+            except ValueError:
+                value = None
+            bounds = metric_range(column)
+            if value is None or not math.isfinite(value):
+                raise PerUserFileError(
+                    f"{where}: {column} {cell!r} is not a finite number"
+                )
+            if bounds and not bounds[0] <= value <= bounds[1]:
+                raise PerUserFileError(
+                    f"{where}: {column} {cell} is outside [{bounds[0]:g}, "
+                    f"{bounds[1]:g}], the range of {column.split('@')[0]}"
+                )
+
+
+def table_values(header, rows):
+    """``{user: {column: float}}`` of a checked table (an empty cell: NaN)."""
+    return {
+        row[0]: {
+            column: float(cell) if cell.strip() else float("nan")
+            for column, cell in zip(header[1:], row[1:])
+        }
+        for row in rows
+    }

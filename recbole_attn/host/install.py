@@ -1,0 +1,337 @@
+"""
+recbole_attn.host.install
+#########################
+
+What ``import recbole_attn`` changes in RecBole (docs/environment.md, "What import
+recbole_attn changes in RecBole"): :func:`install`, run once when RecBole is first
+imported, applies each change the installed stack needs, and :func:`installed` lists them.
+
+**Fixes, so that RecBole's own API runs on today's stack** (``run_recbole``, ``Config``,
+``create_dataset`` / ``data_preparation``, its trainers, ``load_data_and_model``,
+``run_hyper``), each for RecBole :data:`~recbole_attn.engine.RECBOLE_VERSION` and the
+release of the package that broke it: numpy 2, torch >= 2.6's weights-only checkpoints,
+scipy 1.12, hyperopt 0.2.7, Ray 2.7 (:mod:`recbole_attn.host.compat`), pandas 3
+(:mod:`recbole_attn.host.pandas3`), and RecBole 1.2.1's own bugs a run can reach
+(:mod:`recbole_attn.host.recbole_bugs`); RecBole's autograd anomaly detection off. Each module
+says what it fixes and why.
+
+**Not installed into RecBole**: recbole_attn's own pipeline subclasses RecBole's
+``Config``, ``Trainer``, datasets and training dataloader, and overrides private methods
+of the first three (:data:`~recbole_attn.engine.PRIVATE_OVERRIDES`); it runs only on
+RecBole :data:`~recbole_attn.engine.RECBOLE_VERSION`.
+
+**The plugin, so that RecBole's API answers to our names** (RecBole looks models up only
+inside ``recbole.model``, yaml files only inside its own tree):
+
+* ``get_model`` resolves our model names after RecBole's own (where RecBole's tree holds a
+  model of the same name, RecBole's runs through RecBole's API and a warning says so;
+  ``recbole-attn`` always runs ours); ``get_trainer`` gives our models
+  :class:`~recbole_attn.engine.trainer.AttnTrainer`; ``create_dataset`` finds
+  :class:`~recbole_attn.data.dataset.AttnSequentialDataset` under RecBole's
+  ``<Model>Dataset`` convention.
+* ``Config`` loads, for our models, the model keys of our ``overall.yaml`` that RecBole's
+  files lack and the model's yaml files (after RecBole's own, so that a model's
+  ``MAX_ITEM_LIST_LENGTH`` is not replaced by a dataset's default; evaluation settings
+  stay RecBole's and the user's), checks the model's options.
+* ``load_data_and_model`` on a recbole_attn checkpoint rebuilds it as ``recbole-attn``
+  does.
+* CC, ILD and F1 are registered in RecBole's metric registry, and RecBole's
+  ``Collector`` hands them the item->category table.
+
+The modules of ``recbole.quick_start`` import Ray Tune, which takes seconds: they are
+patched when first imported (an import hook), never imported by ``import recbole_attn``.
+"""
+
+import functools
+import os
+import sys
+import warnings
+
+from recbole_attn.host import compat
+from recbole_attn.host import pandas3
+from recbole_attn.host import recbole_bugs
+from recbole_attn.engine import RECBOLE_VERSION
+
+#: the keys of a model's yaml that stay RecBole's and the user's in RecBole's API
+#: (a model's ``valid_metric: MRR@20`` breaks RecBole's default ``topk: [10]``)
+EVALUATION_KEYS = (
+    "valid_metric",
+    "metrics",
+    "topk",
+    "eval_args",
+    "valid_metric_bigger",
+)
+
+_INSTALLED = []  # the names of the changes applied, in order (see installed())
+_INSTALLING = []
+_WARNED = set()
+
+
+def installed():
+    """The names of the changes :func:`install` has applied, in order ("numpy aliases",
+    "checkpoints", ..., "plugin models")."""
+    return list(_INSTALLED)
+
+
+def _apply(name, condition, patch):
+    if name in _INSTALLED or not condition:
+        return
+    patch()
+    _INSTALLED.append(name)
+
+
+def install():
+    """Apply every change the installed stack needs, the fix modules' and this module's
+    own (idempotent). ``import recbole_attn`` calls it when RecBole is imported."""
+    if _INSTALLING:
+        return  # importing RecBole below ran the import hook
+    _INSTALLING.append(True)
+    try:
+        _install()
+    finally:
+        _INSTALLING.clear()
+
+
+def _install():
+    import recbole
+
+    compat.silence_harmless_recbole_warnings()  # first: importing RecBole's models
+    compat.undo_recbole_anomaly_detection()
+    fixes = recbole.__version__ == RECBOLE_VERSION
+    if not fixes and "version" not in _WARNED:
+        _WARNED.add("version")
+        warnings.warn(
+            f"recbole_attn's fixes are for RecBole {RECBOLE_VERSION}, and RecBole "
+            f"{recbole.__version__} is installed: they are not applied (RecBole's own API "
+            f"may fail on numpy 2, pandas 3 or torch >= 2.6); install "
+            f"recbole=={RECBOLE_VERSION}",
+            stacklevel=2,
+        )
+    version = compat.installed_version
+    _apply(
+        "numpy aliases",
+        fixes and version("numpy") >= (2, 0, 0),
+        compat.install_numpy_aliases,
+    )
+    _apply("pandas 3 dataset", fixes and pandas3.PANDAS_3, pandas3.install)
+    _apply(
+        "checkpoints",
+        fixes and compat.recbole_checkpoints_need_fix(),
+        compat.install_recbole_checkpoints,
+    )
+    _apply(
+        "exhaustive search",
+        fixes and compat.hyperopt_draws_with_generator(),
+        compat.install_exhaustive_search,
+    )
+    _apply(
+        "scipy dok_matrix",
+        fixes and compat.dok_without_update(),
+        compat.install_dok_update,
+    )
+    _apply("negative sampling", fixes, recbole_bugs.install_negative_sampling)
+    _apply("Pop counts", fixes, recbole_bugs.install_pop_counts)
+    _apply("collector values", fixes, recbole_bugs.install_collector_values)
+    _apply("generator pickling", fixes, recbole_bugs.register_generator_pickling)
+    _apply("plugin models", True, _plugin_models)
+    _apply("category metrics", True, _category_metrics)
+    _apply("quick_start hook", True, _quick_start_hook)
+
+
+# ---------------------------------------------------------------------- our models
+def _ours(name):
+    from recbole_attn.sequential.models import MODELS
+
+    return MODELS.get(name) if isinstance(name, str) else None
+
+
+def _patch_get_model():
+    import recbole.config.configurator as configurator
+    import recbole.utils
+    import recbole.utils.utils as utils
+
+    recbole_get_model = utils.get_model
+
+    @functools.wraps(recbole_get_model)
+    def get_model(model_name):
+        ours = _ours(model_name)
+        try:
+            theirs = recbole_get_model(model_name)
+        # RecBole raises ValueError for an unknown name, after trying to import its
+        # optional exlib models (ImportError without lightgbm / xgboost)
+        except (ValueError, ImportError, AttributeError):
+            if ours is None:
+                raise
+            return ours
+        if ours is not None and theirs is not ours and model_name not in _WARNED:
+            _WARNED.add(model_name)
+            warnings.warn(
+                f"RecBole has a model named {model_name} of its own "
+                f"({theirs.__module__}); RecBole's API (run_recbole, Config, ...) runs "
+                f"RecBole's. recbole_attn's {model_name} runs with `recbole-attn "
+                f"--model={model_name}` or recbole_attn.engine.quick_start.run.",
+                stacklevel=2,
+            )
+        return theirs
+
+    recbole_get_trainer = utils.get_trainer
+
+    @functools.wraps(recbole_get_trainer)
+    def get_trainer(model_type, model_name):
+        if _ours(model_name) is not None and get_model(model_name) is _ours(model_name):
+            from recbole_attn.engine.trainer import AttnTrainer
+
+            return AttnTrainer
+        return recbole_get_trainer(model_type, model_name)
+
+    for module in (utils, recbole.utils, configurator):
+        module.get_model = get_model
+    for module in (utils, recbole.utils):
+        module.get_trainer = get_trainer
+    return get_model, get_trainer
+
+
+def _load_plugin_defaults(config):
+    """For our models in RecBole's ``Config``: the model keys of our overall.yaml that
+    RecBole's files lack, RecBole's sampler off (our models draw their negatives), then
+    the model's yaml files without :data:`EVALUATION_KEYS`."""
+    import yaml
+
+    from recbole_attn.engine.config import model_yaml_files, properties_dir
+
+    internal = config.internal_config_dict
+    with open(os.path.join(properties_dir(), "overall.yaml"), encoding="utf-8") as f:
+        overall = yaml.load(f, Loader=config.yaml_loader) or {}
+    for key, value in overall.items():
+        if key not in internal and key not in EVALUATION_KEYS:
+            internal[key] = value
+    internal["train_neg_sample_args"] = None
+
+    def read(paths):
+        values = {}
+        for path in paths:
+            with open(path, encoding="utf-8") as f:
+                values.update(yaml.load(f, Loader=config.yaml_loader) or {})
+        return values
+
+    # the model's own yaml and the user's options choose the files (AWRSR: its backbone's)
+    options = {
+        **read(model_yaml_files(config.model_class)),
+        **config.external_config_dict,
+    }
+    values = read(model_yaml_files(config.model_class, options))
+    internal.update({k: v for k, v in values.items() if k not in EVALUATION_KEYS})
+
+
+def _plugin_models():
+    # our modules are imported when RecBole's functions are called, not here: install()
+    # may run while one of them is being imported (it imports RecBole)
+    from recbole.config import Config
+
+    _patch_get_model()
+    load_internal = Config._load_internal_config_dict
+    init = Config.__init__
+
+    def ours(config):
+        from recbole_attn.engine.config import AttnConfig
+
+        model_class = getattr(config, "model_class", None)
+        return _ours(config.model) is model_class and not isinstance(config, AttnConfig)
+
+    @functools.wraps(load_internal)
+    def _load_internal_config_dict(self, model, model_class, dataset):
+        load_internal(self, model, model_class, dataset)
+        if ours(self):
+            _load_plugin_defaults(self)
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        from recbole_attn.evaluator import register_metrics
+
+        register_metrics()  # before RecBole checks the metric names
+        init(self, *args, **kwargs)
+        if ours(self):
+            _configure_plugin_model(self)
+
+    Config._load_internal_config_dict = _load_internal_config_dict
+    Config.__init__ = __init__
+
+
+def _configure_plugin_model(config):
+    """After RecBole's ``Config`` of one of our models: its options checked and its dataset
+    class where RecBole's ``create_dataset`` looks for
+    ``recbole.data.dataset.<Model>Dataset``."""
+    import recbole.data.dataset as recbole_datasets
+
+    from recbole_attn.options import check as config_check
+    from recbole_attn.engine.config import declared_of, model_classes
+    from recbole_attn.data.dataset import AttnSequentialDataset
+
+    classes = model_classes(config.model_class, config)
+    config_check.check_model_options(config, classes, declared_of(classes))
+    name = f"{config.model}Dataset"
+    if getattr(recbole_datasets, name, AttnSequentialDataset) is AttnSequentialDataset:
+        setattr(recbole_datasets, name, AttnSequentialDataset)
+
+
+def _category_metrics():
+    from recbole.evaluator.collector import Collector
+
+    data_collect = Collector.data_collect
+
+    @functools.wraps(data_collect)
+    def data_collect_(self, train_data):
+        from recbole_attn.evaluator import collect_item_categories
+
+        data_collect(self, train_data)
+        collect_item_categories(self, train_data)
+
+    Collector.data_collect = data_collect_
+
+
+# ---------------------------------------------------------------------- quick_start
+def load_data_and_model(model_file):
+    """RecBole's ``load_data_and_model`` that also loads recbole_attn checkpoints (as
+    ``recbole-attn`` built them): ``(config, model, dataset, train_data, valid_data,
+    test_data)``."""
+    from recbole_attn.engine.quick_start import is_recbole_attn_checkpoint, load_run
+
+    if is_recbole_attn_checkpoint(model_file):
+        config, model, _, dataset, (train, valid, test) = load_run(model_file)
+        return config, model, dataset, train, valid, test
+    with _recbole_loading(model_file):
+        return _RECBOLE["load_data_and_model"](model_file)
+
+
+_RECBOLE = {}
+
+
+def _recbole_loading(path):
+    if "checkpoints" in _INSTALLED:
+        return compat.loading_recbole_checkpoint(path)
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def _patch_quick_start(module):
+    """``recbole.quick_start.quick_start`` (and its package): our ``get_model`` /
+    ``get_trainer``, Ray's current ``tune.report``, and ``load_data_and_model`` for
+    both kinds of checkpoint."""
+    import recbole.utils
+
+    module.get_model = recbole.utils.get_model
+    module.get_trainer = recbole.utils.get_trainer
+    if hasattr(module, "tune") and compat.installed_version("ray") >= (2, 7, 0):
+        module.tune = compat.Tune(module.tune)
+    _RECBOLE.setdefault("load_data_and_model", module.load_data_and_model)
+    module.load_data_and_model = load_data_and_model
+    package = sys.modules.get("recbole.quick_start")
+    if package is not None and hasattr(package, "load_data_and_model"):
+        package.load_data_and_model = load_data_and_model
+
+
+def _quick_start_hook():
+    from recbole_attn.host.hooks import after_import
+
+    after_import("recbole.quick_start.quick_start", _patch_quick_start)

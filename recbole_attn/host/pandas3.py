@@ -1,0 +1,208 @@
+"""
+recbole_attn.host.pandas3
+#########################
+
+RecBole 1.2.1's datasets on pandas >= 3. Copy-on-Write makes RecBole's chained in-place
+fills (``df[field].fillna(x, inplace=True)``) no-ops, and ``Series.agg(len)`` over array
+cells returns the length of the Series instead of one length per cell.
+:func:`load_feat`, :func:`fill_nan`, :func:`remap` and :func:`benchmark_presets` are the
+methods of RecBole's ``Dataset`` and ``SequentialDataset`` that do either, with the same
+results by assignment and ``Series.map(len)``; :func:`refusing_float_seq` refuses what
+cannot be fixed that way (``_normalize`` and ``_discretization`` of ``float_seq``
+fields). :func:`install` puts them on RecBole's classes (``import recbole_attn`` does, on
+pandas >= 3 only: on pandas 2 RecBole's own methods run unchanged).
+"""
+
+import functools
+
+import numpy as np
+import pandas as pd
+
+from recbole_attn.errors import RecboleAttnError
+
+#: pandas >= 3 (Copy-on-Write; ``Series.agg(len)`` aggregates; :func:`load_feat` & co.)
+PANDAS_3 = int(pd.__version__.split(".")[0]) >= 3
+
+
+def cell_lengths(series):
+    """The length of every array cell of ``series`` (RecBole: ``series.agg(len)``, which
+    pandas 3 turns into the length of the Series)."""
+    return series.map(len).to_numpy()
+
+
+def load_feat(self, filepath, source):
+    """RecBole's ``Dataset._load_feat`` (the atomic-file reader); the missing cells of
+    ``token_seq`` and ``float_seq`` fields become empty sequences (RecBole fills them in
+    place, which Copy-on-Write makes a no-op)."""
+    from recbole.utils import FeatureSource, FeatureType
+
+    load_col, unload_col = self._get_load_and_unload_col(source)
+    if load_col == set():
+        return None
+    separator, encoding = self.config["field_separator"], self.config["encoding"]
+    with open(filepath, "r", encoding=encoding) as f:
+        head = f.readline()[:-1]
+    columns, usecols, dtype = [], [], {}
+    for field_type in head.split(separator):
+        field, ftype = field_type.split(":")
+        try:
+            ftype = FeatureType(ftype)
+        except ValueError:
+            raise ValueError(f"Type {ftype} from field {field} is not supported.")
+        if (load_col is not None and field not in load_col) or (
+            unload_col is not None and field in unload_col
+        ):
+            continue
+        if isinstance(source, FeatureSource) or source != "link":
+            self.field2source[field] = source
+            self.field2type[field] = ftype
+            if not ftype.value.endswith("seq"):
+                self.field2seqlen[field] = 1
+            if "float" in ftype.value:
+                self.field2bucketnum[field] = 2
+        columns.append(field)
+        usecols.append(field_type)
+        dtype[field_type] = np.float64 if ftype == FeatureType.FLOAT else str
+    if not columns:
+        self.logger.warning(f"No columns has been loaded from [{source}]")
+        return None
+    df = pd.read_csv(
+        filepath,
+        delimiter=separator,
+        usecols=usecols,
+        dtype=dtype,
+        encoding=encoding,
+        engine="python",
+    )
+    df.columns = columns
+    seq_separator, seq_len = self.config["seq_separator"], self.config["seq_len"]
+    for field in columns:
+        ftype = self.field2type[field]
+        if not ftype.value.endswith("seq"):
+            continue
+        cast = float if ftype == FeatureType.FLOAT_SEQ else str
+        cells = df[field].fillna("").to_numpy()
+        df[field] = [
+            np.array([cast(t) for t in cell.split(seq_separator) if t])
+            for cell in cells
+        ]
+        longest = max(map(len, df[field].values))
+        if seq_len and field in seq_len:
+            df[field] = [seq[: seq_len[field]] for seq in df[field].values]
+            self.field2seqlen[field] = min(seq_len[field], longest)
+        else:
+            self.field2seqlen[field] = longest
+    return df
+
+
+def fill_nan(self):
+    """RecBole's ``Dataset._fill_nan`` (tokens: 0, floats: the mean, sequences: empty),
+    by assignment."""
+    from recbole.utils import FeatureType
+
+    for feat_name in self.feat_name_list:
+        feat = getattr(self, feat_name)
+        for field in feat:
+            ftype = self.field2type[field]
+            if ftype == FeatureType.TOKEN:
+                feat[field] = feat[field].fillna(value=0)
+            elif ftype == FeatureType.FLOAT:
+                feat[field] = feat[field].fillna(value=feat[field].mean())
+            else:
+                dtype = np.int64 if ftype == FeatureType.TOKEN_SEQ else np.float64
+                empty = np.array([], dtype=dtype)
+                feat[field] = feat[field].apply(
+                    lambda x: empty if isinstance(x, float) else x
+                )
+
+
+def remap(self, remap_list):
+    """RecBole's ``Dataset._remap`` (token remapping), with the sequence lengths of
+    ``token_seq`` fields taken cell by cell."""
+    from recbole.utils import FeatureType
+
+    if len(remap_list) == 0:
+        return
+    tokens, split_point = self._concat_remaped_tokens(remap_list)
+    new_ids_list, mp = pd.factorize(tokens)
+    new_ids_list = np.split(new_ids_list + 1, split_point)
+    mp = np.array(["[PAD]"] + list(mp))
+    token_id = {t: i for i, t in enumerate(mp)}
+    for (feat, field, ftype), new_ids in zip(remap_list, new_ids_list):
+        if field not in self.field2id_token:
+            self.field2id_token[field] = mp
+            self.field2token_id[field] = token_id
+        if ftype == FeatureType.TOKEN:
+            feat[field] = new_ids
+        elif ftype == FeatureType.TOKEN_SEQ:
+            split = np.cumsum(cell_lengths(feat[field]))[:-1]
+            feat[field] = np.split(new_ids, split)
+
+
+def benchmark_presets(self):
+    """RecBole's ``SequentialDataset._benchmark_presets`` (a dataset given as benchmark
+    files with ``<field>_list`` columns), with the lengths of the item lists taken cell by
+    cell."""
+    from recbole.utils import FeatureSource, FeatureType
+
+    list_suffix = self.config["LIST_SUFFIX"]
+    for field in self.inter_feat:
+        if field + list_suffix in self.inter_feat:
+            setattr(self, f"{field}_list_field", field + list_suffix)
+    self.set_field_property(
+        self.item_list_length_field, FeatureType.TOKEN, FeatureSource.INTERACTION, 1
+    )
+    lengths = cell_lengths(self.inter_feat[self.item_id_list_field])
+    self.inter_feat[self.item_list_length_field] = lengths
+
+
+def normalized_fields(dataset):
+    """The fields RecBole's ``_normalize`` normalizes."""
+    config = dataset.config
+    return config["normalize_field"] or (
+        dataset.float_like_fields if config["normalize_all"] else []
+    )
+
+
+def discretized_fields(dataset):
+    """The fields RecBole's ``_discretization`` discretizes."""
+    return dataset.config["numerical_features"] or []
+
+
+def refusing_float_seq(method, keys, fields):
+    """RecBole's ``method`` (``_normalize`` / ``_discretization``), which splits the
+    values of ``float_seq`` fields with ``Series.agg(len)`` (a wrong result on pandas 3),
+    refusing those fields (``fields(dataset)``) with an error that names them."""
+    from recbole.utils import FeatureType
+
+    @functools.wraps(method)
+    def refusing(self):
+        chosen = fields(self)
+        seq = [f for f in chosen if self.field2type.get(f) == FeatureType.FLOAT_SEQ]
+        if seq:
+            raise RecboleAttnError(
+                f"{keys} on the float_seq fields {seq} is not supported with pandas 3 "
+                "(RecBole 1.2.1 splits their values with Series.agg(len)); leave these "
+                "fields out of load_col or of those keys, or install pandas<3"
+            )
+        return method(self)
+
+    return refusing
+
+
+def install():
+    """This module's methods on RecBole's ``Dataset`` and ``SequentialDataset``."""
+    from recbole.data.dataset import Dataset, SequentialDataset
+
+    SequentialDataset._benchmark_presets = benchmark_presets
+    Dataset._load_feat = load_feat
+    Dataset._fill_nan = fill_nan
+    Dataset._remap = remap
+    Dataset._normalize = refusing_float_seq(
+        Dataset._normalize, "normalize_field / normalize_all", normalized_fields
+    )
+    Dataset._discretization = refusing_float_seq(
+        Dataset._discretization,
+        "numerical_features / discretization",
+        discretized_fields,
+    )

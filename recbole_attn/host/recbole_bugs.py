@@ -1,0 +1,354 @@
+"""
+recbole_attn.host.recbole_bugs
+##############################
+
+RecBole 1.2.1's own bugs that a run through recbole_attn (or RecBole's API after
+``import recbole_attn``) can reach, reported upstream after the release, fixed as
+functions; :mod:`recbole_attn.host.install` installs them into RecBole 1.2.1 only
+(docs/environment.md lists each with its issue):
+
+* :func:`mask_item_neg_sample`, :func:`sample_by_key_ids` and :func:`sampler_used_ids`:
+  samplers that drew forever, or failed with a traceback, where no negative is left;
+* :func:`pop_init` / :func:`pop_calculate_loss`: Pop's counts;
+* :func:`collector_data_struct`: non-tensor metric values;
+* :func:`reduce_generator`: generators sent to spawned data-loader workers.
+
+``install_*`` put each fix in place of RecBole's function, which stays reachable
+(:func:`recbole_original`: the tests run it to show the bug).
+"""
+
+import functools
+
+import numpy as np
+import torch
+
+#: draws of a rejection-sampling loop after which it checks, once, whether anything is
+#: left to draw (RecBole's loops draw until they find a free item, forever if none is)
+SAMPLING_ROUNDS = 100
+
+
+def _no_negative_message(what, holder, count, fixes, hang=True):
+    return (
+        f"{what}: {holder} every one of the {count} items that can be drawn, so no "
+        "negative item is left to draw"
+        + (" (RecBole 1.2.1 draws forever here)" if hang else "")
+        + f"; {fixes}"
+    )
+
+
+def mask_item_neg_sample(self, item_set, n_items):
+    """RecBole's ``MaskItemSequence._neg_sample`` (BERT4Rec's masking transform): a random
+    item of ``1 .. n_items - 1`` not in ``item_set`` (the padded training sequence),
+    drawn as RecBole draws it. RecBole 1.2.1 draws until it finds one, forever when the
+    sequence holds every item (RecBole #2193, PR #2210; reachable with repeated
+    interactions kept, ``rm_dup_inter: ~``, and ``MAX_ITEM_LIST_LENGTH`` >= the number of
+    items). After :data:`SAMPLING_ROUNDS` draws it checks whether any item is left: if
+    none is, the negative is the padding item 0 where the loss never reads it
+    (``loss_type`` CE: BERT4Rec's CE scores all items and ignores ``NEG_ITEMS``), and a
+    :class:`~recbole_attn.errors.DataError` otherwise (BPR trains on it). Where an item
+    is left, the draws are RecBole's, one by one."""
+    import random
+
+    from recbole_attn.errors import DataError
+
+    item = random.randint(1, n_items - 1)
+    draws = 1
+    while item in item_set:
+        if draws == SAMPLING_ROUNDS:
+            held = {i for i in item_set if 0 < i < n_items}
+            if len(held) >= n_items - 1:
+                if self.config["loss_type"] != "BPR":
+                    return 0  # never read: the CE loss has no sampled negatives
+                raise DataError(
+                    _no_negative_message(
+                        "BERT4Rec with loss_type BPR draws a negative item for every "
+                        "masked item",
+                        "a training sequence holds",
+                        n_items - 1,
+                        "use loss_type CE, a MAX_ITEM_LIST_LENGTH below the number of "
+                        "items, or drop repeated interactions (rm_dup_inter: first)",
+                    )
+                )
+        item = random.randint(1, n_items - 1)
+        draws += 1
+    return item
+
+
+def _sampler_support(sampler):
+    """The values ``sampler.sampling`` can return: its popularity table's items, or the
+    uniform range ``1 .. N - 1`` (None: that range, N returned second)."""
+    if sampler.distribution == "popularity":
+        return set(sampler.prob), len(sampler.prob)
+    size = getattr(sampler, "item_num", None) or getattr(sampler, "entity_num", 0)
+    return None, size
+
+
+def _exhausted_keys(sampler, keys):
+    """The keys among ``keys`` whose used values cover everything ``sampler`` draws."""
+    support, size = _sampler_support(sampler)
+    full = []
+    for key in sorted(set(int(k) for k in keys)):
+        used = sampler.used_ids[key]
+        if support is None:
+            if sum(1 for v in used if 0 < v < size) >= size - 1:
+                full.append(key)
+        elif support <= set(used):
+            full.append(key)
+    return full
+
+
+def _key_names(sampler, keys):
+    """User tokens for a user-keyed sampler (``Sampler``), else the ids."""
+    datasets = getattr(sampler, "datasets", None)
+    if datasets and getattr(sampler, "phase", None) is not None:
+        dataset = datasets[0]
+        try:
+            return [str(t) for t in dataset.id2token(dataset.uid_field, keys)]
+        except Exception:  # a RecBole Dataset without the token table
+            pass
+    return [str(k) for k in keys]
+
+
+def _check_exhausted(sampler, keys):
+    full = _exhausted_keys(sampler, keys)
+    if full:
+        from recbole_attn.errors import DataError
+
+        names = _key_names(sampler, full[:3])
+        more = f" (and {len(full) - 3} more)" if len(full) > 3 else ""
+        _, size = _sampler_support(sampler)
+        phase = getattr(sampler, "phase", None)
+        raise DataError(
+            _no_negative_message(
+                f"RecBole's {sampler.distribution} negative sampler"
+                + (f" ({phase} phase)" if phase else ""),
+                f"{', '.join(names)}{more} already has",
+                size if sampler.distribution == "popularity" else size - 1,
+                "filter such users out (user_inter_num_interval), or draw from every "
+                "item (train_neg_sample_args distribution uniform; a uni<N> or full "
+                "evaluation)",
+            )
+        )
+
+
+def sample_by_key_ids(self, key_ids, num):
+    """RecBole's ``AbstractSampler.sample_by_key_ids`` (negatives for BPR and every model
+    trained on RecBole's sampler, the sampled evaluation): ``num`` values per key, none
+    of the key's used ones, redrawn until all are free. RecBole 1.2.1 redraws forever
+    when a key's used values cover what the distribution draws: a user who has every
+    item the popularity distribution can draw (its ``Sampler`` checks all items only,
+    and only for the last phase). After :data:`SAMPLING_ROUNDS` rounds it checks once
+    which keys have nothing left and raises a
+    :class:`~recbole_attn.errors.DataError` naming them; otherwise the draws are
+    RecBole's, round by round."""
+    key_ids = np.array(key_ids)
+    key_num = len(key_ids)
+    total_num = key_num * num
+    rounds = 0
+    if (key_ids == key_ids[0]).all():
+        key_id = key_ids[0]
+        used = np.array(list(self.used_ids[key_id]))
+        value_ids = self.sampling(total_num)
+        check_list = np.arange(total_num)[np.isin(value_ids, used)]
+        while len(check_list) > 0:
+            rounds += 1
+            if rounds == SAMPLING_ROUNDS:
+                _check_exhausted(self, [key_id])
+            value_ids[check_list] = value = self.sampling(len(check_list))
+            mask = np.isin(value, used)
+            check_list = check_list[mask]
+    else:
+        value_ids = np.zeros(total_num, dtype=np.int64)
+        check_list = np.arange(total_num)
+        key_ids = np.tile(key_ids, num)
+        while len(check_list) > 0:
+            rounds += 1
+            if rounds == SAMPLING_ROUNDS:
+                _check_exhausted(self, key_ids[check_list])
+            value_ids[check_list] = self.sampling(len(check_list))
+            check_list = np.array(
+                [
+                    i
+                    for i, used, v in zip(
+                        check_list,
+                        self.used_ids[key_ids[check_list]],
+                        value_ids[check_list],
+                    )
+                    if v in used
+                ]
+            )
+    return torch.tensor(value_ids, dtype=torch.long)
+
+
+def sampler_used_ids(get_used_ids):
+    """RecBole's ``Sampler.get_used_ids``, whose ``ValueError`` for a user who has
+    interacted with every item (BPR, or any model on RecBole's sampler: no negative can
+    be drawn for them) becomes a :class:`~recbole_attn.errors.DataError` naming the
+    users and what to do (one ``error:`` line instead of a traceback)."""
+
+    @functools.wraps(get_used_ids)
+    def checked(self):
+        try:
+            return get_used_ids(self)
+        except ValueError as err:
+            if "interacted with all items" not in str(err):
+                raise
+        from recbole_attn.errors import DataError
+
+        dataset = self.datasets[0]
+        users = dataset.inter_feat[self.uid_field].numpy()
+        items = dataset.inter_feat[self.iid_field].numpy()
+        seen = {}
+        for d in self.datasets[1:]:
+            users = np.concatenate([users, d.inter_feat[self.uid_field].numpy()])
+            items = np.concatenate([items, d.inter_feat[self.iid_field].numpy()])
+        for u, i in zip(users.tolist(), items.tolist()):
+            seen.setdefault(u, set()).add(i)
+        full = sorted(u for u, s in seen.items() if len(s) + 1 >= self.item_num)
+        names = [str(t) for t in dataset.id2token(self.uid_field, full[:3])]
+        more = f" (and {len(full) - 3} more)" if len(full) > 3 else ""
+        raise DataError(
+            _no_negative_message(
+                "RecBole's negative sampler draws items a user has not interacted with",
+                f"user {', '.join(names)}{more} has interacted with",
+                self.item_num - 1,
+                f'filter such users out (--user_inter_num_interval="[0,'
+                f'{self.item_num - 1})"), or train without sampled negatives',
+                hang=False,
+            )
+        ) from None
+
+    return checked
+
+
+def pop_init(init):
+    """RecBole's ``Pop.__init__``, which also notes where the training batches hold
+    sampled negatives (``train_neg_sample_args`` on: RecBole's point-wise sampling adds a
+    row per negative, labelled 0) for :func:`pop_calculate_loss`."""
+
+    @functools.wraps(init)
+    def __init__(self, config, dataset):
+        init(self, config, dataset)
+        sampling = config["train_neg_sample_args"] or {}
+        self.sampled_label = (
+            config["LABEL_FIELD"]
+            if sampling.get("distribution", "none") != "none"
+            else None
+        )
+
+    return __init__
+
+
+def pop_calculate_loss(self, interaction):
+    """RecBole's ``Pop.calculate_loss`` (the item counts Pop ranks by), every training
+    interaction counted once:
+
+    * RecBole 1.2.1 counts an item once per batch (``item_cnt[item] = item_cnt[item] +
+      1`` with repeated indices), so its counts and test metrics depend on
+      ``train_batch_size`` (RecBole #2198, #1844; PR #2199 adds the repeated indices
+      with ``scatter_add_``, as here);
+    * with RecBole's sampler on (its own default ``train_neg_sample_args``), a batch
+      also holds the sampled negative items, which RecBole counts as interactions too;
+      only the rows the sampler labels positive are counted here."""
+    item = interaction[self.ITEM_ID]
+    label = getattr(self, "sampled_label", None)
+    if label is not None and label in interaction:
+        item = item[interaction[label] > 0]
+    ones = torch.ones_like(item, dtype=self.item_cnt.dtype).unsqueeze(1)
+    self.item_cnt.scatter_add_(0, item.unsqueeze(1), ones)
+    self.max_cnt = torch.max(self.item_cnt, dim=0)[0]
+    return torch.nn.Parameter(torch.zeros(1)).to(self.device)
+
+
+def collector_data_struct(get_data_struct):
+    """RecBole's ``Collector.get_data_struct``, which calls ``.cpu()`` on every collected
+    value and so fails (``AttributeError: 'int' object has no attribute 'cpu'``) on the
+    non-tensor values its own ``data_collect`` stores for ItemCoverage,
+    AveragePopularity, GiniIndex, ShannonEntropy and TailPercentage (``data.num_items``,
+    ``data.count_items``; RecBole #2191, #2194, PR #2209): those values are set aside,
+    then copied back."""
+    import copy
+
+    @functools.wraps(get_data_struct)
+    def data_struct(self):
+        data = self.data_struct._data_dict
+        others = {k: v for k, v in data.items() if not isinstance(v, torch.Tensor)}
+        for key in others:
+            del self.data_struct[key]
+        try:
+            returned = get_data_struct(self)
+        finally:
+            for key, value in others.items():
+                self.data_struct.set(key, value)
+        for key, value in others.items():
+            returned.set(key, copy.deepcopy(value))
+        return returned
+
+    return data_struct
+
+
+def _rebuild_generator(device, state):
+    generator = torch.Generator(device=device)
+    generator.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8))
+    return generator
+
+
+def reduce_generator(generator):
+    """How a ``torch.Generator`` travels to another process: its device and its state
+    as bytes. torch's own reduction pickles the state as a tensor made on the spot,
+    which torch.multiprocessing shares by a file descriptor and frees before a spawned
+    process reads it (pytorch #146828): RecBole's dataloaders hold their generator, so
+    every data-loader worker started by spawn (each process of a multi-process run,
+    ``nproc`` > 1 with ``worker`` > 0: RecBole #1684, #2154) died at start ("DataLoader
+    worker exited unexpectedly")."""
+    state = generator.get_state()
+    return _rebuild_generator, (str(generator.device), state.numpy().tobytes())
+
+
+def register_generator_pickling():
+    """:func:`reduce_generator` for torch.multiprocessing's pickler (what starting a
+    process with arguments uses; ``pickle`` and ``torch.save`` are unchanged)."""
+    from multiprocessing.reduction import ForkingPickler
+
+    ForkingPickler.register(torch.Generator, reduce_generator)
+
+
+#: (class, attribute) -> RecBole's own function, for each fix installed here
+_ORIGINALS = {}
+
+
+def recbole_original(cls, name):
+    """RecBole's own ``cls.name`` before a fix of this module replaced it."""
+    return _ORIGINALS.get((cls, name), getattr(cls, name))
+
+
+def _replace(cls, name, value):
+    _ORIGINALS.setdefault((cls, name), getattr(cls, name))
+    setattr(cls, name, value)
+
+
+def install_negative_sampling():
+    """RecBole's samplers without their endless loops (RecBole #2193): BERT4Rec's
+    masking transform, ``AbstractSampler.sample_by_key_ids`` and ``Sampler``'s check of
+    users who have every item."""
+    from recbole.data.transform import MaskItemSequence
+    from recbole.sampler.sampler import AbstractSampler, Sampler
+
+    _replace(MaskItemSequence, "_neg_sample", mask_item_neg_sample)
+    _replace(AbstractSampler, "sample_by_key_ids", sample_by_key_ids)
+    _replace(Sampler, "get_used_ids", sampler_used_ids(Sampler.get_used_ids))
+
+
+def install_pop_counts():
+    from recbole.model.general_recommender.pop import Pop
+
+    _replace(Pop, "__init__", pop_init(Pop.__init__))
+    _replace(Pop, "calculate_loss", pop_calculate_loss)
+
+
+def install_collector_values():
+    from recbole.evaluator.collector import Collector
+
+    _replace(
+        Collector, "get_data_struct", collector_data_struct(Collector.get_data_struct)
+    )

@@ -1,0 +1,1 @@
+"""Options: what each RecBole key and command flag may be, declared and checked once."""

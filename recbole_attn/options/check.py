@@ -1,0 +1,272 @@
+"""
+recbole_attn.options.check
+##########################
+
+Checks of the user's configuration that run before anything heavy (loading the dataset,
+building the model), so that a bad value is one line naming the key instead of a traceback
+from deep inside RecBole or torch, or worse, a run that silently does something else:
+
+* :func:`check_values`: types and ranges of the common keys (``epochs >= 1``, batch sizes,
+  ``learning_rate > 0``, dropout probabilities in ``[0, 1)``, ...; their rules:
+  :data:`recbole_attn.options.values.VALUE_RULES`);
+* :func:`unknown_keys`: user-given keys that no part of the run reads (not a RecBole key,
+  not a recbole_attn key, not a key of the model), each with the closest known key, for a
+  warning (a misspelled ``--hiden_size=32`` was silently ignored before).
+"""
+
+import functools
+import glob
+import os
+
+from recbole_attn.errors import ConfigError
+from recbole_attn.options.names import closest
+from recbole_attn.options.values import VALUE_RULES
+
+#: keys that were renamed: old key -> what to write instead
+RENAMED_KEYS = {
+    "stosa_legacy_mean_bug": "stosa_layer_means: official (was True; now STOSA's "
+    "default) or stosa_layer_means: paper (was False)",
+}
+
+
+#: the command that trains research-only options and the models of the research wing
+RESEARCH_RUNNER = (
+    "python -m experiments.runner (a source checkout; experiments/studies.py declares "
+    "the variants)"
+)
+
+
+def stosa_preset_form(config, form):
+    """The value ``stosa_preset`` gives STOSA's ``form`` (``recbole_attn.model.stosa.
+    PRESETS``, spelled here so that the check imports no torch): every form the preset's
+    name, but the paper's initialization, RecBole's."""
+    preset = config["stosa_preset"] if "stosa_preset" in config else "official"
+    return "recbole" if (form, preset) == ("init", "paper") else preset
+
+
+#: options that left the product models for the research wing (experiments/research.py):
+#: key -> (the product's behaviour, or a function of the configuration giving it; what
+#: another value reproduces or measures)
+RESEARCH_WING_KEYS = {
+    "neg_exclude_heldout": (
+        False,
+        "a leak of the users' validation and test items into the negatives, as the "
+        "official STOSA and PAtt codes",
+    ),
+    "dpp_ground_set": (
+        "prefix",
+        "PAtt's k-DPP over the whole padded sequence, a leak of future items, as the "
+        "official PAtt normalizer",
+    ),
+    "trim_batch": (True, "full-length batches, which measure what trimming saves"),
+    "dpp_row_normalize": (True, "PAtt's raw weights D = exp(-lambda P) of the paper"),
+    "dpp_diagonal": ("kernel", "PAtt's self weight D_tt = 1 of the paper"),
+    "dpp_sampler": ("squared", "PAtt's linear Sampler S = M W of the paper"),
+    "add_position_embedding": (False, "PARec's input position embedding, official"),
+    "ffn_placement": ("block", "PARec's one FFN after all blocks, official"),
+    **{
+        f"stosa_{form}": (
+            lambda config, form=form: stosa_preset_form(config, form),
+            "one form of a STOSA preset alone, an ablation between the paper and the "
+            "official code (stosa_preset: paper or official sets all four)",
+        )
+        for form in ("layer_means", "input", "ffn", "init")
+    },
+}
+
+
+def research_wing_error(key, what):
+    return ConfigError(
+        f"{key} is a research-only option ({what}); the product commands and models do "
+        f"not set it: train it with {RESEARCH_RUNNER}"
+    )
+
+
+def check_research_wing_keys(config, declared):
+    """A :class:`ConfigError` for a key of :data:`RESEARCH_WING_KEYS` that ``config``
+    sets to another value than the product's behaviour while the model does not declare
+    it (``declared``: its options); the product's own value (a checkpoint of an earlier
+    release that recorded ``neg_exclude_heldout: False``) is accepted."""
+    for key, (product, what) in RESEARCH_WING_KEYS.items():
+        value = config[key] if key in config else None
+        if callable(product):
+            product = product(config)
+        if value is not None and value != product and key not in declared:
+            raise research_wing_error(key, what)
+
+
+def check_options(config, options):
+    """A :class:`ConfigError` for the first key of ``options`` (name -> :class:`Option`)
+    whose value in ``config`` is set and is not what the option says."""
+    for key, option in options.items():
+        value = config[key] if key in config else None
+        if value is None:
+            continue
+        expected = option.problem(value)
+        if expected:
+            raise ConfigError(
+                f"{key} must be {expected}, got {value!r} (set --{key}=... or {key}: "
+                "in a config file)"
+            )
+
+
+def check_model_options(config, classes, declared):
+    """The options the classes of a run declare (``declared``: name ->
+    :class:`~recbole_attn.options.declared.Opt`, :func:`~recbole_attn.engine.config.declared_of`
+    ``classes``), then the cross-option rules of the classes and their bases
+    (``option_rules``: functions of the config returning a message or None), before any
+    data is loaded."""
+    check_options(config, {key: opt.check for key, opt in declared.items()})
+    bases = [cls for model_class in classes for cls in reversed(model_class.__mro__)]
+    for cls in dict.fromkeys(bases):
+        for rule in vars(cls).get("option_rules", ()):
+            message = rule(config)
+            if message:
+                raise ConfigError(message)
+
+
+def check_values(config):
+    """Raise a :class:`ConfigError` for a renamed key (:data:`RENAMED_KEYS`), for the first
+    key of :data:`VALUE_RULES` whose value is invalid (type or range), and for
+    ``hidden_size`` not divisible by ``n_heads``."""
+    for key, instead in RENAMED_KEYS.items():
+        if key in config and config[key] is not None:
+            raise ConfigError(f"{key} was renamed; write {instead}")
+    check_options(config, VALUE_RULES)
+    hidden, heads = (
+        config[k] if k in config else None for k in ("hidden_size", "n_heads")
+    )
+    if hidden and heads and hidden % heads:
+        raise ConfigError(
+            f"hidden_size ({hidden}) must be a multiple of n_heads ({heads}): every head "
+            "gets hidden_size / n_heads dimensions"
+        )
+
+
+# ---------------------------------------------------------------------- unknown keys
+
+#: keys RecBole sets or reads without a yaml default (``encoding``: of the atomic files)
+RECBOLE_INTERNAL_KEYS = (
+    "encoding",
+    "model",
+    "dataset",
+    "config_files",
+    "MODEL_TYPE",
+    "MODEL_INPUT_TYPE",
+    "eval_type",
+    "device",
+    "single_spec",
+    "local_rank",
+    "nproc",
+    "world_size",
+    "ip",
+    "port",
+    "offset",
+    "verbose",
+    "valid_neg_sample_args",
+    "test_neg_sample_args",
+)
+
+#: recbole_attn keys read with a default in code (no yaml line): the metrics' options
+PLUGIN_OPTIONAL_KEYS = ("ild_distance", "f1_accuracy_metrics", "f1_diversity_metrics")
+
+
+def yaml_keys(path):
+    """The top-level keys of a yaml file (empty when unreadable)."""
+    from recbole_attn.errors import RecboleAttnError
+    from recbole_attn.files import read_yaml
+
+    try:
+        return frozenset(read_yaml(path) or ())
+    except RecboleAttnError:
+        return frozenset()
+
+
+#: the shipped yaml files (RecBole's and ours) are read once per process: every run, and
+#: every trial of a search, asks for their keys again
+_shipped_yaml_keys = functools.lru_cache(maxsize=None)(yaml_keys)
+
+
+def _recbole_properties():
+    import recbole
+
+    return os.path.join(os.path.dirname(recbole.__file__), "properties")
+
+
+def _model_yaml_keys(folder):
+    """model name -> keys of its yaml in ``folder``."""
+    return {
+        os.path.basename(path)[: -len(".yaml")]: _shipped_yaml_keys(path)
+        for path in sorted(glob.glob(os.path.join(folder, "*.yaml")))
+    }
+
+
+def known_keys(model_names, run_files):
+    """The keys a run of the model (``model_names``: its class and base class names) reads:
+    RecBole's general keys, the keys of the yaml files the run loads (``run_files``: ours),
+    RecBole's yaml of the model, and the plugin's optional keys."""
+    props = _recbole_properties()
+    keys = set(RECBOLE_INTERNAL_KEYS) | set(PLUGIN_OPTIONAL_KEYS)
+    general = [os.path.join(props, "overall.yaml")]
+    general += glob.glob(os.path.join(props, "dataset", "*.yaml"))
+    general += glob.glob(os.path.join(props, "quick_start_config", "*.yaml"))
+    for path in general + list(run_files):
+        keys |= _shipped_yaml_keys(path)
+    recbole_models = _model_yaml_keys(os.path.join(props, "model"))
+    for name in model_names:
+        keys |= recbole_models.get(name, set())
+    return keys
+
+
+def model_keys(properties_dir):
+    """key -> names of the models (ours and RecBole's) whose yaml sets it."""
+    owners = {}
+    for folder in (
+        os.path.join(properties_dir, "model"),
+        os.path.join(_recbole_properties(), "model"),
+    ):
+        for model, keys in _model_yaml_keys(folder).items():
+            for key in keys:
+                owners.setdefault(key, []).append(model)
+    return owners
+
+
+def known_run_keys(config):
+    """The keys a run reads: RecBole's, the plugin's, the model's and the options its
+    classes declare (AWRSR: its backbone's too). ``config``: made by
+    :func:`~recbole_attn.engine.config.make_config` (``run_classes``, ``shipped_files``,
+    ``declared``)."""
+    names = [c.__name__ for cls in config.run_classes for c in cls.__mro__]
+    return known_keys(names, config.shipped_files) | set(config.declared)
+
+
+def unknown_key_warnings(config, properties_dir):
+    """One line per key the user gave (files and overrides) that the run of ``config``
+    does not read (:func:`unknown_keys`; ``properties_dir``: our shipped yaml files)."""
+    return unknown_keys(
+        config.given_keys,
+        known_run_keys(config),
+        model_keys(properties_dir),
+        config.model_class.__name__,
+    )
+
+
+def unknown_keys(given, known, owners, model_name):
+    """Warnings (one line each) for the ``given`` keys that are not in ``known``: the
+    closest known key, or the models that do read the key."""
+    messages = []
+    for key in sorted(set(given) - set(known)):
+        if key in owners:
+            models = ", ".join(sorted(set(owners[key]))[:5])
+            messages.append(
+                f"{key!r} is not read by {model_name} (it is a key of {models}); "
+                "it has no effect"
+            )
+            continue
+        close = closest(key, known)
+        hint = f"; did you mean {close!r}?" if close else ""
+        messages.append(
+            f"{key!r} is not a RecBole, recbole_attn or {model_name} key and has no "
+            f"effect{hint}"
+        )
+    return messages

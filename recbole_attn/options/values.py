@@ -1,0 +1,224 @@
+"""
+recbole_attn.options.values
+###########################
+
+The values of a run's keys: a command line's text as the values it spells
+(:func:`convert_value`), and the rules of the keys every run reads, RecBole's and the
+pipeline's (:data:`VALUE_RULES`, checked by :func:`recbole_attn.options.check.check_values`;
+a model declares the rules of its own keys beside them, ``Opt``). No torch, no RecBole:
+the command line parses with it before anything heavy is imported.
+"""
+
+import ast
+import re
+import warnings
+
+from recbole_attn.options.declared import (
+    Flag,
+    Integer,
+    Number,
+    OneOf,
+    Option,
+    is_int,
+    is_number,
+)
+
+
+def convert_value(text):
+    """A command-line or config-dict string as the value it spells: a Python literal,
+    ``true``/``false`` in any case, else the string itself."""
+    try:
+        with warnings.catch_warnings():  # "2in": Python warns while failing to parse it
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return {"true": True, "false": False}.get(text.strip().lower(), text)
+
+
+class TopK(Option):
+    """A positive integer or a non-empty list of them."""
+
+    def problem(self, value):
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if not values or not all(is_int(k) and k >= 1 for k in values):
+            return "a positive integer or a list of them, e.g. [5, 10, 20]"
+
+
+#: RecBole 1.2.1's optimizers, any case (``Trainer._build_optimizer`` and
+#: ``AbstractRecommender``'s); it falls back to Adam with only a log warning on any other
+#: name
+LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")
+
+
+class Learner(Option):
+    def problem(self, value):
+        if not isinstance(value, str) or value.lower() not in LEARNERS:
+            return f"one of {list(LEARNERS)}"
+
+
+#: a sampled evaluation mode: the target among N sampled items (``uni100``, ``pop50``)
+SAMPLED_MODE = re.compile(r"(uni|pop)([1-9][0-9]*)")
+
+
+class EvalArgs(Option):
+    """RecBole's ``eval_args``: ``split`` ``{LS: valid_and_test | valid_only | test_only}``,
+    ``{RS: [ratios]}`` or ``{TS: [ratios]}`` (RecBole 1.2.1's time-based split; both
+    lists, as RecBole requires), ``order`` RO | TO, ``group_by`` user | none (any case,
+    or None), ``mode`` full | labeled | uni<N> | pop<N> (or one per phase:
+    ``{valid: ..., test: ...}``)."""
+
+    LS = ("valid_and_test", "valid_only", "test_only")
+
+    def problem(self, value):
+        if not isinstance(value, dict):
+            return "a dict with split, order, group_by and mode"
+        split = value.get("split")
+        if split is not None and not (
+            isinstance(split, dict)
+            and len(split) == 1
+            and (
+                split.get("LS") in self.LS
+                or any(
+                    isinstance(split.get(kind), list)
+                    and all(is_number(r) and r >= 0 for r in split[kind])
+                    for kind in ("RS", "TS")
+                )
+            )
+        ):
+            return (
+                "a dict whose split is {'LS': 'valid_and_test'} (or valid_only, "
+                "test_only), {'RS': [0.8, 0.1, 0.1]} or {'TS': [0.8, 0.1, 0.1]}, got "
+                f"split {split!r}"
+            )
+        if value.get("order") not in (None, "RO", "TO"):
+            return f"a dict whose order is RO or TO, got order {value.get('order')!r}"
+        group_by = value.get("group_by")
+        if not (
+            group_by in (None, "user")
+            or (isinstance(group_by, str) and group_by.lower() == "none")
+        ):
+            return "a dict whose group_by is user or none"
+        mode = value.get("mode")  # absent: an earlier source's (entries merge)
+        modes = mode.values() if isinstance(mode, dict) else [mode]
+        if mode is not None and not all(
+            m in ("full", "labeled")
+            or (isinstance(m, str) and SAMPLED_MODE.fullmatch(m))
+            for m in modes
+        ):
+            return (
+                "a dict whose mode is full, labeled, uni<N> or pop<N> (N >= 1 sampled "
+                f"negatives, e.g. uni100), got mode {mode!r}"
+            )
+
+
+class FieldsBySource(Option):
+    """RecBole's ``load_col`` (``unload_col``): a dict from a file (``inter``, ``item``,
+    ``user``, ...) to the names of its fields to load (to leave out); ``load_col`` also
+    takes ``'*'``, every field of the file."""
+
+    kind = "dict"
+
+    def __init__(self, every=False):
+        self.every = every
+
+    def problem(self, value):
+        def names(fields):
+            if self.every and fields == "*":
+                return True
+            return isinstance(fields, (list, tuple)) and all(
+                isinstance(f, str) for f in fields
+            )
+
+        if not (isinstance(value, dict) and all(names(f) for f in value.values())):
+            return (
+                "a dict from a file to the names of its fields, e.g. {'inter': "
+                "['user_id', 'item_id', 'timestamp'], 'item': ['item_id', 'categories']}"
+                + (" ('*': all of the file's)" if self.every else "")
+            )
+
+
+class Threshold(Option):
+    """RecBole's ``threshold``: one field of the interactions and the value from which
+    an interaction is labelled positive."""
+
+    kind = "dict"
+
+    def problem(self, value):
+        if not (
+            isinstance(value, dict)
+            and len(value) == 1
+            and all(isinstance(k, str) and is_number(v) for k, v in value.items())
+        ):
+            return "a dict of one field and a number, e.g. {'rating': 4}"
+
+
+class Text(Option):
+    """A non-empty string (RecBole's separators)."""
+
+    def problem(self, value):
+        if not (isinstance(value, str) and value):
+            return "a non-empty string"
+
+
+class Names(Option):
+    """A non-empty list of non-empty strings (RecBole's ``benchmark_filename``)."""
+
+    kind = "list"
+
+    def problem(self, value):
+        if not (
+            isinstance(value, (list, tuple))
+            and value
+            and all(isinstance(v, str) and v for v in value)
+        ):
+            return "a non-empty list of names, e.g. ['train', 'valid', 'test']"
+
+
+#: key -> :class:`Option` of the keys every run reads (RecBole's and the pipeline's);
+#: checked wherever the key is set and not None. Models declare theirs (``options``).
+VALUE_RULES = {
+    "epochs": Integer(1),
+    "train_batch_size": Integer(1),
+    "eval_batch_size": Integer(1),
+    "eval_scores_budget_mb": Number("positive"),
+    "stopping_step": Integer(1),
+    "eval_step": Integer(1),
+    "MAX_ITEM_LIST_LENGTH": Integer(1),
+    "hidden_size": Integer(1),
+    "inner_size": Integer(1),
+    "embedding_size": Integer(1),
+    "n_layers": Integer(0),  # 0: embeddings only (an ablation; tests use it)
+    "num_layers": Integer(1),
+    "n_heads": Integer(1),
+    "worker": Integer(0),
+    "seed": Integer(0),
+    "learning_rate": Number("positive"),
+    "layer_norm_eps": Number("positive"),
+    "initializer_range": Number("positive"),
+    "weight_decay": Number(),
+    "hidden_dropout_prob": Number("probability"),
+    "attn_dropout_prob": Number("probability"),
+    "dropout_prob": Number("probability"),
+    "topk": TopK(),
+    "threads": Integer(1),
+    "learner": Learner(),
+    "eval_args": EvalArgs(),
+    # RecBole's data keys: a wrong type was a traceback from inside its dataset
+    "load_col": FieldsBySource(every=True),
+    "unload_col": FieldsBySource(),
+    "threshold": Threshold(),
+    "field_separator": Text(),
+    "seq_separator": Text(),
+    "benchmark_filename": Names(),
+    "metric_decimal_place": Integer(0),
+    # RecBole's switches: any other value was taken as its truth value, silently
+    "use_gpu": Flag(),
+    "reproducibility": Flag(),
+    "repeatable": Flag(),
+    "show_progress": Flag(),
+    "enable_amp": Flag(),
+    "enable_scaler": Flag(),
+    # RecBole's KD_DAGFM: another phase was returned as a ValueError object and failed
+    # later (RecBole PR #2208)
+    "phase": OneOf("teacher_training", "distillation", "finetuning"),
+}
