@@ -93,3 +93,36 @@ def test_a_circle_is_found(tmp_path):
     assert circles(module_graph(str(tmp_path))) == [
         ["recbole_attn.a", "recbole_attn.b", "recbole_attn.sub.c"]
     ]
+
+
+#: the package's folders by job, lowest first (docs/architecture.md): a module imports
+#: only from its own part or a lower layer, so the folder listing is the plan
+LAYERS = (
+    ("errors", "model"),
+    ("files", "forms"),
+    ("options", "evaluator"),
+    ("data",),
+    ("sequential",),
+    ("engine",),
+    ("host", "upstream"),
+    ("commands",),
+    ("cli",),
+    ("__main__", ""),
+)
+
+
+def _part(module):
+    return module.split(".")[1] if "." in module else ""
+
+
+def test_every_import_runs_down_the_layers():
+    layer = {part: i for i, parts in enumerate(LAYERS) for part in parts}
+    graph = module_graph(ROOT)
+    assert set(map(_part, graph)) == set(layer), "a folder is missing from LAYERS"
+    upward = sorted(
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if _part(a) != _part(b) and layer[_part(b)] >= layer[_part(a)]
+    )
+    assert not upward, upward
