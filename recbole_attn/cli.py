@@ -339,7 +339,7 @@ def evaluate_main(argv=None, prog=f"{PROG} evaluate"):
 
     def run():
         from recbole_attn.files import check_output_file
-        from recbole_attn.evaluator.per_user_file import check_extension, meta_path
+        from recbole_attn.per_user_file import check_extension, meta_path
 
         if args.per_user:  # before the model loads
             check_extension(args.per_user)
@@ -360,7 +360,7 @@ def evaluate_main(argv=None, prog=f"{PROG} evaluate"):
         print(f"valid: {result['valid_result']}")
         print(f"test: {result['test_result']}")
         if args.per_user:
-            from recbole_attn.evaluator.per_user_file import write_per_user
+            from recbole_attn.per_user_file import write_per_user
 
             table = result["per_user"]
             write_per_user(

@@ -30,7 +30,7 @@ from recbole_attn.commands.compare import (
     holm,
     paired,
 )
-from recbole_attn.evaluator.per_user_file import FORMAT, MARK, meta_path, read_per_user
+from recbole_attn.per_user_file import FORMAT, MARK, meta_path, read_per_user
 from recbole_attn.engine.quick_start import run
 
 LOAD = {"inter": ["user_id", "item_id", "timestamp"], "item": ["item_id", "categories"]}

@@ -100,7 +100,7 @@ def test_a_circle_is_found(tmp_path):
 LAYERS = (
     ("errors", "model"),
     ("files", "forms"),
-    ("options", "evaluator"),
+    ("options", "evaluator", "per_user_file"),
     ("data",),
     ("sequential",),
     ("engine",),

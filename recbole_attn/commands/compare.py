@@ -115,8 +115,8 @@ def paired(base, other):
 def load_inputs(paths, echo=print):
     """``[(label, meta, {user: {column: value}}, columns)]`` of per-user files or
     checkpoints (evaluated here); every file checked
-    (:func:`recbole_attn.evaluator.per_user_file.check_table`)."""
-    from recbole_attn.evaluator.per_user_file import (
+    (:func:`recbole_attn.per_user_file.check_table`)."""
+    from recbole_attn.per_user_file import (
         check_table,
         read_per_user,
         table_values,

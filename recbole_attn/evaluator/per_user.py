@@ -14,7 +14,7 @@ their means. F1 is a harmonic mean of dataset-level means and has no per-user va
 is left out of the file, and ``compare`` does not test it).
 
 The file format (plain CSV, and its metadata in a JSON file beside it), its reading and
-writing: :mod:`recbole_attn.evaluator.per_user_file` (no torch, no RecBole), whose names are
+writing: :mod:`recbole_attn.per_user_file` (no torch, no RecBole), whose names are
 re-exported here.
 """
 
@@ -23,7 +23,7 @@ import contextlib
 import numpy as np
 import torch
 
-from recbole_attn.evaluator.per_user_file import (  # noqa: F401  (re-exported)
+from recbole_attn.per_user_file import (  # noqa: F401  (re-exported)
     MARK,
     meta_path,
     read_per_user,

@@ -1,10 +1,5 @@
-"""
-recbole_attn.upstream.models
-############################
-
-What the RecBole export knows of each model (its module here, its paper, the cases of
-RecBole's ``test_model_auto.py``) and where the export puts things in RecBole's tree.
-"""
+"""What the RecBole export knows of each model: its module here, its paper, the cases of
+RecBole's ``test_model_auto.py``."""
 
 from dataclasses import dataclass, field
 
@@ -13,8 +8,6 @@ SEQUENTIAL = "recbole.model.sequential_recommender"
 
 @dataclass
 class Model:
-    """A model to export: where it lives here, its paper, RecBole's test cases for it."""
-
     module: str
     year: str
     pub: str
@@ -24,25 +17,20 @@ class Model:
     ref_code: str = ""
     #: test name suffix -> config dict (besides "model"); "" is the default case
     cases: dict = field(default_factory=lambda: {"": {}})
-    #: test name suffix -> options that only make RecBole's test case cheaper (sizes on
-    #: RecBole's test data, as its SRGNN case sets ``MAX_ITEM_LIST_LENGTH: 3``), written
-    #: after the case's options; not part of the variant (our equivalence test runs the
-    #: variants on its own data)
+    #: test name suffix -> sizes that only make RecBole's case cheap on its test data
+    #: (as its SRGNN case sets ``MAX_ITEM_LIST_LENGTH: 3``), not part of the variant
     sizes: dict = field(default_factory=dict)
     #: what else the pull request must say
     notes: str = ""
-    #: models whose yaml keys the model also reads (AWRSR on its other backbone): added
-    #: where its own yaml lacks them
+    #: models whose yaml keys the model also reads where its own lack them (AWRSR)
     also_reads: tuple = ()
 
 
-#: RecBole's negative sampler, one uniform negative per sample (what the models trained on
-#: sampled negatives use; RecBole's default where a model's yaml does not switch it off)
+#: RecBole's negative sampler, one uniform negative per sample
 RECBOLE_NEGATIVES = {"distribution": "uniform", "sample_num": 1}
 #: RecBole's test data has its genres in the token_seq item field ``class``
 TEST_CATEGORIES = {"category_field": "class"}
 
-#: one paper, two models
 PATT_PAPER = {
     "year": "2024",
     "pub": "KDD'24",
@@ -52,7 +40,7 @@ PATT_PAPER = {
     "ref_code": "https://github.com/l-lyl/PAtt",
 }
 PAREC_PAPER = {
-    # a preprint (arXiv 2407.02793, July 2024; its v3 lists Haibo He among the authors)
+    # a preprint (its v3 lists Haibo He among the authors)
     "year": "2024",
     "pub": "arXiv'24",
     "paper": "Learning Positional Attention for Sequential Recommendation",
@@ -82,9 +70,7 @@ MODELS = {
         },
     ),
     "DPAtt": Model(
-        "recbole_attn.model.dpatt",
-        **PATT_PAPER,
-        cases={"": TEST_CATEGORIES},
+        "recbole_attn.model.dpatt", **PATT_PAPER, cases={"": TEST_CATEGORIES}
     ),
     "AWRSR": Model(
         "recbole_attn.model.awrsr",
@@ -93,10 +79,7 @@ MODELS = {
         "Pay Attention to Attention for Sequential Recommendation",
         "Yuli Liu, Min Liu and Xiaojing Liu",
         "https://doi.org/10.1145/3640457.3688164",
-        # no case for refinement "value": RecBole's Config eval()s every string option
-        # of a config dict or command line in a scope where ``value`` is a local
-        # variable, so "value" arrives as the previous option's value (set it in a yaml
-        # file: yaml values are not eval'd); the PR says so (``notes``)
+        # no case for refinement "value": RecBole's Config eval()s it (``notes``)
         cases={
             "": {},
             "add": {"refinement": "add"},
@@ -107,12 +90,8 @@ MODELS = {
                 "train_neg_sample_args": RECBOLE_NEGATIVES,
             },
         },
-        # the refiners are L^3 per head (n x n matrices over the attention rows): at the
-        # backbones' T (SASRec 50, STOSA 100) a case cost 2.7-2.8x SASRec's on RecBole's
-        # CI stack; T 20 still runs every part of them (docs/upstream.md)
-        sizes={
-            case: {"MAX_ITEM_LIST_LENGTH": 20} for case in ("", "add", "stosa_stoc")
-        },
+        # the refiners are L^3 a head: T 20 runs every part at a fraction of the cost
+        sizes=dict.fromkeys(("", "add", "stosa_stoc"), {"MAX_ITEM_LIST_LENGTH": 20}),
         also_reads=("STOSA",),
         notes="`refinement: value` must be set in a yaml file (`config_file_list`): "
         "`Config._convert_config_dict` calls `eval()` on every string of a config dict "
@@ -120,14 +99,8 @@ MODELS = {
         "`--refinement=value` reaches the model as the previous option's value "
         "(`ast.literal_eval` there would fix it for every model).",
     ),
-    "PARec": Model(
-        "recbole_attn.model.parec",
-        **PAREC_PAPER,
-    ),
-    "FPARec": Model(
-        "recbole_attn.model.fparec",
-        **PAREC_PAPER,
-    ),
+    "PARec": Model("recbole_attn.model.parec", **PAREC_PAPER),
+    "FPARec": Model("recbole_attn.model.fparec", **PAREC_PAPER),
     "RKSA": Model(
         "recbole_attn.model.rksa",
         "2020",
@@ -135,9 +108,7 @@ MODELS = {
         "Sequential Recommendation with Relation-Aware Kernelized Self-Attention",
         "Mingi Ji, Weonyoung Joo, Kyungwoo Song, Yoon-Yeong Kim and Il-Chul Moon",
         "https://arxiv.org/abs/1911.06478",
-        # the paper's batch 128 makes 44 steps of [B, T, T] kernels, Cholesky and
-        # listwise loss at T 50 (SASRec's case: 3 steps of 2048); RecBole's default batch
-        # and T 20 still run every part of it (docs/upstream.md)
+        # the paper's batch 128 makes 44 steps at T 50 (SASRec's case: 3 of 2048)
         sizes={"": {"MAX_ITEM_LIST_LENGTH": 20, "train_batch_size": 2048}},
     ),
 }

@@ -1,13 +1,7 @@
-"""
-recbole_attn.upstream.sources
-#############################
-
-The Python files of the RecBole export: each model's file of :mod:`recbole_attn.model`,
-copied as it is but for its imports of another model file
-(``recbole_attn.model.stosa`` becomes ``recbole.model.sequential_recommender.stosa``). Our
-model files already stand alone (torch, numpy, scipy and RecBole; a test checks it), so
-the export is the file the plugin runs.
-"""
+"""The Python files of the RecBole export: each model file of :mod:`recbole_attn.model`
+as it is (it stands alone: torch, numpy, scipy and RecBole), its imports of another
+model file made RecBole's (``recbole_attn.model.stosa`` becomes
+``recbole.model.sequential_recommender.stosa``)."""
 
 import functools
 import importlib.util
@@ -16,7 +10,6 @@ import re
 from recbole_attn.errors import ExportError
 from recbole_attn.upstream.models import MODELS, SEQUENTIAL
 
-#: the package of our model files
 OURS = "recbole_attn.model"
 
 
@@ -32,22 +25,20 @@ def format_source(source):
 
 
 def file_name(name):
-    """The module of model ``name`` in our package and in RecBole's tree (RecBole finds
-    a model in the module named as the model in lower case)."""
+    """The module name of model ``name``, here and in RecBole (the model in lower case)."""
     return MODELS[name].module.rpartition(".")[2]
 
 
 def model_file(name):
-    """The file of model ``name`` in RecBole's tree."""
     return f"recbole/model/sequential_recommender/{file_name(name)}.py"
 
 
 def exported_text(module):
-    """The source of our model file ``module`` as RecBole's tree holds it."""
     with open(importlib.util.find_spec(module).origin, encoding="utf-8") as f:
         text = f.read()
-    text = re.sub(rf"\b{re.escape(OURS)}\.(\w+)", rf"{SEQUENTIAL}.\1", text)
-    return format_source(text)
+    return format_source(
+        re.sub(rf"\b{re.escape(OURS)}\.(\w+)", rf"{SEQUENTIAL}.\1", text)
+    )
 
 
 def own_paths(name):
@@ -64,26 +55,23 @@ def python_files():
     return dict(_python_files())
 
 
-@functools.lru_cache(maxsize=1)
+@functools.cache
 def _python_files():
     return {model_file(name): exported_text(m.module) for name, m in MODELS.items()}
 
 
 def imported_models(files, name):
-    """The models whose files the file of model ``name`` imports, transitively (AWRSR:
-    STOSA; DPAtt: PAtt; FPARec: PARec), ``name`` first."""
+    """``name`` and the models its file imports, transitively (AWRSR: STOSA)."""
     by_file = {file_name(n): n for n in MODELS}
+    pattern = re.compile(rf"from {re.escape(SEQUENTIAL)}\.(\w+) import")
     seen, todo = [], [name]
     while todo:
         current = todo.pop()
-        if current in seen:
-            continue
-        seen.append(current)
-        text = files[model_file(current)]
-        todo += [
-            by_file[f]
-            for f in re.findall(rf"from {re.escape(SEQUENTIAL)}\.(\w+) import", text)
-        ]
+        if current not in seen:
+            seen.append(current)
+            todo += map(
+                by_file.__getitem__, pattern.findall(files[model_file(current)])
+            )
     return seen
 
 

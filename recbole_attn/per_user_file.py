@@ -1,6 +1,6 @@
 """
-recbole_attn.evaluator.per_user_file
-####################################
+recbole_attn.per_user_file
+##########################
 
 The per-user file of ``recbole-attn evaluate --per_user=FILE`` (the input of
 ``recbole-attn compare``; docs/compare.md): reading, checking and writing it, with the
