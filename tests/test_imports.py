@@ -100,7 +100,8 @@ def test_a_circle_is_found(tmp_path):
 LAYERS = (
     ("errors", "model"),
     ("files", "forms"),
-    ("options", "evaluator", "per_user_file"),
+    ("per_user_file",),
+    ("options", "evaluator"),
     ("data",),
     ("sequential",),
     ("engine",),
