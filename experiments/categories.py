@@ -3,13 +3,15 @@ runs (``experiments/runner.py``, ``experiments/speed.py``) and their reports. A 
 itself checks its category field before its data loads (docs/metrics.md). The category
 field is a ``token_seq`` item feature whose name is ``category_field`` (default
 ``categories``; ``class`` for ml-100k). The check that it will load:
-:func:`recbole_attn.data.checks.check_category_field_loads`; the table itself and the
-check of a loaded dataset: :mod:`recbole_attn.evaluator.collector`."""
+:func:`recbole_attn.data.fields.check_category_field_loads`, and of a loaded dataset:
+:mod:`recbole_attn.data.fields`; the table itself: :mod:`recbole_attn.evaluator.collector`.
+"""
 
 import os
 
 from recbole_attn.engine.config import properties_dir
-from recbole_attn.evaluator.collector import DEFAULT_CATEGORY_FIELD, header_columns
+from recbole_attn.data.fields import header_columns
+from recbole_attn.evaluator.collector import DEFAULT_CATEGORY_FIELD
 from recbole_attn.files import read_yaml
 
 

@@ -19,10 +19,14 @@ def _install(recbole_module):
 
 def __getattr__(name):
     # recbole_attn.register_metrics / validate_dataset, without importing RecBole before
-    if name in ("register_metrics", "validate_dataset"):
-        from recbole_attn import evaluator
+    if name == "register_metrics":
+        from recbole_attn.evaluator import register_metrics
 
-        return getattr(evaluator, name)
+        return register_metrics
+    if name == "validate_dataset":
+        from recbole_attn.data.fields import validate_dataset
+
+        return validate_dataset
     raise AttributeError(f"module 'recbole_attn' has no attribute {name!r}")
 
 

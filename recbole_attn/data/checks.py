@@ -34,9 +34,10 @@ import pandas as pd
 from recbole_attn.data.hints import converter_hint
 from recbole_attn.data.preparation import eval_modes
 from recbole_attn.errors import CategoryFieldError, DataError, DatasetNotFoundError
-from recbole_attn.evaluator.collector import (
-    category_field_name,
-    missing_field_hint,
+from recbole_attn.data.fields import (
+    check_category_field_loads,
+    header_columns,
+    loaded_fields,
 )
 from recbole_attn.files import not_text_message
 
@@ -44,17 +45,10 @@ from recbole_attn.files import not_text_message
 FEATURE_TYPES = ("token", "token_seq", "float", "float_seq")
 
 
-def _header(path, separator, encoding):
-    with open(path, encoding=encoding) as f:
-        first = f.readline()
-        has_rows = any(line.strip() for line in f)
-    return first.rstrip("\r\n"), has_rows
-
-
-def _parse_header(path, header, separator):
-    """``{name: type}`` of a header line; a :class:`DataError` if it is not one."""
+def _parse_header(path, columns):
+    """``{name: type}`` of a header's columns; a :class:`DataError` if one is not that."""
     fields = {}
-    for column in header.split(separator):
+    for column in columns:
         name, _, kind = column.partition(":")
         if not name or kind not in FEATURE_TYPES:
             raise DataError(
@@ -64,6 +58,12 @@ def _parse_header(path, header, separator):
             )
         fields[name] = kind
     return fields
+
+
+def _has_rows(path, encoding):
+    with open(path, encoding=encoding) as f:
+        f.readline()
+        return any(line.strip() for line in f)
 
 
 def _check_numbers(path, fields, names, separator, encoding, seq_separator=" "):
@@ -214,44 +214,6 @@ def check_dataset_files(config, sequential, needs_categories=()):
         check_category_field_loads(config, who, alternative, headers)
 
 
-def loaded_fields(config, source, fields):
-    """The ``fields`` of a file (``source``: inter, item, user) that RecBole loads:
-    ``load_col[source]`` (``'*'``: all of them; a file ``load_col`` does not name: none;
-    no ``load_col``: all), less ``unload_col[source]``."""
-    load_col, unload_col = config["load_col"], config["unload_col"]
-    names = list(fields)
-    if isinstance(load_col, dict) and load_col.get(source) != "*":
-        names = [n for n in names if n in (load_col.get(source) or [])]
-    if isinstance(unload_col, dict):
-        names = [n for n in names if n not in (unload_col.get(source) or [])]
-    return names
-
-
-def check_category_field_loads(config, who, alternative, headers):
-    """Before the dataset loads: the ``category_field`` will be loaded as a ``token_seq``
-    item feature (it is a ``token_seq`` column of the ``.item`` file, and ``load_col`` /
-    ``unload_col`` keep it), or a :class:`CategoryFieldError` saying what to change.
-    ``headers``: the files' ``{name: type}`` (:func:`check_atomic_files`).
-    (:func:`~recbole_attn.evaluator.collector.check_category_field` checks the loaded
-    dataset.)"""
-    field = category_field_name(config)
-    types = headers.get("item", {})
-    if field not in loaded_fields(config, "item", types):
-        raise CategoryFieldError(
-            f"{who} the item category field {field!r} (category_field), but dataset "
-            f"{config['dataset']!r} will not load it (its interaction fields: "
-            f"{list(headers.get('inter', []))}). To fix: "
-            + missing_field_hint(config, field, alternative)
-        )
-    if types[field] != "token_seq":
-        raise CategoryFieldError(
-            f"category_field {field!r} has type {types[field]}; {who} a token_seq field "
-            f"(declare the column as '{field}:token_seq' in the .item header; one "
-            "category per item is fine)"
-        )
-    return field
-
-
 def check_atomic_files(config, sequential):
     """The atomic files of ``config['dataset']`` can be read as RecBole reads them: a
     :class:`DataError` naming the file and the fix otherwise. ``sequential``: the model
@@ -301,8 +263,7 @@ def _check_atomic_file(config, source, path, sequential, needs_time):
         config["ITEM_ID_FIELD"],
         config["TIME_FIELD"],
     )
-    header, has_rows = _header(path, separator, encoding)
-    fields = _parse_header(path, header, separator)
+    fields = _parse_header(path, header_columns(path, separator, encoding))
     names = loaded_fields(config, source, fields)
     required = {"inter": [uid, iid] + ([time] if needs_time else [])}
     required["item"] = [iid] if names else []
@@ -333,7 +294,7 @@ def _check_atomic_file(config, source, path, sequential, needs_time):
                 f"{[f'{n}:{fields[n]}' for n in names]}); name one, e.g. "
                 "--threshold=\"{'rating': 4}\", or load it (load_col)"
             )
-    if source == "inter" and not has_rows:
+    if source == "inter" and not _has_rows(path, encoding):
         raise DataError(
             f"{path} has a header and no interactions; convert the raw data again "
             "(recbole-attn convert ...)"

@@ -21,6 +21,7 @@ from recbole_attn.engine import check_recbole_version
 from recbole_attn.engine.config import make_config
 from recbole_attn.data.bucketing import bucket_train_dataloader
 from recbole_attn.data.checks import check_dataset_exists, check_dataset_files
+from recbole_attn.data.fields import check_loaded_categories
 from recbole_attn.data.dataset import (
     check_recbole_negatives,
     check_sequential_model,
@@ -28,7 +29,7 @@ from recbole_attn.data.dataset import (
 )
 from recbole_attn.data.preparation import data_preparation
 from recbole_attn.errors import ConfigError, MetricConfigError
-from recbole_attn.evaluator import check_loaded_categories, check_metric_options
+from recbole_attn.evaluator import check_metric_options
 from recbole_attn.engine.defaults import differences_line
 from recbole_attn.files import check_writable_folder
 from recbole_attn.engine.logs import DETAIL, init_logging, log_file_only

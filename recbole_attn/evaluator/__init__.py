@@ -148,37 +148,6 @@ def check_metric_options(config):
     return need
 
 
-def check_loaded_categories(config, dataset):
-    """After the dataset loads: it has the category field that the requested metrics
-    need, a ``token_seq`` item feature holding categories (the run checked before
-    loading that the field will load; this sees the values).
-
-    Raises:
-        CategoryFieldError: the field is missing, not an item feature, not a
-            ``token_seq`` field or holds no category.
-    """
-    metrics = needs_item_categories(config["metrics"])
-    if metrics:
-        try:
-            check_metrics_category_field(config, dataset, metrics)
-        except ValueError as error:
-            raise CategoryFieldError(str(error)) from None
-
-
-def validate_dataset(config, dataset):
-    """Check, before training, that ``dataset`` has what the requested metrics need
-    (:func:`check_metric_options`, then :func:`check_loaded_categories`).
-
-    Raises:
-        CategoryFieldError: CC, ILD or F1 is requested and the category field
-            (``category_field``) is missing, not loaded, not an item feature or not a
-            ``token_seq`` field.
-        MetricConfigError: an invalid ``ild_distance`` or F1 component.
-    """
-    check_metric_options(config)
-    check_loaded_categories(config, dataset)
-
-
 def _dataset_of(data):
     """The RecBole Dataset of a dataloader (or ``data`` itself)."""
     dataset = getattr(data, "_dataset", None)
@@ -229,7 +198,6 @@ __all__ = [
     "MetricConfigError",
     "category_field_name",
     "category_multi_hot",
-    "check_loaded_categories",
     "check_metric_options",
     "check_metrics_category_field",
     "coverage_per_user",
@@ -238,5 +206,4 @@ __all__ = [
     "item_category_table",
     "needs_item_categories",
     "register_metrics",
-    "validate_dataset",
 ]
