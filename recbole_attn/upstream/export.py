@@ -1,4 +1,35 @@
-"""
+"""``recbole-attn export-upstream``: our models (and the category metrics) written into a
+RecBole checkout as RecBole's own files, one pull request a model, with the pull-request
+descriptions; the export records what it wrote in the checkout's ``.git`` folder, rewrites
+its own files and refuses to undo a hand edit. docs/upstream.md."""
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+
+from recbole_attn.errors import ExportError
+from recbole_attn.files import write_files
+from recbole_attn.upstream import metric_files
+from recbole_attn.upstream.models import MODELS
+from recbole_attn.upstream.recbole_files import (
+    EDITS,
+    TEST_CASES,
+    add_test_cases,
+    docs_page,
+    pr_description,
+)
+from recbole_attn.upstream.sources import (
+    imported_models,
+    own_paths,
+    python_files,
+    read_text,
+)
+from recbole_attn.upstream.yaml_files import model_yaml
+
+#: the command's --help
+HELP = """
 recbole_attn.upstream.export
 ############################
 
@@ -31,34 +62,7 @@ recognised by their content: a second export leaves them, replaces what an earli
 export wrote, and refuses (one line) where they were edited by hand. Every file is
 staged before any is moved into place.
 """
-
-import argparse
-import hashlib
-import json
-import os
-import sys
-
-from recbole_attn.files import write_files
-from recbole_attn.upstream import metric_files
-from recbole_attn.errors import ExportError
-from recbole_attn.upstream.models import MODELS
-from recbole_attn.upstream.recbole_files import (
-    add_docs_lines,
-    add_init_lines,
-    add_model_list_entries,
-    add_test_cases,
-    docs_page,
-    pr_description,
-)
-from recbole_attn.upstream.sources import (
-    imported_models,
-    own_paths,
-    python_files,
-)
-from recbole_attn.upstream.yaml_files import model_yaml
-
-#: what the last export wrote into a checkout: relative path -> sha256 of the text (in
-#: the checkout's .git folder when it has one, so that no pull request carries it)
+#: what the last export wrote (path -> sha256), in the checkout's .git folder
 MANIFEST = "recbole-attn-export.json"
 
 
@@ -75,23 +79,17 @@ def _digest(text):
 
 def _read_manifest(recbole_dir):
     try:
-        with open(_manifest_path(recbole_dir), encoding="utf-8") as f:
-            manifest = json.load(f)
+        manifest = json.loads(read_text(_manifest_path(recbole_dir)) or "{}")
     except (OSError, ValueError):
         return {}
     return manifest if isinstance(manifest, dict) else {}
-
-
-def _read(path):
-    with open(path, encoding="utf-8") as f:
-        return f.read()
 
 
 def check_checkout(recbole_dir):
     needed = [
         "recbole/model/sequential_recommender/__init__.py",
         "recbole/properties/model",
-        "tests/model/test_model_auto.py",
+        TEST_CASES,
         *metric_files.EVALUATOR_FILES,
     ]
     missing = [p for p in needed if not os.path.exists(os.path.join(recbole_dir, p))]
@@ -103,8 +101,7 @@ def check_checkout(recbole_dir):
 
 
 def with_dependencies(names, files):
-    """``names`` and the models their files import (DPAtt needs PAtt's file, FPARec
-    PARec's, AWRSR STOSA's), in :data:`MODELS` order."""
+    """``names`` and the models their files import, in :data:`MODELS` order."""
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         raise ExportError(
@@ -115,74 +112,56 @@ def with_dependencies(names, files):
 
 
 def planned_files(names=None):
-    """``(names, {relative path: text})``: the models exported (``names``, default all,
-    with the models they import) and every file the export writes whole (Python files,
-    yaml, docs pages)."""
+    """``(names, {path: text})``: the models exported (default all, with the models they
+    import) and the files the export writes whole (Python files, yaml, docs pages)."""
     files = python_files()
     names = with_dependencies(list(names or MODELS), files)
     out = {}
     for name in names:
-        text = model_yaml(name, files)
         python, yaml_path, docs = own_paths(name)
-        out[python] = files[python]
-        out[yaml_path] = text
-        out[docs] = docs_page(name, text, files)
+        out[python], out[yaml_path] = files[python], model_yaml(name, files)
+        out[docs] = docs_page(name, out[yaml_path], files)
     return names, out
 
 
-#: RecBole's own files that get our lines, and the edit that adds them (the test cases:
-#: :func:`add_test_cases`)
-EDITS = {
-    "recbole/model/sequential_recommender/__init__.py": add_init_lines,
-    "asset/model_list.json": add_model_list_entries,
-    "docs/source/user_guide/model_intro.rst": add_docs_lines,
-}
-TEST_CASES = "tests/model/test_model_auto.py"
-
-
-def _read_in(recbole_dir):
-    def read(path):
-        full = os.path.join(recbole_dir, path)
-        return _read(full) if os.path.isfile(full) else None
-
-    return read
-
-
-def _notes(pr_notes, name):
-    """The measurements of model ``name`` for its pull request: ``<pr_notes>/<name>.md``,
-    or None."""
-    path = os.path.join(pr_notes, f"{name}.md") if pr_notes else None
-    return _read(path) if path and os.path.isfile(path) else None
+def _pr_descriptions(pr_dir, names, files, pr_notes, metrics):
+    """``{path: text}`` of the pull-request descriptions: a model's with its files and
+    those of the models it imports."""
+    out = {}
+    for name in names:
+        needed = with_dependencies([name], python_files())
+        own = {p: files[p] for n in needed for p in own_paths(n)}
+        notes = pr_notes and read_text(os.path.join(pr_notes, f"{name}.md"))
+        out[os.path.join(pr_dir, f"{name}.md")] = pr_description(
+            name, own, notes, [n for n in needed if n != name]
+        )
+    if metrics:
+        out[os.path.join(pr_dir, "metrics.md")] = metric_files.pr_description()
+    return out
 
 
 def export(
     recbole_dir, names=None, pr_dir=None, metrics=True, pr_notes=None, overwrite=False
 ):
-    """Write the export of ``names`` (default: every model; the models they import come
-    with them; ``[]``: none) and, with ``metrics``, of the category metrics into the
-    RecBole checkout ``recbole_dir``; returns the paths written (relative).
-
-    All or nothing: every file is staged first, then all are moved into place. Nothing is
-    written when a file of ours would replace one of theirs, when a file an earlier export
-    wrote was edited since (its text differs from what that export recorded), when our
-    lines in RecBole's own files were edited by hand, or when a pull-request description
-    in ``pr_dir`` exists with other text; ``overwrite`` replaces edited files and
-    descriptions."""
+    """Export ``names`` (default: every model, ``[]``: none; with the models they import)
+    and, with ``metrics``, the category metrics into the RecBole checkout
+    ``recbole_dir``, all or nothing; returns the paths written (relative). Refused: a
+    file of theirs, a hand edit of ours, a description in ``pr_dir`` with other text;
+    ``overwrite`` replaces the last two."""
     check_checkout(recbole_dir)
-    if names == []:
-        names, files = [], {}
-    else:
-        names, files = planned_files(names)
+    names, files = ([], {}) if names == [] else planned_files(names)
     manifest = _read_manifest(recbole_dir)
     written = manifest.get("written", {})
-    read = _read_in(recbole_dir)
+
+    def read(path):
+        return read_text(os.path.join(recbole_dir, path))
+
     metric_edits, blocks = {}, {}
     if metrics:
         metric_edits, blocks = metric_files.metric_files(
             read, manifest.get("blocks", {})
         )
-        # the new test file and overall.yaml's keys are ours, RecBole's evaluator files
-        # and docs are edited
+        # the new test file is ours; RecBole's files are edited
         files[metric_files.TEST_FILE] = metric_edits.pop(metric_files.TEST_FILE)
     _refuse_theirs(recbole_dir, files, written, overwrite)
     edited = {
@@ -197,21 +176,11 @@ def export(
     edited.update(metric_edits)
     descriptions = {}
     if pr_dir:
-        for name in names:
-            # its pull request: its files and those of the models it imports
-            needed = with_dependencies([name], python_files())
-            own = {p: files[p] for n in needed for p in own_paths(n)}
-            descriptions[os.path.join(pr_dir, f"{name}.md")] = pr_description(
-                name, own, _notes(pr_notes, name), [n for n in needed if n != name]
-            )
-        if metrics:
-            descriptions[os.path.join(pr_dir, "metrics.md")] = (
-                metric_files.pr_description()
-            )
+        descriptions = _pr_descriptions(pr_dir, names, files, pr_notes, metrics)
         changed = [
             p
-            for p, text in descriptions.items()
-            if os.path.exists(p) and _read(p) != text
+            for p, t in descriptions.items()
+            if os.path.exists(p) and read_text(p) != t
         ]
         if changed and not overwrite:
             raise ExportError(
@@ -232,16 +201,15 @@ def export(
 
 def _refuse_theirs(recbole_dir, files, written, overwrite):
     """An :class:`ExportError` for the first file the export would write over: one it did
-    not write (unless it holds what the export writes), or one an earlier export wrote
-    whose text was changed since (a hand edit the export would revert; ``overwrite``
-    replaces it)."""
+    not write (unless it holds what the export writes), or one edited since it wrote it
+    (unless ``overwrite``)."""
     for path, text in files.items():
         full = os.path.join(recbole_dir, path)
         if not os.path.isfile(full):
             if os.path.exists(full):
                 raise ExportError(f"{full} exists and is not a file")
             continue
-        current = _read(full)
+        current = read_text(full)
         if current == text:
             continue
         if path not in written:
@@ -266,28 +234,21 @@ DOCS_END = "<!-- /pull requests -->\n"
 
 def _quoted(text):
     return "".join(
-        ("> " + line).rstrip() + "\n" for line in text.rstrip("\n").split("\n")
+        f"> {line}".rstrip() + "\n" for line in text.rstrip("\n").split("\n")
     )
 
 
-def _stosa_description():
-    names, files = planned_files(["STOSA"])
-    return pr_description("STOSA", files, dependencies=names[:-1])
-
-
 def docs_section():
-    """docs/upstream.md's section of the pull requests as a maintainer sees them: STOSA's
-    and the metrics' descriptions, each with its files and lines."""
+    """docs/upstream.md's section: STOSA's and the metrics' pull-request descriptions."""
+    names, files = planned_files(["STOSA"])
+    stosa = pr_description("STOSA", files, dependencies=names[:-1])
     return (
         "\n### STOSA's pull request\n\n"
         "`recbole-attn export-upstream --recbole_dir=RecBole --models=STOSA "
-        "--pr_dir=prs` writes it; `prs/STOSA.md`:\n\n"
-        + _quoted(_stosa_description())
-        + "\n### The metrics' pull request\n\n"
+        f"--pr_dir=prs` writes it; `prs/STOSA.md`:\n\n{_quoted(stosa)}"
+        "\n### The metrics' pull request\n\n"
         "`recbole-attn export-upstream --recbole_dir=RecBole --models= --pr_dir=prs` "
-        "writes it; `prs/metrics.md`:\n\n"
-        + _quoted(metric_files.pr_description())
-        + "\n"
+        f"writes it; `prs/metrics.md`:\n\n{_quoted(metric_files.pr_description())}\n"
     )
 
 
@@ -297,32 +258,29 @@ def main(argv=None, prog="recbole-attn export-upstream"):
 
     parser = OneLineParser(
         prog=prog,
-        description=__doc__,
+        description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
+    add = parser.add_argument
+    add(
         "--recbole_dir", required=True, help="a RecBole checkout (git clone of RecBole)"
     )
-    parser.add_argument(
-        "--models", help=f"comma-separated (default: all of {','.join(MODELS)})"
-    )
-    parser.add_argument(
+    add("--models", help=f"comma-separated (default: all of {','.join(MODELS)})")
+    add(
         "--metrics",
         choices=["True", "False"],
         help="also export the category metrics CC, ILD and AccDivF1 (their own pull "
         "request; default: with every model, or alone with --models=, not with "
         "--models=NAMES)",
     )
-    parser.add_argument(
-        "--pr_dir", help="also write one pull-request description per model here"
-    )
-    parser.add_argument(
+    add("--pr_dir", help="also write one pull-request description per model here")
+    add(
         "--overwrite",
         action="store_true",
         help="replace exported files edited since the last export, and existing "
         "pull-request descriptions",
     )
-    parser.add_argument(
+    add(
         "--pr_notes",
         help="a folder of <Model>.md measurements to put into the descriptions "
         "(recbole_attn's experiments/recbole_training_office/pr_notes)",
@@ -337,16 +295,10 @@ def main(argv=None, prog="recbole-attn export-upstream"):
             names = [n.strip() for n in args.models.split(",") if n.strip()]
         metrics = not names if args.metrics is None else args.metrics == "True"
         written = export(
-            args.recbole_dir,
-            names,
-            args.pr_dir,
-            metrics,
-            args.pr_notes,
-            args.overwrite,
+            args.recbole_dir, names, args.pr_dir, metrics, args.pr_notes, args.overwrite
         )
         print(f"wrote {len(written)} files into {args.recbole_dir}:")
-        for path in written:
-            print(f"  {path}")
+        print("".join(f"  {path}\n" for path in written), end="")
         if args.pr_dir:
             print(f"pull-request descriptions: {args.pr_dir}")
         return 0

@@ -1,44 +1,20 @@
-"""
-recbole_attn.upstream.metric_files
-##################################
-
-The category-diversity metrics CC, ILD and AccDivF1 in RecBole's own evaluator: the three
-files of :mod:`recbole_attn.evaluator` that import nothing of the plugin, each copied into a
-RecBole file (their imports of each other become RecBole's modules):
-
-* ``recbole/evaluator/base_metric.py``: ``CategoryMetric``, the base of CC and ILD beside
-  RecBole's ``TopkMetric`` (:mod:`recbole_attn.evaluator.base_metric`);
-* ``recbole/evaluator/metrics.py``: ``CC``, ``ILD``, ``AccDivF1`` (RecBole registers every
-  class defined in this module, so they are usable by name in ``metrics``;
-  :mod:`recbole_attn.evaluator.metrics`);
-* ``recbole/evaluator/collector.py``: the item→category table
-  (:mod:`recbole_attn.evaluator.item_categories`), and the lines of
-  ``Collector.data_collect`` that store it under ``data.item_categories`` when a metric
-  needs it (the plugin's hints on a missing field stay in the plugin);
-* ``recbole/properties/overall.yaml``: the metrics' options with their defaults
-  (:data:`recbole_attn.evaluator.METRIC_DEFAULTS`);
-* ``tests/metrics/test_category_metrics.py``: the metrics against direct loops over the
-  recommended lists, and the collector on RecBole's test data;
-* the metric lists and the options in the docs (``evaluation_settings.rst``,
-  ``train_eval_intro.rst``).
-
-RecBole's files keep their text: each gets the imports it lacks and our definitions at its
-end, recognised by their content (a second export leaves them, replaces the text an
-earlier export wrote, and refuses where they were edited by hand), then black, which leaves
-RecBole's own lines as they are (they are black-formatted).
-"""
+"""The category-diversity metrics CC, ILD and AccDivF1 in RecBole's own evaluator: our
+evaluator files that import nothing of the plugin (base_metric, metrics, item_categories)
+at the end of RecBole's ``base_metric.py``, ``metrics.py`` and ``collector.py`` (with the
+lines of ``Collector.data_collect`` that store the category table), the options in
+``overall.yaml`` and the docs, and ``tests/metrics/test_category_metrics.py``. RecBole's
+lines stay as they are; ours are recognised by their content (a second export replaces
+them, a hand edit is refused)."""
 
 import ast
-import importlib.util
 import os
 import re
 
 from recbole_attn.errors import ExportError
-from recbole_attn.upstream.sources import format_source
+from recbole_attn.upstream.sources import format_source, module_text, read_text
 
-#: the package of our evaluator files, and RecBole's
 OURS, THEIRS = "recbole_attn.evaluator", "recbole.evaluator"
-#: our evaluator files and the RecBole evaluator file each is copied into
+#: our evaluator file -> RecBole's that gets it
 EVALUATOR_MODULES = {
     "base_metric": "base_metric",
     "metrics": "metrics",
@@ -65,46 +41,34 @@ EVALUATOR_FILES = tuple(
 )
 
 
-def _modules(node):
-    """The modules an import statement names ('' for a relative one)."""
+def _modules(node):  # '' for a relative one
     if isinstance(node, ast.Import):
         return [a.name for a in node.names]
     return ["" if node.level else node.module]
 
 
 def _of_the_plugin(module):
-    """Whether an imported module is the plugin's (or a relative one, ``''``)."""
     return module.split(".")[0] in ("recbole_attn", "")
 
 
 def _one_line(node):
-    """An import statement on one line, our evaluator modules named as RecBole's."""
-    names = ", ".join(
-        a.name + (f" as {a.asname}" if a.asname else "") for a in node.names
-    )
-    modules = [
-        re.sub(rf"^{re.escape(OURS)}\.", f"{THEIRS}.", m) for m in _modules(node)
-    ]
-    for module in modules:
+    """An import statement on one line, naming RecBole's modules for ours."""
+    for module in _modules(node):
+        module = re.sub(rf"^{re.escape(OURS)}\.", f"{THEIRS}.", module)
         if _of_the_plugin(module):
             raise ExportError(
                 f"{module or 'a relative module'} is imported by an evaluator file: "
                 "the files that RecBole gets import nothing of the plugin"
             )
-    if isinstance(node, ast.Import):
-        return f"import {names}"
-    return f"from {modules[0]} import {names}"
+    return ast.unparse(node).replace(f"from {OURS}.", f"from {THEIRS}.", 1)
 
 
 def blocks():
-    """``{path: (import lines, block text)}`` of RecBole's three evaluator files: each
-    of our files below its imports, and its imports but those of the file itself."""
+    """``{path: (import lines, block)}`` of RecBole's evaluator files: our file below its
+    imports, and those imports but the file's own."""
     out = {}
     for name, theirs in EVALUATOR_MODULES.items():
-        with open(
-            importlib.util.find_spec(f"{OURS}.{name}").origin, encoding="utf-8"
-        ) as f:
-            text = f.read()
+        text = module_text(f"{OURS}.{name}")
         tree = ast.parse(text)
         imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
         for node in ast.walk(tree):  # an import inside a function is copied as it is
@@ -132,14 +96,12 @@ def blocks():
 
 def _bindings(node):
     """``{(module or None, name, local)}`` that an import statement binds."""
-    if isinstance(node, ast.Import):
-        return {(None, a.name, a.asname or a.name) for a in node.names}
-    return {(node.module, a.name, a.asname or a.name) for a in node.names}
+    module = getattr(node, "module", None)
+    return {(module, a.name, a.asname or a.name) for a in node.names}
 
 
 def add_imports(text, lines):
-    """``text`` with those of the import ``lines`` whose names it does not import yet at
-    top level, after its last top-level import."""
+    """``text`` with the import ``lines`` it lacks, after its last top-level import."""
     tree = ast.parse(text)
     imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     if not imports:
@@ -176,10 +138,8 @@ def _defined(block):
 
 
 def with_block(text, block, earlier=None, path="the file"):
-    """``text`` with ``block`` (our definitions) at its end: left as it is when the text
-    holds it, replacing ``earlier`` (what an earlier export put there) when it holds
-    that; an :class:`ExportError` when the text defines one of its names otherwise (our
-    lines edited by hand, or RecBole's own)."""
+    """``text`` with ``block`` at its end, replacing ``earlier`` (an earlier export's);
+    refused where the text defines one of its names otherwise."""
     if block in text:
         return text
     if earlier and earlier in text:
@@ -208,9 +168,7 @@ def add_collect_lines(text):
 
 
 def edited_evaluator_files(read, earlier=None):
-    """``({path: new text}, {path: block})`` of RecBole's evaluator files and the
-    definitions added to each; ``read(path)`` gives the current text of a file of the
-    checkout, ``earlier`` the blocks an earlier export added."""
+    """``({path: new text}, {path: block added})`` of RecBole's evaluator files."""
     out, added = {}, {}
     for path, (lines, block) in blocks().items():
         block = format_source(block)
@@ -223,38 +181,31 @@ def edited_evaluator_files(read, earlier=None):
     return out, added
 
 
+OVERALL_COMMENTS = {
+    "category_field": "(str) The token_seq item feature with the items' categories, "
+    "for CC, ILD and AccDivF1.",
+    "ild_distance": "(str) The distance of ILD: 'cosine' or 'jaccard'.",
+    "f1_accuracy_metrics": "(list) The accuracy metrics whose mean AccDivF1 combines.",
+    "f1_diversity_metrics": "(list) The diversity metrics whose mean AccDivF1 combines.",
+}
+OVERALL_AFTER = "metric_decimal_place:"
+
+
 def overall_lines():
-    """The lines of RecBole's overall.yaml with the metrics' options and defaults."""
     import yaml
 
     from recbole_attn.evaluator import METRIC_DEFAULTS
 
-    comments = {
-        "category_field": "(str) The token_seq item feature with the items' "
-        "categories, for CC, ILD and AccDivF1.",
-        "ild_distance": "(str) The distance of ILD: 'cosine' or 'jaccard'.",
-        "f1_accuracy_metrics": "(list) The accuracy metrics whose mean AccDivF1 "
-        "combines.",
-        "f1_diversity_metrics": "(list) The diversity metrics whose mean AccDivF1 "
-        "combines.",
-    }
     lines = []
     for key, value in METRIC_DEFAULTS.items():
-        text = (
-            f"{key}: "
-            + yaml.safe_dump(value, default_flow_style=True).split("\n...")[0].strip()
-        )
-        lines.append((text + " ").ljust(32) + f"# {comments[key]}\n")
+        value = yaml.safe_dump(value, default_flow_style=True).split("\n...")[0]
+        text = f"{key}: {value.strip()} "
+        lines.append(text.ljust(32) + f"# {OVERALL_COMMENTS[key]}\n")
     return "".join(lines)
 
 
-OVERALL_AFTER = "metric_decimal_place:"
-
-
 def add_overall_lines(text):
-    """RecBole's overall.yaml with the metrics' options after its
-    ``metric_decimal_place`` line; a key of ours already there with another line is
-    refused."""
+    """RecBole's overall.yaml with the metrics' options after ``metric_decimal_place``."""
     new = overall_lines()
     if new in text:
         return text
@@ -275,7 +226,7 @@ def add_overall_lines(text):
     return "".join(lines[:at] + [new] + lines[at:])
 
 
-#: RecBole's docs that list the ranking metrics: the line, and the options' place
+#: RecBole's docs that list the ranking metrics
 DOCS_LISTS = (
     "docs/source/user_guide/config/evaluation_settings.rst",
     "docs/source/user_guide/train_eval_intro.rst",
@@ -296,8 +247,7 @@ OPTIONS = """\
 
 
 def add_docs(text):
-    """A docs page of RecBole with CC, ILD, AccDivF1 in its ranking-metric list (and, on
-    the evaluation-settings page, their options)."""
+    """A docs page with our metrics in its ranking-metric list (and their options)."""
     match = METRIC_LIST.search(text)
     if match is None:
         raise ExportError("a RecBole docs page without its 'Ranking-based' metric list")
@@ -315,23 +265,13 @@ def add_docs(text):
     return text
 
 
-#: the test file itself (a real Python file, read as text; black-formatted, linted with
-#: the package): recbole_tests/test_category_metrics.py
-TEST_SOURCE = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)),
-    "recbole_tests",
-    "test_category_metrics.py",
-)
-
-
 def test_file():
-    """RecBole's test of the metrics (a new file of ``tests/metrics``)."""
-    with open(TEST_SOURCE, encoding="utf-8") as f:
-        return format_source(f.read())
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "recbole_tests", os.path.basename(TEST_FILE))
+    return format_source(read_text(path))
 
 
-#: RecBole's docs pages as the edit meets them (their shape, shortened): the metric list
-#: of both, the options of the evaluation settings
+#: RecBole's docs pages in short, as the edit meets them
 _DOCS_SHAPES = {
     DOCS_LISTS[0]: "  Ranking-based     Recall, MRR\n\n"
     "- ``metric_decimal_place(int)``: The decimal place. Defaults to ``4``.\n",
@@ -340,9 +280,7 @@ _DOCS_SHAPES = {
 
 
 def files_table():
-    """The files of the metrics' pull request: the new test file with its lines, and the
-    lines added to RecBole's files (those of the installed RecBole's evaluator files and
-    overall.yaml)."""
+    """The files of the metrics' pull request (RecBole's: the installed ones)."""
     import recbole
 
     from recbole_attn.upstream.recbole_files import added_lines, table
@@ -350,8 +288,7 @@ def files_table():
     root = os.path.dirname(os.path.dirname(recbole.__file__))
 
     def read(path):
-        full = os.path.join(root, path)
-        return open(full, encoding="utf-8").read() if os.path.isfile(full) else None
+        return read_text(os.path.join(root, path))
 
     out, _ = metric_files(read)
     edits = {p: added_lines(read(p), t) for p, t in out.items() if p != TEST_FILE}
@@ -392,10 +329,8 @@ def pr_description():
 
 
 def metric_files(read, earlier=None):
-    """``({path: text}, {path: block})``: everything the metric export writes or edits in
-    a checkout (``read(path)``: the text of a file of it, None when it lacks the file;
-    ``earlier``: the definitions an earlier export added to RecBole's files), and the
-    definitions it adds to RecBole's evaluator files."""
+    """``({path: text}, {path: block})``: what the metric export writes in a checkout
+    (``read(path)``: a file's text or None), and what it adds to the evaluator files."""
     out, added = edited_evaluator_files(read, earlier)
     out[TEST_FILE] = test_file()
     overall = read(OVERALL)

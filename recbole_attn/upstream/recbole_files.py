@@ -1,12 +1,6 @@
-"""
-recbole_attn.upstream.recbole_files
-###################################
-
-RecBole's own files that the export extends (the models' imports, the test cases of
+"""RecBole's own files that the export extends (the models' imports, the cases of
 ``tests/model/test_model_auto.py``, ``asset/model_list.json``, the docs' model list), each
-edit adding our lines once (a second export replaces them); the docs page and the
-pull-request description of a model, from its class docstring and its yaml.
-"""
+edit adding our lines once; and a model's docs page and pull-request description."""
 
 import inspect
 import json
@@ -17,7 +11,6 @@ from recbole_attn.upstream.models import MODELS, SEQUENTIAL
 
 
 def case_names(name):
-    """The test methods of model ``name`` in RecBole's test_model_auto.py."""
     return [
         f"test_{name.lower()}" + (f"_{suffix}" if suffix else "")
         for suffix in MODELS[name].cases
@@ -25,9 +18,7 @@ def case_names(name):
 
 
 def recbole_test_methods(names):
-    """``{method: text}``: RecBole's test methods of ``names`` (one per model and
-    variant, with the sizes that keep the variant's case cheap on RecBole's test data),
-    as RecBole writes them."""
+    """``{method: text}``: RecBole's test methods of ``names``, one per model and case."""
     out = {}
     for name in names:
         model = MODELS[name]
@@ -43,13 +34,12 @@ def recbole_test_methods(names):
 
 
 def recbole_test_cases(names):
-    """The text of RecBole's test methods of ``names``."""
     return "\n".join(recbole_test_methods(names).values())
 
 
 def _method_span(text, method, start, end):
-    """``(begin, stop)`` of method ``method`` of the class between ``start`` and ``end``
-    of ``text`` (its blank lines after it excluded), or None."""
+    """``(begin, stop)`` of ``method`` between ``start`` and ``end`` (its trailing blank
+    lines excluded), or None."""
     match = re.compile(rf"^    def {method}\(self\):\n", re.M).search(text, start, end)
     if match is None:
         return None
@@ -58,13 +48,15 @@ def _method_span(text, method, start, end):
     return match.start(), len(text[:stop].rstrip("\n")) + 1
 
 
+def _class_end(text, start):
+    following = re.compile(r"^(class |if __name__)", re.M).search(text, start)
+    return following.start() if following else len(text)
+
+
 def add_test_cases(text, names, earlier=None):
-    """``(text, methods)``: RecBole's test_model_auto.py with the cases of ``names``
-    inside ``TestSequentialRecommender`` and the methods written. A case already there
-    as the export writes it stays; one there as an earlier export wrote it
-    (``earlier``: ``{method: text}``) is replaced; any other method of that name is an
-    edit by hand, refused."""
-    earlier = earlier or {}
+    """``(text, methods)``: test_model_auto.py with the cases of ``names`` in
+    ``TestSequentialRecommender``, and the methods. A case as an earlier export wrote it
+    (``earlier``: ``{method: text}``) is replaced; another of that name is refused."""
     methods = recbole_test_methods(names)
     match = re.search(r"^class TestSequentialRecommender\b.*$", text, re.M)
     if match is None:
@@ -74,44 +66,38 @@ def add_test_cases(text, names, earlier=None):
         )
     new = []
     for method, case in methods.items():
-        following = re.search(r"^(class |if __name__)", text[match.end() :], re.M)
-        end = match.end() + following.start() if following else len(text)
-        span = _method_span(text, method, match.end(), end)
+        span = _method_span(text, method, match.end(), _class_end(text, match.end()))
+        current = span and text[span[0] : span[1]]
         if span is None:
             new.append(case)
-            continue
-        current = text[span[0] : span[1]]
-        if current == case:
-            continue
-        if current != earlier.get(method):
+        elif current != case and current != (earlier or {}).get(method):
             raise ExportError(
                 f"tests/model/test_model_auto.py: {method} differs from what the export "
                 "writes (edited by hand?); remove it or leave that model out of --models"
             )
-        text = text[: span[0]] + case + text[span[1] :]
+        else:
+            text = text[: span[0]] + case + text[span[1] :]
     if new:
-        following = re.search(r"^(class |if __name__)", text[match.end() :], re.M)
-        end = match.end() + following.start() if following else len(text)
+        end = _class_end(text, match.end())
         body = text[:end].rstrip("\n") + "\n\n"
         text = body + "\n".join(new) + "\n\n" + text[end:].lstrip("\n")
     return text, methods
 
 
 def add_init_lines(text, names):
-    """RecBole's ``sequential_recommender/__init__.py`` with the import of every model
-    of ``names`` it lacks; an import of that name in another form is refused."""
+    """RecBole's ``sequential_recommender/__init__.py`` with the imports of ``names`` it
+    lacks; an import of that name in another form is refused."""
+    lines = []
     for name in names:
         line = f"from {SEQUENTIAL}.{name.lower()} import {name}\n"
-        if line not in text and re.search(rf"\bimport .*\b{name}\b", text):
+        if line in text:
+            continue
+        if re.search(rf"\bimport .*\b{name}\b", text):
             raise ExportError(
                 f"recbole/model/sequential_recommender/__init__.py imports {name} in "
                 f"another form than {line.strip()!r} (edited by hand?); make it that line"
             )
-    lines = [
-        f"from {SEQUENTIAL}.{name.lower()} import {name}\n"
-        for name in names
-        if f"from {SEQUENTIAL}.{name.lower()} import {name}\n" not in text
-    ]
+        lines.append(line)
     return text.rstrip("\n") + "\n" + "".join(lines) if lines else text
 
 
@@ -139,35 +125,37 @@ def model_list_entry(name):
 
 
 def add_model_list_entries(text, names):
-    """``asset/model_list.json`` with an entry for every model of ``names`` that it
-    lacks, added before the list's end (the rest of the file kept byte for byte)."""
+    """``asset/model_list.json`` with an entry for each model of ``names`` it lacks, before
+    the list's end (the rest kept byte for byte)."""
     present = {e.get("model") for e in json.loads(text)["data"]}
     new = [model_list_entry(n) for n in names if n not in present]
     if not new:
         return text
     end = text.rstrip().rstrip("}").rstrip().rstrip("]").rstrip()
-    tail = text[len(end) :]
-    out = end + ",\n" + ",\n".join(new) + tail
+    out = end + ",\n" + ",\n".join(new) + text[len(end) :]
     json.loads(out)
     return out
 
 
 def add_docs_lines(text, names):
     lines = text.splitlines(keepends=True)
-    last = max(
-        (i for i, line in enumerate(lines) if line.startswith("   model/sequential/")),
-        default=None,
-    )
-    if last is None:
+    at = [i for i, line in enumerate(lines) if line.startswith("   model/sequential/")]
+    if not at:
         raise ExportError(
             "docs/source/user_guide/model_intro.rst lists no sequential model"
         )
-    new = [
-        f"   model/sequential/{n.lower()}\n"
-        for n in names
-        if f"   model/sequential/{n.lower()}\n" not in lines
-    ]
-    return "".join(lines[: last + 1] + new + lines[last + 1 :])
+    new = [f"   model/sequential/{n.lower()}\n" for n in names]
+    new = [line for line in new if line not in lines]
+    return "".join(lines[: at[-1] + 1] + new + lines[at[-1] + 1 :])
+
+
+#: RecBole's files that get our lines: path -> edit(text, names); and the test cases
+EDITS = {
+    "recbole/model/sequential_recommender/__init__.py": add_init_lines,
+    "asset/model_list.json": add_model_list_entries,
+    "docs/source/user_guide/model_intro.rst": add_docs_lines,
+}
+TEST_CASES = "tests/model/test_model_auto.py"
 
 
 def _docstring_parts(model_class):
@@ -198,9 +186,10 @@ def _parameters(yaml_text):
 
 
 def settings_text(name, files):
-    """What the docs page says of the settings a model yaml cannot hold (T, the
-    training budget) and, for a model that runs another model's file (AWRSR on STOSA),
-    of that model's defaults, which RecBole does not read for it."""
+    """The docs page's settings a model yaml cannot hold (T, the training budget) and
+    the defaults of a model whose file it runs (AWRSR: STOSA's), which RecBole ignores.
+    """
+    from recbole_attn.upstream.models import RECBOLE_NEGATIVES
     from recbole_attn.upstream.yaml_files import exported_keys, reproduction_settings
 
     out = []
@@ -221,10 +210,7 @@ def settings_text(name, files):
         theirs = exported_keys(other, files)
         differ = {k: v for k, v in theirs.items() if k in own and own[k] != v}
         if "train_neg_sample_args" in own and theirs.get("loss_type") != "CE":
-            differ["train_neg_sample_args"] = {
-                "distribution": "uniform",
-                "sample_num": 1,
-            }
+            differ["train_neg_sample_args"] = RECBOLE_NEGATIVES
         if differ:
             lines = "".join(f"   {k}: {_yaml_literal(v)}\n" for k, v in differ.items())
             out.append(
@@ -237,8 +223,7 @@ def settings_text(name, files):
 
 
 def docs_page(name, yaml_text, files=None):
-    """The docs page of model ``name`` (``docs/source/user_guide/model/sequential/
-    <name>.rst``), as RecBole writes its models' pages."""
+    """The docs page of model ``name``, as RecBole writes its models' pages."""
     from recbole_attn.sequential.models import get_model_class
     from recbole_attn.upstream.sources import python_files
 
@@ -251,34 +236,27 @@ def docs_page(name, yaml_text, files=None):
         params.append(f"- ``{key}{kind}`` : {meaning} Defaults to ``{shown}``.")
     link = f"`[paper] <{model.paper_link}>`_\n\n" if model.paper_link else ""
     code = f"**Reference code:** {model.ref_code}\n\n" if model.ref_code else ""
-    title = f"{name}\n{'=' * max(len(name), 11)}\n\n"
     settings = settings_text(name, files or python_files())
-    example = f"   run_recbole(model='{name}', dataset='ml-100k')\n"
     return (
-        title
-        + "Introduction\n---------------------\n\n"
-        + link
-        + f"**Title:** {model.paper}\n\n**Authors:** {model.authors}\n\n"
-        + code
-        + description
-        + "\n\n"
-        + ("**Notes:**\n\n" + note + "\n\n" if note else "")
+        f"{name}\n{'=' * max(len(name), 11)}\n\n"
+        f"Introduction\n---------------------\n\n{link}"
+        f"**Title:** {model.paper}\n\n**Authors:** {model.authors}\n\n{code}"
+        f"{description}\n\n"
+        + (f"**Notes:**\n\n{note}\n\n" if note else "")
         + "Running with RecBole\n-------------------------\n\n"
-        + "**Model Hyper-Parameters:**\n\n"
+        "**Model Hyper-Parameters:**\n\n"
         + "\n".join(params)
         + "\n\n"
         + (settings + "\n" if settings else "")
         + "**A Running Example:**\n\n"
-        + "Write the following code to a python file, such as `run.py`\n\n"
-        + ".. code:: python\n\n"
-        + "   from recbole.quick_start import run_recbole\n\n"
-        + example
-        + "\nAnd then:\n\n.. code:: bash\n\n   python run.py\n"
+        "Write the following code to a python file, such as `run.py`\n\n"
+        ".. code:: python\n\n   from recbole.quick_start import run_recbole\n\n"
+        f"   run_recbole(model='{name}', dataset='ml-100k')\n"
+        "\nAnd then:\n\n.. code:: bash\n\n   python run.py\n"
     )
 
 
 def training_text(name):
-    """What the pull request says of how the model trains."""
     from recbole_attn.upstream.sources import python_files
     from recbole_attn.upstream.yaml_files import accepted_losses
 
@@ -296,8 +274,7 @@ def training_text(name):
     )
 
 
-#: RecBole's own files as the edits meet them (their shape, shortened): the lines an
-#: edit adds to these are the lines it adds to RecBole's
+#: RecBole's own files in short, as the edits meet them: they add the same lines here
 _SHAPES = {
     "recbole/model/sequential_recommender/__init__.py": (
         f"from {SEQUENTIAL}.sasrec import SASRec\n"
@@ -315,8 +292,7 @@ _SHAPES = {
 
 
 def added_lines(before, after):
-    """``(added, removed)`` lines from ``before`` to ``after``, as ``git diff`` counts
-    them."""
+    """``(added, removed)`` lines, as ``git diff`` counts them."""
     import difflib
 
     diff = list(difflib.ndiff(before.splitlines(), after.splitlines()))
@@ -324,25 +300,14 @@ def added_lines(before, after):
 
 
 def recbole_edits(names):
-    """``{path: (added, removed)}``: the lines a pull request of the models ``names``
-    adds to RecBole's own files."""
-    out = {}
-    for path, text in _SHAPES.items():
-        if path.endswith("test_model_auto.py"):
-            after, _ = add_test_cases(text, names)
-        elif path.endswith("__init__.py"):
-            after = add_init_lines(text, names)
-        elif path.endswith(".json"):
-            after = add_model_list_entries(text, names)
-        else:
-            after = add_docs_lines(text, names)
-        out[path] = added_lines(text, after)
-    return out
+    """``{path: (added, removed)}`` of a pull request of ``names`` in RecBole's files."""
+    edit = {**EDITS, TEST_CASES: lambda text, names: add_test_cases(text, names)[0]}
+    return {p: added_lines(t, edit[p](t, names)) for p, t in _SHAPES.items()}
 
 
 def table(new, edits):
-    """The markdown table of a pull request's files: the new files with their lines, then
-    RecBole's files with the lines added (and changed)."""
+    """A pull request's files: the new ones with their lines, then RecBole's with the
+    lines added (and changed)."""
     rows = ["| file | lines |", "|---|---|"]
     for path, text in new.items():
         rows.append(f"| `{path}` (new) | {text.count(chr(10))} |")
@@ -352,18 +317,10 @@ def table(new, edits):
     return "\n".join(rows)
 
 
-def files_table(name, files, dependencies=()):
-    """The files of the pull request of model ``name`` (``files``: ``{path: text}``
-    written whole, its own and those of the models it imports, ``dependencies``) with
-    their line counts, and the lines it adds to RecBole's own files."""
-    return table(files, recbole_edits([*dependencies, name]))
-
-
 def pr_description(name, files, measured=None, dependencies=()):
-    """The pull-request text of model ``name``; ``files``: the files of its pull request
-    written whole (``{path: text}``); ``measured``: a markdown section of what was
-    measured, or None; ``dependencies``: the models whose files it imports (their files
-    are in ``files``)."""
+    """The pull-request text of model ``name``: ``files`` its files written whole (those
+    of ``dependencies``, the models it imports, too), ``measured`` a markdown section.
+    """
     from recbole_attn.sequential.models import get_model_class
 
     model = MODELS[name]
@@ -387,7 +344,7 @@ def pr_description(name, files, measured=None, dependencies=()):
         f"## Deviations from the paper\n\n{note or 'None.'}\n\n"
         "## Training\n\n"
         f"{training_text(name)}\n\n"
-        f"## Files\n\n{files_table(name, files, dependencies)}\n\n"
+        f"## Files\n\n{table(files, recbole_edits([*dependencies, name]))}\n\n"
         f"## Tests\n\nAdded to `tests/model/test_model_auto.py`:\n\n{tests}\n"
         + ("\n" + measured.rstrip("\n") + "\n" if measured else "")
         + (f"\n## Note\n\n{model.notes}\n" if model.notes else "")

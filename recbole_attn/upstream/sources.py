@@ -5,6 +5,7 @@ model file made RecBole's (``recbole_attn.model.stosa`` becomes
 
 import functools
 import importlib.util
+import os
 import re
 
 from recbole_attn.errors import ExportError
@@ -24,6 +25,17 @@ def format_source(source):
     return black.format_str(source, mode=black.Mode())
 
 
+def read_text(path):
+    """The text of a file, or None where there is none."""
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+
+
+def module_text(module):
+    return read_text(importlib.util.find_spec(module).origin)
+
+
 def file_name(name):
     """The module name of model ``name``, here and in RecBole (the model in lower case)."""
     return MODELS[name].module.rpartition(".")[2]
@@ -34,8 +46,7 @@ def model_file(name):
 
 
 def exported_text(module):
-    with open(importlib.util.find_spec(module).origin, encoding="utf-8") as f:
-        text = f.read()
+    text = module_text(module)
     return format_source(
         re.sub(rf"\b{re.escape(OURS)}\.(\w+)", rf"{SEQUENTIAL}.\1", text)
     )
