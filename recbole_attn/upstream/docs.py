@@ -1,17 +1,6 @@
-"""
-recbole_attn.upstream.docs
-##########################
-
-The files generated from the option declarations (:mod:`recbole_attn.options.declared`): every
-model's ``properties/model/<Name>.yaml``, the base class's block of
-``properties/overall.yaml``, the option tables of ``docs/models.md`` and the pull
-requests of the RecBole export shown in ``docs/upstream.md``. After a declaration (or a
-model file) changed::
-
-    python -m recbole_attn.upstream.docs            # rewrite them
-    python -m recbole_attn.upstream.docs --check    # only say which differ (exit 1)
-
-A test checks that the shipped files are these.
+"""The generator of the files derived from the option declarations
+(:mod:`recbole_attn.options.declared`) and the model files: ``python -m
+recbole_attn.upstream.docs`` (``--check``: only say which differ). A test checks them.
 """
 
 import os
@@ -26,39 +15,50 @@ from recbole_attn.options.declared import (
     overall_block,
     replace_between,
 )
+from recbole_attn.upstream.sources import read_text
+
+#: the command's --help
+HELP = """\
+The files generated from the option declarations (:mod:`recbole_attn.options.declared`): every
+model's ``properties/model/<Name>.yaml``, the base class's block of
+``properties/overall.yaml``, the option tables of ``docs/models.md`` and the pull
+requests of the RecBole export shown in ``docs/upstream.md``. After a declaration (or a
+model file) changed::
+
+    python -m recbole_attn.upstream.docs            # rewrite them
+    python -m recbole_attn.upstream.docs --check    # only say which differ (exit 1)
+
+A test checks that the shipped files are these.
+"""
 
 
 def generated_files(root):
-    """path -> text of every file generated from the declarations, under the checkout
-    ``root``: the models' yaml, overall.yaml, docs/models.md and docs/upstream.md."""
+    """path -> text of every generated file under the checkout ``root``: the models'
+    yaml, overall.yaml, docs/models.md and docs/upstream.md."""
     from recbole_attn.sequential.models import MODELS
-    from recbole_attn.sequential.recommender import AttnSequentialRecommender
-
-    out = {}
-    props = os.path.join(root, "properties")
-    for name, cls in MODELS.items():
-        out[os.path.join(props, "model", f"{name}.yaml")] = model_yaml(cls)
-    path = os.path.join(props, "overall.yaml")
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    out[path] = replace_between(
-        text, OVERALL_BEGIN, OVERALL_END, overall_block(AttnSequentialRecommender), path
-    )
-    path = os.path.join(root, "docs", "models.md")
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    tables = {"base": docs_table(None, base_entries(AttnSequentialRecommender))}
-    tables.update({name: docs_table(cls) for name, cls in MODELS.items()})
-    for name, table in tables.items():
-        begin, end = docs_markers(name)
-        text = replace_between(text, begin, end, table, path)
-    out[path] = text
+    from recbole_attn.sequential.recommender import AttnSequentialRecommender as Base
     from recbole_attn.upstream.export import DOCS_BEGIN, DOCS_END, docs_section
 
+    props = os.path.join(root, "properties")
+    out = {
+        os.path.join(props, "model", f"{name}.yaml"): model_yaml(cls)
+        for name, cls in MODELS.items()
+    }
+    path = os.path.join(props, "overall.yaml")
+    block = overall_block(Base)
+    out[path] = replace_between(
+        read_text(path), OVERALL_BEGIN, OVERALL_END, block, path
+    )
+    path = os.path.join(root, "docs", "models.md")
+    tables = {"base": docs_table(None, base_entries(Base))}
+    tables.update({name: docs_table(cls) for name, cls in MODELS.items()})
+    out[path] = read_text(path)
+    for name, table in tables.items():
+        out[path] = replace_between(out[path], *docs_markers(name), table, path)
     path = os.path.join(root, "docs", "upstream.md")
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    out[path] = replace_between(text, DOCS_BEGIN, DOCS_END, docs_section(), path)
+    out[path] = replace_between(
+        read_text(path), DOCS_BEGIN, DOCS_END, docs_section(), path
+    )
     return out
 
 
@@ -66,19 +66,17 @@ def main(argv=None):
     """Rewrite the generated files of the checkout this module lies in."""
     from recbole_attn.options.arguments import command_parser
 
-    parser = command_parser("python -m recbole_attn.upstream.docs", __doc__)
+    parser = command_parser("python -m recbole_attn.upstream.docs", HELP)
     parser.add_argument("--check", action="store_true", help="only say which differ")
     args = parser.parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     differ = []
     for path, text in generated_files(root).items():
-        with open(path, encoding="utf-8") as f:
-            if f.read() == text:
-                continue
-        differ.append(path)
-        if not args.check:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
+        if read_text(path) != text:
+            differ.append(path)
+            if not args.check:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text)
     for path in differ:
         print(
             ("differs: " if args.check else "rewritten: ") + os.path.relpath(path, root)
