@@ -1,12 +1,6 @@
-"""
-recbole_attn.sequential.batching
-################################
-
-What a training batch becomes before encoding: cut to its longest sequence
-(:func:`trim`), and the target and loss mask of every position under the training mode
-(:func:`training_targets`); and the runs of equal rows of an evaluation batch
-(:func:`runs_of_equal_rows`).
-"""
+"""What a training batch becomes before encoding: trimmed (:func:`trim`), with the
+targets and loss mask of the training mode (:func:`training_targets`); and the runs of
+equal rows of an evaluation batch (:func:`runs_of_equal_rows`)."""
 
 import torch
 
@@ -19,9 +13,8 @@ def map_output(fn, output):
 
 
 def at_positions(output, mask):
-    """The rows of ``output`` (``[B, L, ...]``, or a tuple of such) where ``mask``
-    ``[B, L]`` holds, ``[N, ...]``: those of ``o[mask]``, taken by index (the backward of
-    a boolean mask, an accumulating ``index_put_``, costs 3x the CPU on two threads)."""
+    """The rows ``[N, ...]`` of ``output`` where ``mask`` holds, taken by index (a
+    boolean mask's backward costs 3x on the CPU)."""
     rows = mask.flatten().nonzero().squeeze(1)
     return map_output(lambda o: o.flatten(0, 1).index_select(0, rows), output)
 
@@ -34,11 +27,8 @@ def trim(item_seq, item_seq_len):
 
 
 def training_targets(item_seq, item_seq_len, pos_items, training_mode):
-    """Targets ``[B, L]`` and the mask of positions that carry a loss.
-
-    ``all_position``: the target of position t is the item at t+1 and, at the last valid
-    position, the sample's target item. ``last_position``: only the last valid position.
-    """
+    """Targets ``[B, L]`` (the next item; the target at the last position) and the mask
+    of the positions with a loss (``last_position``: the last one only)."""
     batch, length = item_seq.shape
     last = (item_seq_len - 1).clamp(min=0)
     rows = torch.arange(batch, device=item_seq.device)
@@ -58,9 +48,8 @@ def training_targets(item_seq, item_seq_len, pos_items, training_mode):
 
 
 def runs_of_equal_rows(columns):
-    """The runs of consecutive equal rows of ``columns`` (tensors ``[N, ...]``, compared
-    together): None when no two consecutive rows are equal, else ``(first, inverse)``,
-    the first row of every run and every row's run (O(N), no sort)."""
+    """``(first row of every run, every row's run)`` of consecutive equal rows of
+    ``columns``, or None when no two are equal (O(N))."""
     key = torch.cat([c.unsqueeze(1) if c.dim() == 1 else c for c in columns], dim=1)
     unique, inverse = torch.unique_consecutive(key, dim=0, return_inverse=True)
     if len(unique) == len(key):

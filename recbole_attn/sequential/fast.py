@@ -1,19 +1,7 @@
-"""
-recbole_attn.sequential.fast
-############################
-
-The same functions as two modules the model files use, at a fraction of their cost on the
-CPU; the plugin swaps them in when it builds a model (:func:`speed_up`), the model files
-keep RecBole's and torch's own:
-
-* :class:`FastDropout`: ``nn.Dropout``'s function (each element kept with probability
-  1 - p and scaled by 1 / (1 - p)) with its mask drawn by ``torch.rand`` instead of
-  ``bernoulli_``, which draws element by element on the CPU (9.2 ms against 2.8 ms for a
-  training batch's ``[256, 50, 64]``, forward and backward, one thread). Other random
-  numbers than ``nn.Dropout``'s for the same seed: the same distribution.
-* RecBole's ``FeedForward.gelu``, ``x * 0.5 * (1 + erf(x / sqrt 2))`` in five passes,
-  becomes ``torch.nn.functional.gelu``, the same function in one (2.2 ms against 0.2 ms).
-"""
+"""The same functions as ``nn.Dropout`` and RecBole's ``FeedForward.gelu`` at a fraction
+of their CPU cost, swapped in when the plugin builds a model (:func:`speed_up`): a
+dropout mask from ``torch.rand`` (not ``bernoulli_``: other random numbers, the same
+distribution) and ``F.gelu`` (docs/models.md, "Training")."""
 
 import torch
 import torch.nn.functional as F
@@ -21,9 +9,8 @@ from torch import nn
 
 
 class _Dropout(torch.autograd.Function):
-    """``x * mask``, ``mask`` = 1 / (1 - p) where a uniform draw is >= p, else 0 (drawn in
-    float32 whatever the input's dtype: under bf16 autocast a bf16 draw would round p).
-    """
+    """``x * mask``, the mask drawn in float32 whatever the input's dtype (a bf16 draw
+    would round p)."""
 
     @staticmethod
     def forward(ctx, x, p):

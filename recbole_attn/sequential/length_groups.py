@@ -1,20 +1,6 @@
-r"""Exact length grouping of a batch (docs/models.md, "Training").
-
-RecBole right-pads every sequence to ``MAX_ITEM_LIST_LENGTH``; a batch trimmed to its
-longest sequence still pads every short sequence to the length of the one long sequence
-that a random batch of a few hundred users almost always contains (Office: mean length
-10.9, T = 100). Length grouping sorts the batch by length, splits it into at most
-``length_groups`` contiguous groups of the sorted lengths, and runs each group trimmed to
-its own longest sequence. The boundaries minimize the work
-
-.. math::
-    \sum_g n_g L_g^2 + K \cdot \text{overhead},
-
-with :math:`n_g` the group's number of sequences, :math:`L_g` its longest length and K the
-number of groups (:func:`plan_length_groups`, a dynamic program over the distinct lengths
-of the batch). :math:`n L^2` is the attention's share of the work; the overhead (per group,
-a fraction ``length_group_overhead`` of the ungrouped batch's work :math:`B L_{max}^2`)
-makes tiny groups not worth their fixed cost (more, smaller matmuls and kernel launches).
+r"""Exact length grouping of a batch: sorted by length and split into at most
+``length_groups`` groups, each run trimmed to its own longest sequence, the boundaries
+minimizing :math:`\sum_g n_g L_g^2 + K \cdot overhead` (docs/models.md, "Training").
 """
 
 from typing import NamedTuple, Union
@@ -32,9 +18,8 @@ class AuxLoss(NamedTuple):
 
 
 def grouping_cost(lengths, bounds, overhead):
-    r""":math:`\sum_g n_g L_g^2 + K \cdot overhead` of the grouping of ``lengths`` whose
-    groups are ``(bounds[g-1], bounds[g]]`` (ascending upper lengths; the last one must be
-    at least the longest length). A group's cost uses its actual longest length."""
+    r""":math:`\sum_g n_g L_g^2 + K \cdot overhead` of the groups ``(bounds[g-1],
+    bounds[g]]``."""
     lengths = np.asarray(lengths)
     cost, low = 0.0, -np.inf
     for high in bounds:
@@ -47,16 +32,9 @@ def grouping_cost(lengths, bounds, overhead):
 
 
 def plan_length_groups(lengths, max_groups, overhead=0.0):
-    r"""The upper lengths ``[L_1 < ... < L_K]`` (K <= ``max_groups``) of the grouping of
-    ``lengths`` that minimizes :math:`\sum_g n_g L_g^2 + K \cdot overhead`; group g holds
-    the sequences with :math:`L_{g-1} < \ell \le L_g`, and every :math:`L_g` is a length
-    of the batch (the group's longest). Ties go to fewer groups.
-
-    A dynamic program over the D distinct lengths: ``best[k][j]``, the least cost of
-    covering the j shortest distinct lengths with k groups, is
-    ``min_i best[k-1][i] + (count of lengths i..j-1) * value[j-1]^2 + overhead``;
-    O(max_groups D^2) in vectorized numpy (D <= T).
-    """
+    """The upper lengths ``[L_1 < ... < L_K]`` (K <= ``max_groups``) of the cheapest
+    grouping of ``lengths`` (ties: fewer groups), by a dynamic program over the distinct
+    lengths, O(max_groups D^2)."""
     values, counts = np.unique(np.asarray(lengths), return_counts=True)
     n = len(values)
     if n == 0:
@@ -88,11 +66,8 @@ def plan_length_groups(lengths, max_groups, overhead=0.0):
 
 
 def group_rows(item_seq_len, max_groups, overhead):
-    """The length groups of a batch: None (the batch is not split), or a list of
-    ``(rows, length)``, ``rows`` a ``[n_g]`` index tensor (original order within the
-    group), ``length`` the group's longest sequence, shortest group first: the grouping of
-    :func:`plan_length_groups` with the overhead of one group as a fraction ``overhead``
-    of the ungrouped batch's work ``B * L_max^2``, when it has more than one group."""
+    """The length groups of a batch, shortest first: ``(rows, length)`` pairs, or None
+    when one group is best; ``overhead`` is a fraction of ``B * L_max^2``."""
     batch = item_seq_len.numel()
     if max_groups < 2 or batch < 2:
         return None
@@ -111,14 +86,9 @@ def group_rows(item_seq_len, max_groups, overhead):
 
 
 def combine_group_losses(parts):
-    """The losses of a batch from those of its length groups.
-
-    ``parts``: per group ``(position losses, N_g, aux terms)``: a tuple of means over the
-    group's N_g loss positions, and the :class:`AuxLoss` terms its layers added (a mean
-    and the count it averages over). Position loss i is ``sum_g loss_gi N_g / sum_g
-    N_g``, auxiliary loss i ``sum_g value_gi count_gi / sum_g count_gi`` (0 when every
-    count is 0): the means over the whole batch. Returns one tuple, position losses
-    first."""
+    """The batch's losses from its groups' ``(position losses, N_g, aux terms)``:
+    position losses weighted by N_g, auxiliary ones by their counts (0 when every count
+    is 0)."""
     n_losses, n_aux = len(parts[0][0]), len(parts[0][2])
     if any(len(loss) != n_losses or len(aux) != n_aux for loss, _, aux in parts):
         raise RuntimeError(

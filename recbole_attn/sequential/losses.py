@@ -1,17 +1,7 @@
-r"""The losses every model of ours can be trained with (``loss_type``): cross-entropy
-over all items at every training position, under a memory budget (``CE``:
-:func:`cross_entropy`), and losses of the positive against ``M`` sampled negatives per
-position (:func:`sampled_loss`): ``BPR``, ``BCE`` and the sampled softmax ``SSM`` with its
-log-Q correction.
-
-``F.cross_entropy`` on the ``[N, n_items]`` logits keeps them and their log-softmax for
-the backward: with a loss at every position (N = the batch's valid positions, a few
-thousand) and a large catalogue that is gigabytes. When those two tensors would exceed the
-budget (``ce_logits_budget_mb``), :func:`cross_entropy` computes the same loss by chunks of
-positions, each chunk's logits recomputed in the backward (activation checkpointing: one
-chunk's logits alive at a time in either pass). Below the budget it is ``F.cross_entropy``
-itself, with nothing recomputed.
-"""
+"""The losses every model of ours trains with (``loss_type``): cross-entropy over all
+items under a memory budget (:func:`cross_entropy`, :func:`linear_cross_entropy`), and
+``BPR``, ``BCE`` and the log-Q corrected sampled softmax ``SSM`` on ``M`` negatives per
+position (:func:`sampled_loss`; docs/models.md)."""
 
 import math
 
@@ -31,22 +21,9 @@ LOSS_TYPE_HINT = (
 
 
 def sampled_loss(pos_score, neg_score, loss_type, neg_log_q=None, neg_mask=None):
-    r"""Loss of one positive score ``[N]`` against ``M`` negative scores ``[N, M]`` per
-    position, averaged over positions:
-
-    * ``BPR``: :math:`\frac{1}{M}\sum_k -\log\sigma(s^+ - s^-_k)`;
-    * ``BCE``: :math:`-\log\sigma(s^+) - \sum_k \log(1-\sigma(s^-_k))`, the binary
-      cross-entropy of the positive and its M negatives (SASRec's for M = 1);
-    * ``SSM``: the sampled softmax of Jean et al. (2015) with the log-Q correction
-      (Bengio and Senecal, 2008; Blanc and Rendle, 2018):
-      :math:`-s^+ + \log\big(e^{s^+} + \sum_k e^{s^-_k - \log(M Q(k))}\big)`, with
-      ``neg_log_q`` :math:`= \log Q(k)` of each draw; its expectation approaches the
-      softmax over all items as M grows, whatever the sampling distribution Q.
-      ``neg_mask`` ``[N, M]`` (False: a negative that is the positive itself, drawn
-      when the user's items are not excluded) leaves such draws out of the sum.
-
-    Half-precision scores (mixed precision) are taken in float32.
-    """
+    """The mean over positions of ``loss_type`` (BPR, BCE or SSM with ``neg_log_q``) of
+    a positive score ``[N]`` against ``[N, M]`` negative ones; ``neg_mask`` False leaves
+    a draw out of SSM. Half-precision scores are taken in float32."""
     low = (torch.float16, torch.bfloat16)
     if pos_score.dtype in low or neg_score.dtype in low:
         pos_score, neg_score = pos_score.float(), neg_score.float()
@@ -82,11 +59,8 @@ def _chunk_loss(all_item_scores, targets, *output):
 
 
 def cross_entropy(all_item_scores, output, targets, n_items, budget_mb):
-    """Mean cross-entropy of the softmax over all items at every row of ``output`` (a
-    tensor ``[N, ...]`` or a tuple of them), ``all_item_scores(output)`` giving the
-    ``[N, n_items]`` logits, targets ``[N]``; no logits above ``budget_mb`` megabytes.
-    Within the budget this is ``F.cross_entropy`` on the whole logits; above it the sum
-    runs over chunks of rows, each checkpointed (recomputed in the backward)."""
+    """Mean cross-entropy over all items at every row of ``output``: ``F.cross_entropy``
+    within ``budget_mb``, above it checkpointed chunks of rows."""
     parts = output if isinstance(output, tuple) else (output,)
     rows = chunk_rows(n_items, parts[0].element_size(), budget_mb)
     if targets.numel() <= rows:
@@ -110,12 +84,9 @@ LINEAR_CE_CHUNK = 2**20
 
 
 class LinearCrossEntropy(torch.autograd.Function):
-    """Mean cross-entropy of the softmax of ``hidden @ weight^T`` at every row, targets
-    ``[N]``, without the ``[N, n_items]`` logits ever in memory: chunk by chunk of rows,
-    the forward computes the loss and its gradients (``softmax - one-hot``, then one
-    matmul each for ``hidden`` and ``weight``) while the chunk's logits are in the cache;
-    the backward only scales them. The same three matmuls as ``F.cross_entropy`` on the
-    logits and its backward, nothing recomputed, no log-softmax stored."""
+    """Mean cross-entropy of the softmax of ``hidden @ weight^T`` by chunks of rows,
+    each chunk's gradients computed with its loss: no ``[N, n_items]`` logits in memory,
+    nothing recomputed."""
 
     @staticmethod
     def forward(ctx, hidden, weight, targets, rows):
@@ -144,9 +115,8 @@ class LinearCrossEntropy(torch.autograd.Function):
 
 
 def linear_cross_entropy(hidden, weight, targets, budget_mb):
-    """Mean cross-entropy of the softmax over all rows of ``weight`` ``[n_items, d]`` at
-    every row of ``hidden`` ``[N, d]`` (:class:`LinearCrossEntropy`), chunks of at most
-    :data:`LINEAR_CE_CHUNK` logits and never above ``budget_mb``."""
+    """Mean cross-entropy over the rows of ``weight`` at every row of ``hidden``, by
+    chunks of at most :data:`LINEAR_CE_CHUNK` logits within ``budget_mb``."""
     n_items = weight.size(0)
     rows = min(
         max(1, LINEAR_CE_CHUNK // n_items),

@@ -1,25 +1,8 @@
-r"""
-recbole_attn.sequential.negatives
-###################################
-
-Sampled negative items, ``M`` per training position, drawn for the whole batch at once
-(:func:`sample_negatives`), from a base distribution ``q`` over the items ``1..n-1``
-(``None``: uniform; :func:`popularity_distribution`: training counts), optionally
-excluding the user's own items: then the negatives of row ``b`` follow
-
-.. math::
-    Q_b(j) = \frac{q_j}{1 - q(S_b)}, \quad j \notin S_b,
-
-with :math:`S_b` the items the row excludes (the items of its training sequence). :func:`log_sampling_probability` gives :math:`\log Q_b(j)` of each draw,
-which the sampled softmax's log-Q correction needs.
-
-Two exact ways to draw from :math:`Q_b`: one multinomial over a ``[B, n]`` weight matrix
-(small catalogues), or, when that matrix would exceed ``dense_budget`` elements (large
-catalogues: 256 rows × 1 M items is a gigabyte), draws from ``q`` with the excluded ones
-redrawn until none is left (rejection sampling: the same distribution; rows still
-unresolved after a few rounds, a user who has seen most of ``q``'s mass, take the matrix
-way, row by row).
-"""
+r"""Sampled negative items, ``M`` per training position, drawn for the whole batch at
+once from a base distribution ``q`` (uniform or by popularity), optionally avoiding the
+row's items :math:`S_b`: then exactly :math:`Q_b(j) = q_j / (1 - q(S_b))`, by one
+multinomial over a ``[B, n]`` matrix or, for large catalogues, rejection sampling
+(docs/models.md, "Training")."""
 
 import torch
 
@@ -35,8 +18,7 @@ MULTINOMIAL_MAX_ITEMS = 2**24
 
 def popularity_distribution(item_counts):
     """``q [n_items]`` proportional to ``item_counts + 1`` over the items ``1..n-1``
-    (add-one, so that an item without training interaction can still be a negative), 0
-    for the padding item 0."""
+    (every item can be drawn), 0 for padding."""
     if item_counts.numel() > MULTINOMIAL_MAX_ITEMS:
         raise ConfigError(
             f"neg_sample_distribution: popularity draws from at most "
@@ -73,14 +55,9 @@ def excluded_mass(excluded, q):
 def sample_negatives(
     targets, n_items, num=1, excluded=None, q=None, dense_budget=DENSE_BUDGET
 ):
-    """``num`` negative items per position ``[B, L, num]`` of ``targets [B, L]``, from
-    ``q`` (``[n_items]``; None: uniform over ``1..n_items-1``).
-
-    With ``excluded`` (``[B, K]``, 0 = none: :func:`excluded_items`) the draws of row b
-    follow :math:`Q_b` (module docstring): ``q`` restricted to the items not in its row of
-    ``excluded``, exactly; a row that excludes every item falls back to ``q``. Without
-    it the positive itself can be drawn.
-    """
+    """``num`` negatives per position ``[B, L, num]`` from ``q`` (None: uniform),
+    avoiding each row's ``excluded`` items exactly (:math:`Q_b`; a row that excludes
+    every item falls back to ``q``)."""
     batch, length = targets.shape
     size = length * num
     if excluded is None:
@@ -143,9 +120,7 @@ def _rejection_draws(excluded, n_items, size, q):
 
 
 def log_sampling_probability(neg_items, excluded, q, n_items):
-    """``[B, L, M]``: :math:`\\log Q_b(j)` of each drawn negative ``neg_items [B, L, M]``
-    (``excluded [B, K]``: the items its row avoided, or None; ``q``: the base
-    distribution, None for uniform)."""
+    r"""``[B, L, M]``: :math:`\log Q_b(j)` of each drawn negative."""
     if q is None:
         q = uniform_distribution(n_items, neg_items.device)
     log_q = q[neg_items].log()
@@ -155,3 +130,33 @@ def log_sampling_probability(neg_items, excluded, q, n_items):
     # a row whose excluded items hold all of q's mass fell back to q itself
     kept = torch.where(mass < 1.0 - 1e-6, 1.0 - mass, torch.ones_like(mass))
     return log_q - kept.log().view(-1, 1, 1)
+
+
+class NegativeSampling:
+    """Mixin of the recommender: its negatives (``neg_sample_num``,
+    ``neg_sample_distribution``, ``neg_exclude_seen``)."""
+
+    def excluded_items(self, item_seq, targets, users=None):
+        """``[B, K]`` the items every row's negatives avoid, or None."""
+        if not self.neg_exclude_seen:
+            return None
+        return excluded_items(item_seq, targets)
+
+    def sample_negatives(self, item_seq, targets, users=None):
+        """``neg_sample_num`` negatives per position ``[B, L, M]``."""
+        return sample_negatives(
+            targets,
+            self.n_items,
+            num=self.neg_sample_num,
+            excluded=self.excluded_items(item_seq, targets, users),
+            q=self.neg_distribution,
+        )
+
+    def negatives_log_q(self, neg_items, item_seq, targets, users=None):
+        """``[B, L, M]`` log probability of each draw (SSM's log-Q correction)."""
+        return log_sampling_probability(
+            neg_items,
+            self.excluded_items(item_seq, targets, users),
+            self.neg_distribution,
+            self.n_items,
+        )

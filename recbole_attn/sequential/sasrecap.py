@@ -1,13 +1,7 @@
-"""
-recbole_attn.sequential.sasrecap
-################################
-
-SASRecAP, the baseline of every comparison at equal training mode: RecBole's SASRec, its
-layers (``TransformerLayer``), parameter names and initialization (a RecBole SASRec
-``state_dict`` loads into it and predicts the same scores), with the plugin's training.
-Its layers' options (:data:`SHARED_OPTIONS`, RecBole's SASRec defaults) are those of
-every model of ours built on SASRec's blocks.
-"""
+"""SASRecAP, the baseline of every comparison at equal training mode: RecBole's SASRec
+(its layers, parameter names and initialization) with the plugin's training;
+:data:`SHARED_OPTIONS` are the layer options of every model of ours built on SASRec's
+blocks."""
 
 import torch
 from recbole.model.abstract_recommender import SequentialRecommender
@@ -100,9 +94,8 @@ class SASRecLayers(SequentialRecommender):
             module.bias.data.zero_()
 
     def encode(self, item_seq, item_seq_len, last_only=False):
-        """The outputs ``[B, L, H]`` at every position; ``last_only``: ``[B, H]`` at the
-        last item of every sequence, its last layer computed for that row alone (the
-        same numbers: a query row's output depends on no other query row)."""
+        """The outputs ``[B, L, H]`` at every position; ``last_only``: ``[B, H]`` at
+        every sequence's last item, its last layer computed for that row alone."""
         steps = torch.arange(item_seq.size(1), device=item_seq.device).unsqueeze(0)
         if self.position_alignment == "first":
             positions = steps.expand_as(item_seq)
@@ -162,10 +155,9 @@ class SASRecLayers(SequentialRecommender):
 
 
 def _last_row_layer(layer, hidden, mask, rows):
-    """RecBole's ``TransformerLayer`` ``layer`` (its modules, its computation) for one
-    query row per sequence: ``hidden`` ``[B, L, H]``, ``mask`` ``[B, 1, 1, L]`` that row's
-    additive mask, ``rows`` ``[B, 1, 1]`` its index -> ``[B, 1, H]``, what
-    ``layer(hidden, full_mask)`` holds at those rows."""
+    """RecBole's ``TransformerLayer`` ``layer`` for one query row per sequence (``rows``
+    ``[B, 1, 1]``, its mask ``[B, 1, 1, L]``): ``layer(hidden, full_mask)`` at those
+    rows, ``[B, 1, H]``."""
     attention = layer.multi_head_attention
     row = hidden.gather(1, rows.expand(-1, 1, hidden.size(-1)))
 
@@ -185,19 +177,9 @@ def _last_row_layer(layer, hidden, mask, rows):
 
 
 class SASRecAP(DotProductScores, AttnSequentialRecommender, SASRecLayers):
-    r"""RecBole's SASRec (its layers, parameter names and initialization: a RecBole SASRec
-    ``state_dict`` loads into it and predicts the same scores) with the plugin's training:
-    by default one sequence per user with a loss at every position, as in the SASRec
-    paper and the official code of every model here. The baseline our comparisons use at
-    equal training mode; ``--model=SASRec`` keeps meaning RecBole's own.
-
-    NOTE:
-        The only differences from RecBole's SASRec are the training mode
-        (``training_mode: all_position`` by default), ``position_alignment`` and the
-        losses: with ``loss_type: BPR`` the negatives of each position are drawn inside
-        the model (``neg_sample_num``, default one); ``BCE`` (the SASRec paper's loss) and
-        ``SSM`` (the sampled softmax) are options.
-    """
+    """RecBole's SASRec (a SASRec ``state_dict`` loads into it and predicts the same
+    scores) with the plugin's training: by default one sequence per user with a loss at
+    every position, as in the SASRec paper. ``--model=SASRec`` stays RecBole's own."""
 
     yaml_header = (
         "SASRec (RecBole's layers and defaults) trained in all-position mode: the "
