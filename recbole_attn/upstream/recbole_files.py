@@ -5,6 +5,9 @@ edit adding our lines once; and a model's docs page and pull-request description
 import inspect
 import json
 import re
+import textwrap
+
+import yaml
 
 from recbole_attn.errors import ExportError
 from recbole_attn.upstream.models import MODELS, SEQUENTIAL
@@ -117,11 +120,7 @@ def model_list_entry(name):
         "repository": "RecBole",
         "repo_link": "https://github.com/RUCAIBox/RecBole",
     }
-    fields = ",\n".join(
-        f"          {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}"
-        for k, v in entry.items()
-    )
-    return "      {\n" + fields + "\n      }"
+    return textwrap.indent(json.dumps(entry, indent=4, ensure_ascii=False), " " * 6)
 
 
 def add_model_list_entries(text, names):
@@ -158,31 +157,22 @@ EDITS = {
 TEST_CASES = "tests/model/test_model_auto.py"
 
 
-def _docstring_parts(model_class):
-    """(description, NOTE) of a class docstring, dedented."""
-    doc = inspect.cleandoc(model_class.__doc__ or "")
+def _docstring_parts(name):
+    """(description, NOTE) of the model's class docstring, dedented."""
+    from recbole_attn.sequential.models import get_model_class
+
+    doc = inspect.cleandoc(get_model_class(name).__doc__ or "")
     description, _, note = doc.partition("NOTE:")
     return description.strip(), inspect.cleandoc(note) if note else ""
 
 
 def _yaml_literal(value):
-    import yaml
-
     return yaml.safe_dump({"v": value}, default_flow_style=True)[4:-2]
 
 
-def _parameters(yaml_text):
-    """``[(key, type, meaning, value)]`` of the exported yaml's lines."""
-    import yaml
-
-    values = yaml.safe_load(yaml_text)
-    rows = []
-    for line in yaml_text.splitlines():
-        match = re.match(r"(\w+):[^#]*(?:#\s*(?:\((\w+)\)\s*)?(.*))?$", line)
-        if match:
-            key, kind, meaning = match.groups()
-            rows.append((key, kind, meaning or "", values[key]))
-    return rows
+def _yaml_block(values):
+    lines = "".join(f"   {k}: {_yaml_literal(v)}\n" for k, v in values.items())
+    return ".. code:: yaml\n\n" + lines
 
 
 def settings_text(name, files):
@@ -195,15 +185,13 @@ def settings_text(name, files):
     out = []
     settings = reproduction_settings(name)
     if settings:
-        lines = "".join(f"   {k}: {_yaml_literal(v)}\n" for k, v in settings.items())
         out.append(
             "**Reproduction settings:** RecBole reads "
             "``MAX_ITEM_LIST_LENGTH`` from ``recbole/properties/dataset/sample.yaml`` "
             "(``50``) after the model's yaml, and the training and evaluation settings "
             "from ``overall.yaml``, so the model's yaml holds none of them. To train "
             "as the model was reproduced, set them in your own config "
-            "file (or ``config_dict``):\n\n"
-            ".. code:: yaml\n\n" + lines
+            "file (or ``config_dict``):\n\n" + _yaml_block(settings)
         )
     own = exported_keys(name, files)
     for other in MODELS[name].also_reads:
@@ -212,28 +200,31 @@ def settings_text(name, files):
         if "train_neg_sample_args" in own and theirs.get("loss_type") != "CE":
             differ["train_neg_sample_args"] = RECBOLE_NEGATIVES
         if differ:
-            lines = "".join(f"   {k}: {_yaml_literal(v)}\n" for k, v in differ.items())
             out.append(
                 f"**On the {other} backbone:** RecBole reads only ``{name}.yaml`` for "
                 f"{name}, whatever its backbone, so its values above apply to "
                 f"``backbone: '{other}'`` too. {other}'s own defaults differ in:\n\n"
-                ".. code:: yaml\n\n" + lines
+                + _yaml_block(differ)
             )
     return "\n".join(out)
 
 
 def docs_page(name, yaml_text, files=None):
     """The docs page of model ``name``, as RecBole writes its models' pages."""
-    from recbole_attn.sequential.models import get_model_class
     from recbole_attn.upstream.sources import python_files
 
-    model = MODELS[name]
-    description, note = _docstring_parts(get_model_class(name))
-    params = []
-    for key, kind, meaning, value in _parameters(yaml_text):
-        kind = f" ({kind})" if kind else ""
-        shown = "None" if value is None else _yaml_literal(value)
-        params.append(f"- ``{key}{kind}`` : {meaning} Defaults to ``{shown}``.")
+    model, values, params = MODELS[name], yaml.safe_load(yaml_text), []
+    description, note = _docstring_parts(name)
+    for line in yaml_text.splitlines():
+        match = re.match(r"(\w+):[^#]*(?:#\s*(?:\((\w+)\)\s*)?(.*))?$", line)
+        if match:
+            key, kind, meaning = match.groups()
+            kind = f" ({kind})" if kind else ""
+            value = values[key]
+            shown = "None" if value is None else _yaml_literal(value)
+            params.append(
+                f"- ``{key}{kind}`` : {meaning or ''} Defaults to ``{shown}``."
+            )
     link = f"`[paper] <{model.paper_link}>`_\n\n" if model.paper_link else ""
     code = f"**Reference code:** {model.ref_code}\n\n" if model.ref_code else ""
     settings = settings_text(name, files or python_files())
@@ -321,10 +312,8 @@ def pr_description(name, files, measured=None, dependencies=()):
     """The pull-request text of model ``name``: ``files`` its files written whole (those
     of ``dependencies``, the models it imports, too), ``measured`` a markdown section.
     """
-    from recbole_attn.sequential.models import get_model_class
-
     model = MODELS[name]
-    description, note = _docstring_parts(get_model_class(name))
+    description, note = _docstring_parts(name)
     tests = "\n".join(f"- `{c}`" for c in case_names(name))
     needs = (
         "\n## Depends on\n\n"
