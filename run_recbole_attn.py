@@ -7,7 +7,7 @@ a checkout: the same command line as ``recbole-attn`` (:mod:`recbole_attn.cli`).
 
 import sys
 
-from recbole_attn.cli import build_parser, main, parse_args  # noqa: F401
+from recbole_attn.cli import build_parser, main  # noqa: F401
 
 if __name__ == "__main__":
     sys.exit(main(prog="python run_recbole_attn.py"))

@@ -77,7 +77,7 @@ def test_the_commands_training_run_keeps_freed_memory_first(monkeypatch):
     it trains; the library's ``quick_start.run`` leaves it to the caller."""
     from types import SimpleNamespace
 
-    from recbole_attn import cli
+    from recbole_attn.commands import run as command
     from recbole_attn.engine import quick_start
 
     calls = []
@@ -88,6 +88,8 @@ def test_the_commands_training_run_keeps_freed_memory_first(monkeypatch):
         return {"best_valid_result": {}, "test_result": {}, "saved_model_file": None}
 
     monkeypatch.setattr(quick_start, "run", run)
-    args = SimpleNamespace(model="STOSA", dataset="ml-100k", verbose=False)
-    assert cli._run(args, None, {}) == 0
+    args = SimpleNamespace(
+        model="STOSA", dataset="ml-100k", verbose=False, config_files=None, overrides={}
+    )
+    assert command.train(args) == 0
     assert calls == ["kept", "run"]

@@ -179,7 +179,10 @@ def test_a_repeated_search_keeps_the_first_results(tiny_config, tmp_path):
 def test_heatmaps_never_replace_files(tiny_config, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     from recbole_attn.engine.quick_start import run
-    from recbole_attn.commands.viz import main
+    from recbole_attn.cli import main as cli_main
+
+    def main(argv):
+        return cli_main(["viz", *argv])
 
     model_file = run("SASRecAP", "tiny", config_dict={**tiny_config, "epochs": 1})[
         "saved_model_file"

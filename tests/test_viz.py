@@ -11,7 +11,13 @@ from recbole_attn.engine.quick_start import load_data_and_model, run
 
 pytest.importorskip("matplotlib")
 
-from recbole_attn.commands.viz import attention_maps, main, plot_attention  # noqa: E402
+from recbole_attn.cli import main as cli_main  # noqa: E402
+from recbole_attn.commands.viz import attention_maps, plot_attention  # noqa: E402
+
+
+def main(argv):
+    """``recbole-attn viz`` in-process."""
+    return cli_main(["viz", *argv])
 
 
 def _png_size(path):

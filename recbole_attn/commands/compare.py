@@ -2,22 +2,9 @@
 recbole_attn.commands.compare
 #############################
 
-``recbole-attn compare A B [C ...]``: two or more models evaluated on the same data and
-users, compared metric by metric with paired tests over users. Each input is a per-user
-file (``recbole-attn evaluate --model_file=... --per_user=FILE``) or a checkpoint (it is
-evaluated here, full ranking). The first is the baseline.
-
-For each metric and each other model: both means, the relative difference to the
-baseline, a 95 % confidence interval of that difference (paired t), and the p-values of
-the paired t-test and of the Wilcoxon signed-rank test over users (scipy.stats), each
-corrected for the number of comparisons in the table (models x metrics): Holm (default)
-or Benjamini-Hochberg (``--correction=bh``). A comparison is marked significant when the
-corrected p-value of the t-test is below ``--alpha`` (0.05). Inputs of other datasets,
-data, splits or users are an error.
-
-    recbole-attn compare sasrec.csv stosa.csv --output=compare.json
-
-(``docs/compare.md``: the file formats and the statistics.)
+Models compared metric by metric with paired tests over the same users (docs/compare.md):
+per-user files (``evaluate --per_user``) or checkpoints; the first is the baseline. Paired t
+and Wilcoxon p-values are corrected over the table (Holm, or ``--correction=bh``).
 """
 
 import json
@@ -55,9 +42,8 @@ CORRECTIONS = {"holm": holm, "bh": benjamini_hochberg}
 
 
 def adjusted(pvalues, correction):
-    """``pvalues`` corrected by ``correction`` over the family of those that are
-    numbers; an undefined p-value (NaN: a test scipy cannot compute, such as the t-test
-    of differences that are all zero) stays NaN and does not count in the family."""
+    """``pvalues`` corrected by ``correction`` over those that are numbers; an
+    undefined one (NaN, e.g. the t-test of all-zero differences) stays NaN."""
     tested = [i for i, p in enumerate(pvalues) if not math.isnan(p)]
     out = [float("nan")] * len(pvalues)
     for i, p in zip(tested, CORRECTIONS[correction]([pvalues[i] for i in tested])):
@@ -66,12 +52,9 @@ def adjusted(pvalues, correction):
 
 
 def paired(base, other):
-    """The paired statistics of ``other`` against ``base`` (arrays over the same users;
-    users missing in either, NaN, are left out): means, relative difference, 95 % CI of
-    the difference of means (absolute and relative), paired t and Wilcoxon p-values,
-    each as scipy computes it, degenerate cases included: differences that are all the
-    same non-zero value give the t-test's p of (nearly) 0 and Wilcoxon's exact p;
-    differences that are all zero an undefined t-test (NaN) and Wilcoxon's p of 1."""
+    """The paired statistics of ``other`` against ``base`` over the users both have
+    (NaN: missing): means, relative difference, 95 % CI (paired t), paired t and
+    Wilcoxon p-values, as scipy gives them for degenerate differences too."""
     import warnings
 
     import numpy as np
@@ -116,11 +99,7 @@ def load_inputs(paths, echo=print):
     """``[(label, meta, {user: {column: value}}, columns)]`` of per-user files or
     checkpoints (evaluated here); every file checked
     (:func:`recbole_attn.per_user_file.check_table`)."""
-    from recbole_attn.per_user_file import (
-        check_table,
-        read_per_user,
-        table_values,
-    )
+    from recbole_attn.per_user_file import check_table, read_per_user, table_values
 
     loaded = []
     for path in paths:
@@ -144,8 +123,9 @@ def load_inputs(paths, echo=print):
 
 
 def _evaluate(path, echo):
+    """The per-user table of a checkpoint (or a folder's newest), evaluated here."""
     from recbole_attn.engine.quick_start import evaluate
-    from recbole_attn.commands.recommend import newest_model_file
+    from recbole_attn.commands.evaluate import newest_model_file
 
     model_file = newest_model_file(path)
     echo(f"evaluating {model_file} ...")
@@ -154,6 +134,7 @@ def _evaluate(path, echo):
 
 
 def _label(path, meta):
+    """An input's name in the table: its model and its file's stem."""
     stem = os.path.splitext(os.path.basename(path.rstrip("/")))[0]
     return f"{meta.get('model', '?')} ({stem})"
 
@@ -188,10 +169,6 @@ def compare(paths, metrics=None, correction="holm", alpha=0.05, echo=print):
     if len(paths) < 2:
         raise RecboleAttnError(
             "compare needs at least two inputs: a baseline and a model"
-        )
-    if correction not in CORRECTIONS:
-        raise RecboleAttnError(
-            f"correction must be one of {list(CORRECTIONS)}, got {correction!r}"
         )
     if metrics is not None:
         metrics = [m.lower() for m in metrics]
@@ -317,11 +294,10 @@ def write_result(result, path, overwrite=False):
     write_files({path: text}, "the comparison", overwrite)
 
 
-def main(argv=None, prog=None):
-    """``recbole-attn compare``; returns the exit status."""
-    from recbole_attn.options.arguments import command_parser, guarded
+def add_arguments(parser):
+    """The inputs, the metrics, the correction and the output."""
+    from recbole_attn.options.arguments import checked
 
-    parser = command_parser(prog, __doc__)
     parser.add_argument(
         "inputs",
         nargs="+",
@@ -335,39 +311,44 @@ def main(argv=None, prog=None):
         "(default: every metric all inputs have)",
     )
     parser.add_argument("--correction", choices=list(CORRECTIONS), default="holm")
-    parser.add_argument("--alpha", type=float, default=0.05)
+    parser.add_argument(
+        "--alpha",
+        type=checked(
+            float, lambda a: 0 < a < 1, "--alpha must be in (0, 1), got {value}"
+        ),
+        default=0.05,
+    )
     parser.add_argument(
         "--output", default=None, help="a .json (strict JSON) or .csv file"
     )
     parser.add_argument("--overwrite", action="store_true")
-    args = parser.parse_args(argv)
 
-    def run():
-        from recbole_attn.files import check_output_file
 
-        if not 0 < args.alpha < 1:
-            raise RecboleAttnError(f"--alpha must be in (0, 1), got {args.alpha}")
-        if args.output:  # before any input is read or evaluated
-            output_kind(args.output)
-            check_output_file([args.output], "the comparison", args.overwrite)
-        metrics = None
-        if args.metrics:
-            metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
-        result = compare(
-            args.inputs,
-            metrics,
-            args.correction,
-            args.alpha,
-            echo=lambda line: print(line, file=sys.stderr),
-        )
-        print(table_text(result))
-        if args.output:
-            write_result(result, args.output, args.overwrite)
-            print(f"written: {args.output}")
-        return 0
+def run(args):
+    """Check the output, compare, print the table and write it."""
+    from recbole_attn.files import check_output_file
 
-    return guarded(run)
+    if args.output:  # before any input is read or evaluated
+        output_kind(args.output)
+        check_output_file([args.output], "the comparison", args.overwrite)
+    metrics = None
+    if args.metrics:
+        metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    result = compare(
+        args.inputs,
+        metrics,
+        args.correction,
+        args.alpha,
+        echo=lambda line: print(line, file=sys.stderr),
+    )
+    print(table_text(result))
+    if args.output:
+        write_result(result, args.output, args.overwrite)
+        print(f"written: {args.output}")
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m recbole_attn.commands.compare"))
+    from recbole_attn.options.arguments import command_main
+
+    sys.exit(command_main(sys.modules[__name__], prog=f"python -m {__spec__.name}"))

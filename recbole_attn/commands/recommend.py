@@ -2,30 +2,19 @@
 recbole_attn.commands.recommend
 ###############################
 
-Recommendations from a trained model: the top-K items of every user (or of the users
-named), with rank and score, under the dataset's own user and item tokens, as CSV or JSON
-Lines (``recbole-attn recommend``; :func:`recommend` from Python).
+The top-K items of every user (or of the users named) from a trained model, with rank and
+score, as the dataset's own tokens in CSV or JSON Lines; ties go to the smaller item id.
 
     recbole-attn recommend --model_file=saved/<file>.pth --topk=20 --output=recs.csv
-        [--users=196,186 | --users_file=users.txt] [--history=all|test|train]
-        [--exclude_seen=False] [--format=csv|jsonl] [--overwrite]
-
-What a recommendation is conditioned on (``history``): ``all`` (default), every known
-interaction of the user (training, validation and test): the next item after everything
-known; ``test``, every interaction but the user's test item (the model's input when its
-test item was evaluated); ``train``, the training interactions only (its input when its
-validation item was evaluated). Items of that history are excluded unless
-``exclude_seen`` is False. Scores are the model's own (``full_sort_predict``; STOSA's is
-the negative W2 distance, so its ranking is by ascending distance, as in evaluation);
-ties are broken by the smaller item id. Users are scored in batches with a top-K per batch:
-no [users x items] matrix is held.
 """
 
 import csv
+import io
 import json
 import os
 import sys
 
+from recbole_attn.commands.evaluate import newest_model_file
 from recbole_attn.errors import RecboleAttnError
 from recbole_attn.files import read_text, refuse_existing, write_files
 
@@ -35,31 +24,9 @@ FORMATS = ("csv", "jsonl")
 SCORE_BUDGET_MB = 64
 
 
-def newest_model_file(path):
-    """``path`` itself, or for a folder the newest best-model checkpoint in it (said on
-    standard error)."""
-    if not os.path.isdir(path):
-        return path
-    files = [
-        os.path.join(path, f)
-        for f in os.listdir(path)
-        if f.endswith(".pth") and not f.endswith("-last.pth") and not f.startswith(".")
-    ]
-    files = [f for f in files if os.path.getsize(f) > 0]
-    if not files:
-        raise RecboleAttnError(f"{path} holds no model checkpoint (.pth)")
-    chosen = max(files, key=os.path.getmtime)
-    print(
-        f"model file: {chosen} (the newest of {len(files)} checkpoints in {path})",
-        file=sys.stderr,
-    )
-    return chosen
-
-
 def user_histories(splits, history):
-    """``{user id: [item ids, oldest first]}`` of every user, under ``history``: the
-    training history (:func:`~recbole_attn.data.histories.training_histories`), then the
-    validation item (``test``, ``all``), then the test item (``all``)."""
+    """``{user id: [item ids, oldest first]}``: the training history, then under
+    ``history`` ``test`` or ``all`` the validation item, under ``all`` the test item."""
     from recbole_attn.data.histories import training_histories
 
     train, valid, test = (s._dataset for s in splits)
@@ -78,15 +45,8 @@ def user_histories(splits, history):
     return out
 
 
-def _batch_size(n_items, requested):
-    if requested:
-        return int(requested)
-    return max(1, SCORE_BUDGET_MB * 2**20 // (4 * max(n_items, 1)))
-
-
 def _user_ids(dataset, users):
-    """Internal ids of the user tokens ``users`` (all users with a history when None);
-    unknown tokens are one error naming how many and a few of them."""
+    """Internal ids of the user tokens ``users``; unknown ones are an error."""
     field = dataset.uid_field
     known = dataset.field2token_id[field]
     users = list(dict.fromkeys(map(str, users)))  # a user named twice gets one list
@@ -125,9 +85,8 @@ def _padded(sequences, width=None):
 
 
 def top_k(scores, k, seen=None):
-    """``(items, scores)`` ``[B, k]`` of the k best columns of ``scores [B, n]`` (column
-    0, padding, never; the ``seen [B, n]`` boolean columns never), ties to the smaller
-    item id."""
+    """``(items, scores)`` ``[B, k]``: the k best columns of ``scores [B, n]`` but column 0
+    (padding) and ``seen [B, n]``, ties to the smaller item id."""
     import torch
 
     scores = scores.clone()
@@ -165,36 +124,12 @@ def recommend(
     a history) for the model in ``model_file`` (a checkpoint, or a folder: its newest).
 
     Returns:
-        dict: ``model``, ``dataset``, ``model_file``, ``fields`` (the user, item and
-        category field names), ``rows``: one ``(user, rank, item, score, categories)``
-        per recommendation, in user order then rank (tokens of the dataset; categories a
-        list of tokens, or None without a category field).
+        dict: ``model``, ``dataset``, ``model_file``, ``fields`` (user, item, category
+        field names) and ``rows``: ``(user, rank, item, score, categories)`` in user order
+        then rank (the dataset's tokens; categories None without a category field).
     """
-    import torch
-
-    from recbole.data.interaction import Interaction
-
-    from recbole_attn.evaluator.collector import (
-        category_field_name,
-        item_category_table,
-    )
     from recbole_attn.engine.quick_start import load_data_and_model
 
-    if history not in HISTORIES:
-        raise RecboleAttnError(
-            f"history must be one of {list(HISTORIES)}, got {history!r}"
-        )
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise RecboleAttnError(f"topk must be an integer >= 1, got {k!r}")
-    if batch_size is not None and (
-        isinstance(batch_size, bool)
-        or not isinstance(batch_size, int)
-        or batch_size < 1
-    ):
-        raise RecboleAttnError(
-            f"batch_size must be an integer >= 1 (users per batch), got {batch_size!r}; "
-            "leave it out for a batch that fits the default memory budget"
-        )
     model_file = newest_model_file(str(model_file))
     overrides = {"state": "ERROR", "show_progress": False, **(config_dict or {})}
     config, model, _, splits = load_data_and_model(model_file, overrides)
@@ -205,66 +140,16 @@ def recommend(
             f"topk {k} is more than the {n_items} items of {dataset.dataset_name!r}"
         )
     histories = user_histories(splits, history)
-    if users is None:
-        ids = sorted(u for u, items in histories.items() if items)
-    else:
-        ids = _user_ids(dataset, list(users))
-        empty = [u for u in ids if not histories.get(u)]
-        if empty:
-            tokens = _tokens(dataset, dataset.uid_field, empty[:5])
-            raise RecboleAttnError(
-                f"{len(empty)} user(s) have no interaction before their {history} "
-                f"cut: {tokens}; use --history=all"
-            )
-    field = category_field_name(config)
-    categories = None
-    if dataset.item_feat is not None and field in dataset.field2type:
-        categories = item_category_table(dataset, field)
-    max_length = model.max_seq_length
-    model.eval()
-    device = config["device"]
-    size = _batch_size(dataset.item_num, batch_size)
-    batches = range(0, len(ids), size)
-    if show_progress:
-        from tqdm import tqdm
-
-        batches = tqdm(batches, desc="recommend", unit="batch", file=sys.stderr)
+    ids = _chosen_users(dataset, histories, users, history)
+    field, categories = _category_tokens(config, dataset)
+    batches = _batches(ids, batch_size, dataset.item_num, show_progress)
     item_tokens = _tokens(dataset, dataset.iid_field, range(dataset.item_num))
-    category_tokens = None
-    if categories is not None:  # per item, its category tokens (one lookup)
-        names = _tokens(dataset, field, range(dataset.num(field)))
-        category_tokens = [
-            [names[c] for c in row if c > 0] for row in categories.tolist()
-        ]
+    model.eval()
     rows = []
-    for start in batches:
-        chunk = ids[start : start + size]
-        seqs = [histories[u] for u in chunk]
-        batch = Interaction(
-            {
-                model.ITEM_SEQ: _padded([s[-max_length:] for s in seqs], max_length),
-                model.ITEM_SEQ_LEN: torch.as_tensor(
-                    [min(len(s), max_length) for s in seqs]
-                ),
-                model.USER_ID: torch.as_tensor(chunk),
-            }
-        ).to(device)
-        with torch.no_grad():
-            scores = model.full_sort_predict(batch).view(len(chunk), -1).float()
-        seen = None
-        if exclude_seen:  # every item of the history, not only the model's input
-            seen = torch.zeros_like(scores, dtype=torch.bool)
-            seen.scatter_(1, _padded(seqs).to(scores.device), True)
-        items, values = top_k(scores, k, seen)
-        items, values = items.cpu().tolist(), values.cpu().tolist()
-        for user, user_items, user_values in zip(
-            _tokens(dataset, dataset.uid_field, chunk), items, values
-        ):
-            for rank, (item, score) in enumerate(zip(user_items, user_values), 1):
-                if score == -float("inf"):  # fewer than k items left to recommend
-                    break
-                cats = category_tokens[item] if category_tokens is not None else None
-                rows.append((user, rank, item_tokens[item], score, cats))
+    for chunk in batches:
+        items, values = _top_of_batch(model, config, histories, chunk, k, exclude_seen)
+        users = _tokens(dataset, dataset.uid_field, chunk)
+        rows += _rows(users, items, values, item_tokens, categories)
     return {
         "model": config["model"],
         "dataset": config["dataset"],
@@ -278,32 +163,110 @@ def recommend(
     }
 
 
+def _chosen_users(dataset, histories, users, history):
+    """The internal ids of ``users`` (every user with a history when None); a user
+    with no history before the ``history`` cut is an error."""
+    if users is None:
+        return sorted(u for u, items in histories.items() if items)
+    ids = _user_ids(dataset, list(users))
+    empty = [u for u in ids if not histories.get(u)]
+    if empty:
+        tokens = _tokens(dataset, dataset.uid_field, empty[:5])
+        raise RecboleAttnError(
+            f"{len(empty)} user(s) have no interaction before their {history} "
+            f"cut: {tokens}; use --history=all"
+        )
+    return ids
+
+
+def _category_tokens(config, dataset):
+    """The category field's name and, per item id, its category tokens (None without
+    the field)."""
+    from recbole_attn.evaluator.collector import (
+        category_field_name,
+        item_category_table,
+    )
+
+    field = category_field_name(config)
+    if dataset.item_feat is None or field not in dataset.field2type:
+        return field, None
+    table = item_category_table(dataset, field)
+    names = _tokens(dataset, field, range(dataset.num(field)))
+    return field, [[names[c] for c in row if c > 0] for row in table.tolist()]
+
+
+def _batches(ids, size, n_items, show_progress):
+    """``ids`` in batches of ``size`` (default: within :data:`SCORE_BUDGET_MB`), with a
+    progress bar on standard error."""
+    size = size or max(1, SCORE_BUDGET_MB * 2**20 // (4 * max(n_items, 1)))
+    batches = [ids[start : start + size] for start in range(0, len(ids), size)]
+    if show_progress:
+        from tqdm import tqdm
+
+        return tqdm(batches, desc="recommend", unit="batch", file=sys.stderr)
+    return batches
+
+
+def _top_of_batch(model, config, histories, chunk, k, exclude_seen):
+    """``(items, scores)`` lists ``[B, k]`` of the users ``chunk``: the model's scores
+    of their histories, the history's items left out with ``exclude_seen``."""
+    import torch
+
+    from recbole.data.interaction import Interaction
+
+    length = model.max_seq_length
+    seqs = [histories[u] for u in chunk]
+    batch = Interaction(
+        {
+            model.ITEM_SEQ: _padded([s[-length:] for s in seqs], length),
+            model.ITEM_SEQ_LEN: torch.as_tensor([min(len(s), length) for s in seqs]),
+            model.USER_ID: torch.as_tensor(chunk),
+        }
+    ).to(config["device"])
+    with torch.no_grad():
+        scores = model.full_sort_predict(batch).view(len(chunk), -1).float()
+    seen = None
+    if exclude_seen:  # every item of the history, not only the model's input
+        seen = torch.zeros_like(scores, dtype=torch.bool)
+        seen.scatter_(1, _padded(seqs).to(scores.device), True)
+    items, values = top_k(scores, k, seen)
+    return items.cpu().tolist(), values.cpu().tolist()
+
+
+def _rows(users, items, values, item_tokens, categories):
+    """The result rows of one batch, as tokens (fewer than k when items ran out)."""
+    rows = []
+    for user, user_items, user_values in zip(users, items, values):
+        for rank, (item, score) in enumerate(zip(user_items, user_values), 1):
+            if score == -float("inf"):  # fewer than k items left to recommend
+                break
+            cats = categories[item] if categories is not None else None
+            rows.append((user, rank, item_tokens[item], score, cats))
+    return rows
+
+
 def _text(result, fmt):
+    """The recommendations as the text of a ``fmt`` file."""
     fields = result["fields"]
     user, item, cat = fields["user"], fields["item"], fields["category"]
     if fmt == "csv":
-        lines = []
-
-        class Sink:
-            def write(self, text):
-                lines.append(text)
-
-        writer = csv.writer(Sink(), lineterminator="\n")
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
         writer.writerow([user, "rank", item, "score"] + ([cat] if cat else []))
         for u, rank, i, score, cats in result["rows"]:
             extra = [" ".join(cats)] if cat else []
             writer.writerow([u, rank, i, f"{score:.6g}"] + extra)
-        return "".join(lines)
-    out, current = [], None
+        return out.getvalue()
+    records, current = [], None
     for u, rank, i, score, cats in result["rows"]:
         if current is None or current[user] != u:
             current = {user: u, "recommendations": []}
-            out.append(current)
+            records.append(current)
         entry = {"rank": rank, item: i, "score": score}
         if cat:
             entry[cat] = cats
         current["recommendations"].append(entry)
-    return "".join(json.dumps(record) + "\n" for record in out)
+    return "".join(json.dumps(record) + "\n" for record in records)
 
 
 #: the extensions of the formats a recommendation file is written in
@@ -311,12 +274,9 @@ EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl"}
 
 
 def output_format(output, fmt=None):
-    """The format ``output`` is written in: its extension's (``.csv``, ``.jsonl``) or
-    ``fmt`` (``--format``, for a name of another extension). A :class:`RecboleAttnError`
-    for an extension of a format this command does not write (``.json``, ``.parquet``:
-    before, CSV or JSON Lines went under that name) or that contradicts ``fmt``."""
-    if fmt is not None and fmt not in FORMATS:
-        raise RecboleAttnError(f"format must be one of {list(FORMATS)}, got {fmt!r}")
+    """The format ``output`` is written in: its extension's, or ``fmt`` (``--format``)
+    for a name of another extension; an extension of no format written here, or one
+    that contradicts ``fmt``, is an error."""
     extension = os.path.splitext(str(output))[1].lower()
     by_name = EXTENSIONS.get(extension)
     if fmt and by_name and fmt != by_name:
@@ -334,34 +294,39 @@ def output_format(output, fmt=None):
 
 
 def write_recommendations(result, output, fmt=None, overwrite=False):
-    """Write ``result`` (:func:`recommend`) to ``output`` as CSV or JSON Lines (``fmt``,
-    default by the file's extension), atomically; an existing file only with
-    ``overwrite``."""
+    """Write ``result`` (:func:`recommend`) to ``output`` as CSV or JSON Lines
+    (:func:`output_format`), atomically; an existing file only with ``overwrite``."""
     fmt = output_format(output, fmt)
     write_files({output: _text(result, fmt)}, "the recommendations", overwrite)
     return output
 
 
-def _read_users_file(path):
-    users = [
-        line.strip()
-        for line in read_text(path, "users file").splitlines()
-        if line.strip()
-    ]
-    if not users:
+def _named_users(args):
+    """The user tokens of ``--users`` or ``--users_file`` (None: every user)."""
+    if args.users is not None:
+        named = [u.strip() for u in args.users.split(",") if u.strip()]
+        if not named:
+            raise RecboleAttnError(
+                f"--users={args.users!r} names no user (comma-separated user "
+                "tokens); leave it out to recommend to every user"
+            )
+        return named
+    if not args.users_file:
+        return None
+    text = read_text(args.users_file, "users file")
+    named = [line.strip() for line in text.splitlines() if line.strip()]
+    if not named:
         raise RecboleAttnError(
-            f"users file {path} names no user (one user token per line); leave out "
-            "--users_file to recommend to every user"
+            f"users file {args.users_file} names no user (one user token per line); "
+            "leave out --users_file to recommend to every user"
         )
-    return users
+    return named
 
 
-def main(argv=None, prog=None):
-    """``recbole-attn recommend``; returns the exit status."""
-    from recbole_attn.options.arguments import command_parser, guarded
-    from recbole_attn.options.values import convert_value
+def add_arguments(parser):
+    """The model, the output, the users and what their recommendations follow."""
+    from recbole_attn.options.arguments import TrueOrFalse, checked
 
-    parser = command_parser(prog, __doc__)
     parser.add_argument(
         "--model_file",
         required=True,
@@ -369,66 +334,75 @@ def main(argv=None, prog=None):
         "folder: its newest",
     )
     parser.add_argument("--output", required=True, help="the .csv or .jsonl file")
-    parser.add_argument("--topk", type=int, default=20, help="K (default 20)")
+    parser.add_argument(
+        "--topk",
+        type=checked(
+            int, lambda k: k >= 1, "topk must be an integer >= 1, got {value}"
+        ),
+        default=20,
+        help="K (default 20)",
+    )
     users = parser.add_mutually_exclusive_group()
     users.add_argument("--users", help="comma-separated user tokens (default: all)")
     users.add_argument("--users_file", help="a file of user tokens, one per line")
-    parser.add_argument("--history", default="all", choices=HISTORIES)
+    parser.add_argument(
+        "--history",
+        default="all",
+        choices=HISTORIES,
+        help="what a recommendation follows: all (default), every known interaction; "
+        "test, all but the test item; train, the training interactions",
+    )
     parser.add_argument(
         "--exclude_seen",
-        type=convert_value,
+        action=TrueOrFalse,
         default=True,
         help="exclude the items of the history (default True)",
     )
     parser.add_argument("--format", choices=FORMATS, default=None)
-    parser.add_argument("--batch_size", type=int, default=None)
+    parser.add_argument(
+        "--batch_size",
+        default=None,
+        type=checked(
+            int,
+            lambda size: size >= 1,
+            "batch_size must be an integer >= 1 (users per batch), got {value}; "
+            "leave it out for a batch that fits the default memory budget",
+        ),
+    )
     parser.add_argument(
         "--data_path", default=None, help="where the dataset is now, if it moved"
     )
     parser.add_argument("--overwrite", action="store_true")
-    args = parser.parse_args(argv)
 
-    def run():
-        if not isinstance(args.exclude_seen, bool):
-            raise RecboleAttnError(
-                f"--exclude_seen must be True or False, got {args.exclude_seen!r}"
-            )
-        if os.path.isdir(args.output):
-            raise RecboleAttnError(
-                f"--output {args.output} is a folder; give a file name (.csv or .jsonl)"
-            )
-        output_format(args.output, args.format)  # before the model loads
-        refuse_existing([args.output], "the recommendations", args.overwrite)
-        named = None
-        if args.users is not None:
-            named = [u.strip() for u in args.users.split(",") if u.strip()]
-            if not named:
-                raise RecboleAttnError(
-                    f"--users={args.users!r} names no user (comma-separated user "
-                    "tokens); leave it out to recommend to every user"
-                )
-        elif args.users_file:
-            named = _read_users_file(args.users_file)
-        result = recommend(
-            args.model_file,
-            k=args.topk,
-            users=named,
-            history=args.history,
-            exclude_seen=args.exclude_seen,
-            batch_size=args.batch_size,
-            config_dict={"data_path": args.data_path} if args.data_path else None,
-            show_progress=sys.stderr.isatty(),
-        )
-        write_recommendations(result, args.output, args.format, args.overwrite)
-        users_done = len({r[0] for r in result["rows"]})
-        print(
-            f"wrote {args.output}: top-{args.topk} of {users_done} users from "
-            f"{result['model_file']} ({result['model']} on {result['dataset']})"
-        )
-        return 0
 
-    return guarded(run)
+def run(args):
+    """Check the output, recommend, write; returns the exit status."""
+    if os.path.isdir(args.output):
+        raise RecboleAttnError(
+            f"--output {args.output} is a folder; give a file name (.csv or .jsonl)"
+        )
+    output_format(args.output, args.format)  # before the model loads
+    refuse_existing([args.output], "the recommendations", args.overwrite)
+    result = recommend(
+        args.model_file,
+        k=args.topk,
+        users=_named_users(args),
+        history=args.history,
+        exclude_seen=args.exclude_seen,
+        batch_size=args.batch_size,
+        config_dict={"data_path": args.data_path} if args.data_path else None,
+        show_progress=sys.stderr.isatty(),
+    )
+    write_recommendations(result, args.output, args.format, args.overwrite)
+    users_done = len({r[0] for r in result["rows"]})
+    print(
+        f"wrote {args.output}: top-{args.topk} of {users_done} users from "
+        f"{result['model_file']} ({result['model']} on {result['dataset']})"
+    )
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m recbole_attn.commands.recommend"))
+    from recbole_attn.options.arguments import command_main
+
+    sys.exit(command_main(sys.modules[__name__], prog=f"python -m {__spec__.name}"))

@@ -2,26 +2,11 @@
 recbole_attn.commands.viz
 #########################
 
-Attention heatmaps as the papers draw them (STOSA Fig. 5, AWRSR Fig. 3): for one user of a
-saved model, the attention matrix of every layer and head over the user's last positions,
-with the items on the axes; for models with a refiner (AWRSR) the normalized matrix ``A``
-and the refined ``B`` side by side.
-
-    recbole-attn viz --model_file=saved/STOSA-....pth --user=196 --output=plots
-    [--positions=15] [--label_field=movie_title]
-
-(``python -m recbole_attn.commands.viz ...`` works too).
-
-From Python: :func:`attention_maps` (the matrices and the item labels) and
-:func:`plot_attention` (writes one PNG per layer and head, returns the paths).
-
-The matrices are those ``model.attention_weights`` returns in evaluation mode, for the
-user's TEST input sequence (the items before the test item). RecBole's own ``SASRec`` is drawn
-through ``SASRecAP``, which has the same architecture and parameter names and loads its
-weights. Plotting needs matplotlib: ``uv pip install -e ".[plot]"``.
+Attention heatmaps of one user of a saved model (STOSA Fig. 5, AWRSR Fig. 3): every layer
+and head over the user's last test inputs, items on the axes; a refiner's ``A`` and ``B``
+side by side. RecBole's SASRec is drawn through SASRecAP. Needs matplotlib (``.[plot]``).
 """
 
-import argparse
 import os
 import re
 import sys
@@ -32,6 +17,7 @@ from recbole_attn.files import refuse_existing
 
 
 def _matplotlib():
+    """matplotlib's pyplot (no display); without matplotlib, an error saying how."""
     try:
         import matplotlib
 
@@ -93,6 +79,7 @@ def _user_row(test_data, user):
 
 
 def _labels(dataset, item_ids, label_field):
+    """The axis labels of ``item_ids``: their tokens, or their ``label_field``."""
     tokens = dataset.id2token(dataset.iid_field, item_ids)
     if not label_field:
         return [str(t) for t in tokens]
@@ -119,11 +106,6 @@ def attention_maps(model_file, user, positions=15, label_field=None, config_dict
     """
     from recbole_attn.engine.quick_start import load_data_and_model
 
-    if isinstance(positions, bool) or not isinstance(positions, int) or positions < 1:
-        raise RecboleAttnError(
-            f"positions must be an integer >= 1 (the user's last inputs drawn), got "
-            f"{positions!r}"
-        )
     config, model, _, (train_data, _, test_data) = load_data_and_model(
         model_file, config_dict
     )
@@ -170,64 +152,70 @@ def plot_attention(
         )
     plt = _matplotlib()
     result = attention_maps(model_file, user, positions, label_field, config_dict)
-    labels, maps = result["labels"], result["maps"]
-    names = list(maps)
+    files = _heatmap_files(model_file, result, output)
+    refuse_existing(files.values(), "the heatmaps", overwrite)
+    os.makedirs(output, exist_ok=True)
+    for (layer, head), path in files.items():
+        _draw(plt, result, layer, head, path)
+    return list(files.values())
+
+
+def _heatmap_files(model_file, result, output):
+    """``{(layer, head): path}`` of the PNG files, in drawing order."""
     stem = os.path.splitext(os.path.basename(str(model_file)))[0]
     # a token is the dataset's text: '/', '..' or spaces must not make a path of it
     user_part = re.sub(r"[^A-Za-z0-9_.-]", "_", str(result["user"])).strip(".") or "_"
-    layers = range(len(maps["A"]))
-    files = {
+    return {
         (layer, head): os.path.join(
             output, f"{stem}_user{user_part}_layer{layer + 1}_head{head + 1}.png"
         )
-        for layer in layers
-        for head in range(maps["A"][layer].shape[0])
+        for layer, heads in enumerate(result["maps"]["A"])
+        for head in range(heads.shape[0])
     }
-    refuse_existing(files.values(), "the heatmaps", overwrite)
-    os.makedirs(output, exist_ok=True)
-    paths = []
+
+
+def _draw(plt, result, layer, head, path):
+    """One layer's and head's heatmap (each map side by side) into ``path``."""
+    labels, maps = result["labels"], result["maps"]
     size = 1.0 + 0.35 * len(labels)
-    for layer in layers:
-        for head in range(maps["A"][layer].shape[0]):
-            fig, axes = plt.subplots(
-                1, len(names), figsize=(size * len(names) + 1.5, size), squeeze=False
-            )
-            for ax, name in zip(axes[0], names):
-                matrix = maps[name][layer][head]
-                image = ax.imshow(
-                    matrix, cmap="Blues", vmin=0.0, vmax=float(matrix.max())
-                )
-                ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
-                ax.set_yticks(range(len(labels)), labels, fontsize=7)
-                ax.set_xlabel("key item")
-                ax.set_ylabel("query item")
-                title = f"{result['model']} user {result['user']}: layer {layer + 1}"
-                title += f", head {head + 1}"
-                if len(names) > 1:
-                    title += f" ({name})"
-                ax.set_title(title, fontsize=8)
-                fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-            fig.tight_layout()
-            path = files[layer, head]
-            fig.savefig(path, dpi=100)
-            plt.close(fig)
-            paths.append(path)
-    return paths
-
-
-def main(argv=None, prog=None):
-    from recbole_attn.options.arguments import OneLineParser, guarded
-
-    parser = OneLineParser(
-        prog=prog,
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    fig, axes = plt.subplots(
+        1, len(maps), figsize=(size * len(maps) + 1.5, size), squeeze=False
     )
+    for ax, name in zip(axes[0], maps):
+        matrix = maps[name][layer][head]
+        image = ax.imshow(matrix, cmap="Blues", vmin=0.0, vmax=float(matrix.max()))
+        ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
+        ax.set_yticks(range(len(labels)), labels, fontsize=7)
+        ax.set_xlabel("key item")
+        ax.set_ylabel("query item")
+        title = f"{result['model']} user {result['user']}: layer {layer + 1}"
+        title += f", head {head + 1}"
+        if len(maps) > 1:
+            title += f" ({name})"
+        ax.set_title(title, fontsize=8)
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def add_arguments(parser):
+    """The model, the user, the folder and what is drawn."""
+    from recbole_attn.options.arguments import checked
+
     parser.add_argument("--model_file", required=True, help="a checkpoint in saved/")
     parser.add_argument("--user", required=True, help="the dataset's user token")
     parser.add_argument("--output", default="attention_plots", help="PNG folder")
     parser.add_argument(
-        "--positions", type=int, default=15, help="last positions drawn (default 15)"
+        "--positions",
+        type=checked(
+            int,
+            lambda n: n >= 1,
+            "positions must be an integer >= 1 (the user's last inputs drawn), got "
+            "{value}",
+        ),
+        default=15,
+        help="last positions drawn (default 15)",
     )
     parser.add_argument(
         "--label_field",
@@ -237,22 +225,23 @@ def main(argv=None, prog=None):
     parser.add_argument(
         "--overwrite", action="store_true", help="replace heatmaps already in --output"
     )
-    args = parser.parse_args(argv)
 
-    def draw():
-        paths = plot_attention(
-            args.model_file,
-            args.user,
-            args.output,
-            args.positions,
-            args.label_field,
-            overwrite=args.overwrite,
-        )
-        print("\n".join(paths))
-        return 0
 
-    return guarded(draw)
+def run(args):
+    """Draw the heatmaps and print their paths."""
+    paths = plot_attention(
+        args.model_file,
+        args.user,
+        args.output,
+        args.positions,
+        args.label_field,
+        overwrite=args.overwrite,
+    )
+    print("\n".join(paths))
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m recbole_attn.commands.viz"))
+    from recbole_attn.options.arguments import command_main
+
+    sys.exit(command_main(sys.modules[__name__], prog=f"python -m {__spec__.name}"))

@@ -2,13 +2,10 @@
 recbole_attn.options.arguments
 ##############################
 
-The layer every command stands on (the bottom floor: it imports nothing of the package
-but the errors): a parser whose errors are one line (:class:`OneLineParser`,
-:func:`command_parser`) and the wrapper that turns a
-:class:`~recbole_attn.errors.RecboleAttnError` into one ``error:`` line and an exit
-status (:func:`guarded`). The commands themselves: ``recbole_attn.cli`` (train, search,
-evaluate), ``recbole_attn.commands.recommend``, ``recbole_attn.commands.viz``, ``recbole_attn.commands.compare``,
-``recbole_attn.data.convert``, ``recbole_attn.upstream.export``.
+What every command's parser stands on: errors of one line (:class:`OneLineParser`,
+:class:`CommandParser`), the rules of its flags as argparse types and actions
+(:func:`positive_int`, :func:`checked`, :class:`TrueOrFalse`), RecBole's ``--key=value``
+overrides, and :func:`guarded`, which turns a ``RecboleAttnError`` into one ``error:`` line.
 """
 
 import argparse
@@ -36,21 +33,126 @@ class OneLineParser(argparse.ArgumentParser):
     is an error rather than another option."""
 
     def __init__(self, *args, **kwargs):
+        """argparse's parser, without abbreviations."""
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
     def error(self, message):
+        """One line: the error and where the help is."""
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
+class CommandParser(OneLineParser):
+    """A command's (sub)parser: an argument it does not know is its own error (argparse
+    leaves a subparser's to the parser above), or with ``takes_overrides`` a RecBole
+    override ``--key=value``, collected in ``args.overrides``."""
+
+    takes_overrides = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's parse, then the arguments left over (none are returned)."""
+        namespace, rest = super().parse_known_args(args, namespace)
+        if self.takes_overrides:
+            namespace.overrides = overrides(self, rest)
+        elif rest:
+            self.error(f"unrecognized arguments: {' '.join(rest)}")
+        return namespace, []
+
+
 def command_parser(prog, doc):
-    """The parser of a command whose ``--help`` shows its module docstring ``doc``
-    (plain text)."""
+    """A parser whose ``--help`` shows the module docstring ``doc`` (plain text)."""
     return OneLineParser(
         prog=prog,
         description=plain_doc(doc),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
+
+def setup_command(module, parser=None, prog=None):
+    """``parser`` (a new :class:`CommandParser` named ``prog`` if None) set up as the
+    command ``module``: its docstring as the description, its arguments, its ``run``."""
+    parser = parser or CommandParser(prog=prog)
+    parser.description = plain_doc(module.__doc__)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    module.add_arguments(parser)
+    parser.set_defaults(run=module.run)
+    return parser
+
+
+def command_main(module, argv=None, prog=None):
+    """Parse ``argv`` as the command ``module``'s arguments and run it (``python -m``
+    of a command's module); returns the exit status."""
+    args = guarded(setup_command(module, prog=prog).parse_args, argv)
+    return args if isinstance(args, int) else guarded(args.run, args)
+
+
+def overrides(parser, rest):
+    """``--key=value`` arguments as a dict (config overrides); anything else is one
+    error line."""
+    bad = [a for a in rest if not (a.startswith("--") and "=" in a)]
+    if bad:
+        parser.error(
+            f"unrecognized arguments {' '.join(bad)}: config overrides are written "
+            "--key=value (e.g. --epochs=2)"
+        )
+    found = {}
+    for arg in rest:
+        key, value = arg[2:].split("=", 1)
+        if found.setdefault(key, value) != value:
+            parser.error(
+                f"--{key} is given twice with different values ({found[key]!r}, "
+                f"{value!r}); keep one"
+            )
+    return found
+
+
+def positive_int(text):
+    """argparse ``type=``: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def checked(convert, rule, message):
+    """argparse ``type=``: ``convert`` (argparse's own error when it fails), then
+    ``rule``; a value against it is the error line ``message.format(value=value)``."""
+
+    def value(text):
+        """``text`` converted and checked."""
+        from recbole_attn.errors import RecboleAttnError
+
+        result = convert(text)
+        if not rule(result):
+            raise RecboleAttnError(message.format(value=result))
+        return result
+
+    value.__name__ = convert.__name__  # argparse's "invalid int value: 'x'"
+    return value
+
+
+class TrueOrFalse(argparse.BooleanOptionalAction):
+    """``--flag``, ``--no-flag``, or RecBole's spelling ``--flag=True|False``."""
+
+    def __init__(self, *args, **kwargs):
+        """argparse's action, with an optional value."""
+        super().__init__(*args, **kwargs)
+        self.nargs = "?"
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        """The flag's value; another word than True or False is one error line."""
+        if values is None or option_string.startswith("--no-"):
+            return super().__call__(parser, namespace, None, option_string)
+        if values not in ("True", "False"):
+            from recbole_attn.errors import RecboleAttnError
+
+            raise RecboleAttnError(
+                f"{option_string} must be True or False, got {values!r}"
+            )
+        setattr(namespace, self.dest, values == "True")
 
 
 def guarded(command, *args, **kwargs):
@@ -85,6 +187,7 @@ def sigterm_as_interrupt():
         return
 
     def interrupt(signum, frame):
+        """The first SIGTERM as a Ctrl-C."""
         if not terminated:  # a second SIGTERM while stopping does not cut the clean-up
             terminated.append(signum)
             raise KeyboardInterrupt

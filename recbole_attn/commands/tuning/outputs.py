@@ -57,7 +57,10 @@ def _table(trials, params):
 
 
 def _write_csv(output, header, rows):
+    """``trials.csv``."""
+
     def write(f):
+        """The header and the rows."""
         writer = csv.writer(f)
         writer.writerow(header)
         writer.writerows(rows)
@@ -106,11 +109,26 @@ def read_interrupted(output):
 
 
 def write_outputs(output, result, overrides, params):
-    """``trials.csv`` and ``trials.md`` (every trial), ``best.yaml`` (the selected
-    configuration: the user's overrides and the selected values; ``--config_files``
-    accepts it) and ``result.json``."""
+    """``trials.csv`` and ``trials.md`` (every trial), ``best.yaml`` (the user's
+    overrides and the selected values; ``--config_files`` accepts it), ``result.json``.
+    """
     header, rows = _table(result["trials"], params)
     _write_csv(output, header, rows)
+    text = _trials_page(result, header, rows)
+    _write(os.path.join(output, "trials.md"), lambda f: f.write(text))
+    _write(os.path.join(output, "best.yaml"), _best_yaml(result, overrides))
+    _write(  # last: a complete result.json is a complete search
+        os.path.join(output, "result.json"),
+        lambda f: json.dump(result, f, indent=2, default=str),
+    )
+    try:  # the search is complete: nothing left to continue
+        os.remove(os.path.join(output, INTERRUPTED))
+    except FileNotFoundError:
+        pass
+
+
+def _trials_page(result, header, rows):
+    """``trials.md``: every trial, the selected one marked, its results."""
     best = result["best_params"]
     lines = [
         f"# {result['model']} on {result['dataset']}: {len(rows)} trials, "
@@ -135,19 +153,23 @@ def write_outputs(output, result, overrides, params):
         f"Test: `{json.dumps(result['test_result'])}`",
         "",
     ]
-    text = "\n".join(lines)
-    _write(os.path.join(output, "trials.md"), lambda f: f.write(text))
+    return "\n".join(lines)
+
+
+def _best_yaml(result, overrides):
+    """The writer of ``best.yaml``: the overrides (command-line strings as the values
+    they spell) and the selected values."""
     from recbole_attn.options.values import convert_value
 
-    # command-line overrides are strings ("50"); the yaml holds the values they spell
     chosen = {
         k: convert_value(v) if isinstance(v, str) else v
         for k, v in overrides.items()
         if k != "checkpoint_dir"
     }
-    chosen.update(best)
+    chosen.update(result["best_params"])
 
-    def best_yaml(f):
+    def write(f):
+        """A comment line on the selection, then the keys."""
         f.write(
             f"# selected by recbole_attn.commands.tuning for {result['model']} on "
             f"{result['dataset']} (validation {result['valid_metric']} = "
@@ -155,12 +177,4 @@ def write_outputs(output, result, overrides, params):
         )
         yaml.safe_dump(chosen, f, sort_keys=True)
 
-    _write(os.path.join(output, "best.yaml"), best_yaml)
-    _write(  # last: a complete result.json is a complete search
-        os.path.join(output, "result.json"),
-        lambda f: json.dump(result, f, indent=2, default=str),
-    )
-    try:  # the search is complete: nothing left to continue
-        os.remove(os.path.join(output, INTERRUPTED))
-    except FileNotFoundError:
-        pass
+    return write

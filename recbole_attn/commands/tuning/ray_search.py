@@ -2,9 +2,8 @@
 recbole_attn.commands.tuning.ray_search
 #######################################
 
-The search on Ray Tune (this machine or an existing cluster): a trial reports its
-validation score after every evaluation (``tune.report``), so that schedulers such as
-ASHA can stop bad trials; one progress line per finished trial.
+The search on Ray Tune (here or on a cluster): a trial reports its validation score after
+every evaluation, so that schedulers such as ASHA can stop bad trials early.
 """
 
 import json
@@ -14,7 +13,7 @@ import re
 import socket
 
 from recbole_attn.errors import RecboleAttnError
-from recbole_attn.commands.tuning.space import grid_size, ray_space
+from recbole_attn.commands.tuning.space import ray_space, total_trials
 from recbole_attn.commands.tuning.trial import STATUS_FILE, _plain, train_trial
 
 
@@ -33,14 +32,16 @@ def ray_trial(
     )
 
     def report(epoch, valid_score, best_valid_score, metrics, saved_model_file):
+        """Tune's report of one evaluation (what schedulers such as ASHA read)."""
+        valid = {f"valid/{k}": v for k, v in metrics.items()}
         tune.report(
-            {
-                "valid_score": valid_score,
-                "best_valid_score": best_valid_score,
-                "epoch": epoch,
-                "saved_model_file": saved_model_file,
-                **{f"valid/{k}": v for k, v in metrics.items()},
-            }
+            dict(
+                valid_score=valid_score,
+                best_valid_score=best_valid_score,
+                epoch=epoch,
+                saved_model_file=saved_model_file,
+                **valid,
+            )
         )
 
     train_trial(params, model, dataset, config_file_list, config_dict, report)
@@ -71,18 +72,15 @@ def _ray_lost_line(error):
             line += f" ({used.group(1)} used"
             line += f", Ray's threshold {limit.group(1)})" if limit else ")"
         if name == "OutOfMemoryError":
-            line += (
-                "; free memory, run fewer trials at once (--max_concurrent) or a "
-                "smaller model"
-            )
+            line += "; free memory, run fewer trials at once (--max_concurrent) or a "
+            line += "smaller model"
         return line
     return None
 
 
 def trial_error_line(error, path=None):
-    """One line for a failed trial: the exception that ended it, or why Ray lost it
-    (memory, a dead worker), without Ray's trace or ANSI colour codes, and where Ray keeps
-    the full trace."""
+    """One line for a failed trial: its exception, or why Ray lost it, without Ray's
+    trace or colour codes; and where Ray keeps the trace."""
     where = f" (full trace: {os.path.join(path, 'error.txt')})" if path else ""
     lost = _ray_lost_line(error)
     if lost:
@@ -101,11 +99,10 @@ _HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0,
 
 
 def check_ray_address(address, timeout=3.0):
-    """``HOST:PORT`` must be a Ray head: it accepts a connection and answers as a gRPC
-    server does (HTTP/2: a SETTINGS frame first) within ``timeout`` seconds. Ray's own
-    client retries for a minute, and waits forever on a port that accepts and never
-    answers; ``auto`` is checked by Ray itself. With ``RAY_USE_TLS`` only the connection
-    is checked."""
+    """``HOST:PORT`` must answer as a Ray head's gRPC server does (HTTP/2: SETTINGS
+    first) within ``timeout`` s; Ray's client would retry for a minute, or wait forever
+    on a silent port. ``auto`` is Ray's to check; with ``RAY_USE_TLS``, only the port.
+    """
     if address in (None, "", "auto", "local"):
         return
     host, _, port = address.rpartition(":")
@@ -149,49 +146,44 @@ def _read_exactly(conn, size, timeout):
     return data
 
 
-class _LocalClusterNotice(logging.Filter):
-    """Ray's notice that the cluster it starts on this machine uses token authentication
-    ("Token authentication is enabled for this Ray cluster ..."): no cluster was asked
-    for. Its warning that authentication is DISABLED is kept."""
+class _Without(logging.Filter):
+    """Drops the records whose message starts with (or holds, ``anywhere``) ``text``."""
+
+    def __init__(self, *text, anywhere=False):
+        """A filter of the messages ``text``."""
+        super().__init__()
+        self.text, self.anywhere = text, anywhere
 
     def filter(self, record):
-        return "is enabled for this Ray cluster" not in str(record.msg)
+        """False for a record to drop."""
+        msg = str(record.msg)
+        if self.anywhere:
+            return not any(t in msg for t in self.text)
+        return not msg.startswith(self.text)
 
 
-class _TrialTrace(logging.Filter):
-    """Tune's log of a failed trial with its whole trace (~150 lines for a trial Ray
-    killed for memory, with its object-store dump): the search says it in one line
-    instead (:func:`trial_error_line`), with the path of the trace Ray keeps."""
-
-    def filter(self, record):
-        return not str(record.msg).startswith("Trial task failed for trial")
-
-
-class _StopNotice(logging.Filter):
-    """Ray Tune's lines when Ctrl-C stops it ("Stop signal received ...", "Experiment
-    has been interrupted ... Tuner.restore(...)"): the search says in one line what is
-    kept and the command that continues it (the same command restores Ray's
-    experiment)."""
-
-    def filter(self, record):
-        text = str(record.msg)
-        return not text.startswith(("Stop signal received", "Experiment has been int"))
+#: Ray's console lines a search says better itself: the notice of token authentication
+#: on the local cluster (its warning that it is DISABLED is kept), Tune's ~150-line
+#: trace of a failed trial (:func:`trial_error_line`), and Tune's lines on a Ctrl-C
+#: (the search says what is kept and how to continue)
+_QUIET = {
+    "ray._private.authentication.authentication_token_setup": _Without(
+        "is enabled for this Ray cluster", anywhere=True
+    ),
+    "ray.tune.execution.tune_controller": _Without("Trial task failed for trial"),
+    "ray.tune.tune": _Without("Stop signal received", "Experiment has been int"),
+}
 
 
 def _quiet_ray():
     """Ray's console output that says nothing a tuning user needs: the experiment box and
-    result-folder lines of its output engine (``verbose=0`` does not reach them), and
-    its token-authentication notice for the local cluster."""
+    result-folder lines of its output engine (``verbose=0`` does not reach them), and the
+    lines of :data:`_QUIET`."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    auth = logging.getLogger("ray._private.authentication.authentication_token_setup")
-    if not any(isinstance(f, _LocalClusterNotice) for f in auth.filters):
-        auth.addFilter(_LocalClusterNotice())
-    tune_run = logging.getLogger("ray.tune.tune")
-    if not any(isinstance(f, _StopNotice) for f in tune_run.filters):
-        tune_run.addFilter(_StopNotice())
-    controller = logging.getLogger("ray.tune.execution.tune_controller")
-    if not any(isinstance(f, _TrialTrace) for f in controller.filters):
-        controller.addFilter(_TrialTrace())
+    for name, quiet in _QUIET.items():
+        logger = logging.getLogger(name)
+        if quiet not in logger.filters:
+            logger.addFilter(quiet)
 
 
 def _init_ray(address, num_cpus):
@@ -211,6 +203,7 @@ def _init_ray(address, num_cpus):
 
 
 def _start_ray(address, num_cpus):
+    """``ray.init`` on ``address`` (a cluster), else here unless Ray runs already."""
     _quiet_ray()
     import ray
 
@@ -218,11 +211,7 @@ def _start_ray(address, num_cpus):
         if ray.is_initialized():
             ray.shutdown()
         try:
-            ray.init(
-                address=address,
-                log_to_driver=False,
-                configure_logging=False,
-            )
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
         except (ConnectionError, RuntimeError, ValueError) as err:
             raise RecboleAttnError(
                 f"cannot connect to the Ray cluster at {address!r}: "
@@ -237,6 +226,16 @@ def _start_ray(address, num_cpus):
         )
 
 
+def _stop_reason(folder, ran, epochs, eval_step):
+    """Why a trial stopped: its own word (it returned: all epochs or early stopping),
+    else all epochs or ASHA's stop (ASHA ends a trial at its last epoch, ``max_t``)."""
+    status_path = os.path.join(folder, STATUS_FILE)
+    if os.path.isfile(status_path):
+        with open(status_path) as f:
+            return json.load(f)["stop_reason"]
+    return "all epochs" if ran + eval_step > epochs else "stopped by ASHA"
+
+
 def _trial_row(trial, params_names, epochs, eval_step):
     """A finished Ray trial as a row of the trial table (what a stopped search keeps)."""
     result = trial.last_result or {}
@@ -244,19 +243,11 @@ def _trial_row(trial, params_names, epochs, eval_step):
     if saved is None or result.get("best_valid_score") is None:
         return None
     ran = int(result.get("epoch", -1)) + 1
-    status_path = os.path.join(os.path.dirname(saved), STATUS_FILE)
-    if os.path.isfile(status_path):
-        with open(status_path) as f:
-            reason = json.load(f)["stop_reason"]
-    elif ran + eval_step > epochs:
-        reason = "all epochs"
-    else:
-        reason = "stopped by ASHA"
     return {
         "params": _plain({k: trial.config.get(k) for k in params_names}),
         "best_valid_score": float(result["best_valid_score"]),
         "epochs": ran,
-        "stop_reason": reason,
+        "stop_reason": _stop_reason(os.path.dirname(saved), ran, epochs, eval_step),
         "saved_model_file": saved,
         "trial_id": trial.trial_id,
     }
@@ -266,17 +257,23 @@ def _trial_row(trial, params_names, epochs, eval_step):
 completed = set()
 
 
-def _progress_callback(total, params_names, echo, finished=None, epochs=0, step=1):
+def _progress_callback(search, finished):
     """One line per finished trial; its row appended to ``finished`` (its id to
     :data:`completed`)."""
     from ray.tune import Callback
 
+    names = [p.name for p in search["params"]]
+    total, echo = total_trials(search), search["echo"]
+
     class Progress(Callback):
-        done = len(finished or ())
+        """Ray Tune's callback of the progress lines."""
+
+        done = len(finished)
 
         def _line(self, trial, what):
+            """The progress line of a trial that ended."""
             Progress.done += 1
-            params = {k: trial.config.get(k) for k in params_names}
+            params = {k: trial.config.get(k) for k in names}
             result = trial.last_result or {}
             score = result.get("best_valid_score")
             score = "-" if score is None else f"{score:.4f}"
@@ -287,160 +284,139 @@ def _progress_callback(total, params_names, echo, finished=None, epochs=0, step=
             )
 
         def on_trial_complete(self, iteration, trials, trial, **info):
+            """Its line, and its row among the finished."""
             self._line(trial, "finished")
             completed.add(trial.trial_id)
-            row = _trial_row(trial, params_names, epochs, step)
-            if finished is not None and row is not None:
+            row = _trial_row(trial, names, search["epochs"], search["eval_step"])
+            if row is not None:
                 finished.append(row)
 
         def on_trial_error(self, iteration, trials, trial, **info):
+            """Its line (the search then says why it failed)."""
             self._line(trial, "failed")
 
     return Progress()
 
 
-def _search_ray(
-    params,
-    algo,
-    model,
-    dataset,
-    files,
-    overrides,
-    mode,
-    epochs,
-    options,
-    echo,
-    finished=None,
-):
-    """The search on Ray Tune; every finished trial's row is appended to ``finished``
-    (holding those of a stopped search this one continues: Ray's experiment is then
-    restored, ``Tuner.restore``, and runs its unfinished trials). A search Ray Tune
-    stopped (its own Ctrl-C handling) is a ``KeyboardInterrupt``."""
-    from ray import tune
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+def _searcher(search):
+    """Ray's search algorithm and ``num_samples``: TPE (bayes), or random sampling and
+    the grid (exhaustive: every combination once)."""
     from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 
-    num_samples, max_concurrent, seed = (
-        options["num_samples"],
-        options["max_concurrent"],
-        options["seed"],
-    )
-    if algo == "bayes":
-        from ray.tune.search.hyperopt import HyperOptSearch
-
-        searcher = HyperOptSearch(
-            metric="valid_score",
-            mode=mode,
-            # TPE's random start-up trials: 20 by default, half the budget when smaller
-            n_initial_points=min(20, max(1, num_samples // 2)),
-            random_state_seed=seed,
-        )
-        if max_concurrent:
-            searcher = ConcurrencyLimiter(searcher, max_concurrent=max_concurrent)
-    else:
+    num_samples, limit = search["num_samples"], search["max_concurrent"]
+    if search["algo"] != "bayes":
         searcher = BasicVariantGenerator(
-            max_concurrent=max_concurrent or 0, random_state=seed
+            max_concurrent=limit or 0, random_state=search["seed"]
         )
-        if algo == "exhaustive":
-            num_samples = 1  # grid_search: every combination once
-    if options["scheduler"] == "asha":
-        scheduler = ASHAScheduler(
-            time_attr="training_iteration", max_t=epochs, grace_period=1
-        )
-    else:
-        scheduler = FIFOScheduler()
-    total = grid_size(params) if algo == "exhaustive" else num_samples
-    trainable = tune.with_parameters(
-        ray_trial,
-        model=model,
-        dataset=dataset,
-        config_file_list=files,
-        config_dict=overrides,
-        threads=options["cpus_per_trial"],
+        return searcher, 1 if search["algo"] == "exhaustive" else num_samples
+    from ray.tune.search.hyperopt import HyperOptSearch
+
+    searcher = HyperOptSearch(
+        metric="valid_score",
+        mode=search["mode"],
+        # TPE's random start-up trials: 20 by default, half the budget when smaller
+        n_initial_points=min(20, max(1, num_samples // 2)),
+        random_state_seed=search["seed"],
     )
-    resources = {"cpu": options["cpus_per_trial"], "gpu": options["gpus_per_trial"]}
+    if limit:
+        searcher = ConcurrencyLimiter(searcher, max_concurrent=limit)
+    return searcher, num_samples
+
+
+def _search_ray(search, finished=None):
+    """The search on Ray Tune; every finished trial's row is appended to ``finished``,
+    which holds those of a stopped search this one continues (Ray's experiment is then
+    restored and runs its unfinished trials). Ray Tune's own stop is a
+    ``KeyboardInterrupt``."""
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
     finished = [] if finished is None else finished
-    progress = _progress_callback(
-        total,
-        [p.name for p in params],
-        echo,
-        finished,
-        epochs,
-        options["eval_step"],
+    trainable = tune.with_resources(
+        tune.with_parameters(
+            ray_trial,
+            model=search["model"],
+            dataset=search["dataset"],
+            config_file_list=search["files"],
+            config_dict=search["overrides"],
+            threads=search["cpus_per_trial"],
+        ),
+        {"cpu": search["cpus_per_trial"], "gpu": search["gpus_per_trial"]},
     )
-    experiment = os.path.join(options["storage_path"], "recbole_attn")
-    if options.get("continue") and tune.Tuner.can_restore(experiment):
+    progress = _progress_callback(search, finished)
+    experiment = os.path.join(search["storage_path"], "recbole_attn")
+    if search.get("continue") and tune.Tuner.can_restore(experiment):
         tuner = tune.Tuner.restore(
             experiment,
-            trainable=tune.with_resources(trainable, resources),
+            trainable=trainable,
             resume_unfinished=True,
             restart_errored=True,
         )
         run_config = getattr(getattr(tuner, "_local_tuner", None), "_run_config", None)
         if run_config is not None:  # this process's progress lines and rows
             run_config.callbacks = [progress]
-        return _results(tuner.fit(), params, mode, epochs, options, finished, total)
+        return _results(tuner.fit(), search, finished)
+    searcher, num_samples = _searcher(search)
+    if search["scheduler"] == "asha":
+        scheduler = ASHAScheduler(
+            time_attr="training_iteration", max_t=search["epochs"], grace_period=1
+        )
+    else:
+        scheduler = FIFOScheduler()
     tuner = tune.Tuner(
-        tune.with_resources(trainable, resources),
-        param_space=ray_space(params, algo),
+        trainable,
+        param_space=ray_space(search["params"], search["algo"]),
         tune_config=tune.TuneConfig(
             metric="valid_score",
-            mode=mode,
+            mode=search["mode"],
             num_samples=num_samples,
             scheduler=scheduler,
             search_alg=searcher,
         ),
         run_config=tune.RunConfig(
-            storage_path=options["storage_path"],
+            storage_path=search["storage_path"],
             name="recbole_attn",
             verbose=0,
             callbacks=[progress],
         ),
     )
-    return _results(tuner.fit(), params, mode, epochs, options, finished, total)
+    return _results(tuner.fit(), search, finished)
 
 
-def _results(grid, params, mode, epochs, options, finished, total):
+def _results(grid, search, finished):
     """The rows of a search's trials from Ray's ``ResultGrid``; a ``KeyboardInterrupt``
-    when a trial did not finish or fewer than ``total`` were made (Ray Tune stopped the
-    search on a Ctrl-C: it makes trials as resources free up)."""
+    when a trial did not finish or fewer than all were made (Ray Tune stopped the search
+    on a Ctrl-C: it makes trials as resources free up)."""
     done = {t.get("trial_id") for t in finished} | completed
     analysis = getattr(grid, "_experiment_analysis", None)
     statuses = {t.trial_id: t.status for t in getattr(analysis, "trials", None) or ()}
-    if len(grid) < total or any(
+    if len(grid) < total_trials(search) or any(
         status not in ("TERMINATED", "ERROR") for status in statuses.values()
     ):
         raise KeyboardInterrupt
+    names = [p.name for p in search["params"]]
     trials = []
     for result in grid:
-        names = [p.name for p in params]
-        row = {"params": _plain({k: result.config[k] for k in names})}
         if result.error is not None:
             raise RecboleAttnError(trial_error_line(result.error, result.path))
-        trial_id = (result.metrics or {}).get("trial_id")
-        if not statuses and trial_id not in done:
+        if not statuses and (result.metrics or {}).get("trial_id") not in done:
             raise KeyboardInterrupt  # unfinished: Ray Tune was stopped
         history = result.metrics_dataframe
-        best = (
-            history["valid_score"].max()
-            if mode == "max"
-            else history["valid_score"].min()
-        )
+        scores = history["valid_score"]
         ran = int(history["epoch"].max()) + 1
-        folder = os.path.dirname(result.metrics["saved_model_file"])
-        status_path = os.path.join(folder, STATUS_FILE)
-        if os.path.isfile(status_path):  # the trial returned: all epochs or early stop
-            with open(status_path) as f:
-                reason = json.load(f)["stop_reason"]
-        elif ran + options["eval_step"] > epochs:
-            reason = "all epochs"  # ASHA ends a trial at its last epoch (max_t)
-        else:
-            reason = "stopped by ASHA"
-        row.update(
-            best_valid_score=float(best),
-            epochs=ran,
-            stop_reason=reason,
-            saved_model_file=result.metrics["saved_model_file"],
+        saved = result.metrics["saved_model_file"]
+        reason = _stop_reason(
+            os.path.dirname(saved), ran, search["epochs"], search["eval_step"]
         )
-        trials.append(row)
+        trials.append(
+            {
+                "params": _plain({k: result.config[k] for k in names}),
+                "best_valid_score": float(
+                    scores.max() if search["mode"] == "max" else scores.min()
+                ),
+                "epochs": ran,
+                "stop_reason": reason,
+                "saved_model_file": saved,
+            }
+        )
     return trials

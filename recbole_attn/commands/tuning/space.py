@@ -29,6 +29,7 @@ class Param:
 
     @property
     def continuous(self):
+        """Whether the values are a range (not a ``choice`` list)."""
         return self.kind != "choice"
 
 
@@ -92,6 +93,7 @@ def read_params_file(path):
 
 
 def _parse_line(line):
+    """One line as a :class:`Param`; a ``ValueError`` says what is wrong."""
     parts = line.split(None, 2)
     if len(parts) < 3:
         raise ValueError("a name, a distribution and its arguments are needed")
@@ -136,7 +138,15 @@ def check_space(params, known, model_name, algo):
 
 
 def grid_size(params):
+    """The number of combinations of the ``choice`` values."""
     return math.prod(len(p.values) for p in params)
+
+
+def total_trials(search):
+    """The trials of a search: every combination (exhaustive), else its samples."""
+    if search["algo"] == "exhaustive":
+        return grid_size(search["params"])
+    return search["num_samples"]
 
 
 def ray_space(params, algo):

@@ -17,6 +17,7 @@ STATUS_FILE = "trial_status.json"
 
 
 def _absolute(config_dict):
+    """``config_dict`` with the paths of :data:`PATH_KEYS` absolute."""
     config_dict = dict(config_dict or {})
     for key in PATH_KEYS:
         if config_dict.get(key):
@@ -42,6 +43,7 @@ def train_trial(params, model, dataset, config_file_list, config_dict, report=No
     )
 
     def on_evaluated(epoch_idx, valid_score):
+        """``report`` the evaluation just made."""
         if report is not None:
             metrics = {k: float(v) for k, v in trainer.last_valid_result.items()}
             report(

@@ -1,0 +1,90 @@
+"""
+recbole_attn.commands.evaluate
+##############################
+
+The validation and test metrics of a saved model. Overrides --key=value change the
+evaluation, e.g. --metrics="['Recall','NDCG','CC']" --topk=[5,10]
+--eval_args="{'mode': 'uni100'}" --eval_mask_history=True (--data_path=DIR if the data
+moved).
+"""
+
+import os
+import sys
+
+from recbole_attn.errors import RecboleAttnError
+
+
+def add_arguments(parser):
+    """``--model_file``, ``--per_user``, ``--overwrite`` and the overrides."""
+    parser.takes_overrides = True
+    parser.add_argument(
+        "--model_file",
+        required=True,
+        help="a checkpoint written by a run, or a folder: its newest",
+    )
+    parser.add_argument(
+        "--per_user",
+        default=None,
+        help="also write every test user's target rank and metric values to this .csv "
+        "file, and what was evaluated to FILE.json beside it (full ranking; the input "
+        "of recbole-attn compare; docs/compare.md)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --per_user file (and its .json)",
+    )
+
+
+def run(args):
+    """Evaluate the model (its per-user file checked first), print and write."""
+    from recbole_attn.files import check_output_file
+    from recbole_attn.per_user_file import check_extension, meta_path
+
+    if args.per_user:  # before the model loads
+        check_extension(args.per_user)
+        check_output_file(
+            [args.per_user, meta_path(args.per_user)],
+            "the per-user results",
+            args.overwrite,
+        )
+    from recbole_attn.engine.quick_start import evaluate
+
+    model_file = newest_model_file(args.model_file)
+    result = evaluate(model_file, args.overrides, per_user=bool(args.per_user))
+    print(f"model: {result['model_file']} ({result['model']} on {result['dataset']})")
+    print(f"valid: {result['valid_result']}")
+    print(f"test: {result['test_result']}")
+    if args.per_user:
+        _write_per_user(args.per_user, result["per_user"], args.overwrite)
+    return 0
+
+
+def newest_model_file(path):
+    """``path`` itself, or for a folder the newest best-model checkpoint in it (said on
+    standard error)."""
+    if not os.path.isdir(path):
+        return path
+    files = [
+        os.path.join(path, f)
+        for f in os.listdir(path)
+        if f.endswith(".pth") and not f.endswith("-last.pth") and not f.startswith(".")
+    ]
+    files = [f for f in files if os.path.getsize(f) > 0]
+    if not files:
+        raise RecboleAttnError(f"{path} holds no model checkpoint (.pth)")
+    chosen = max(files, key=os.path.getmtime)
+    print(
+        f"model file: {chosen} (the newest of {len(files)} checkpoints in {path})",
+        file=sys.stderr,
+    )
+    return chosen
+
+
+def _write_per_user(path, table, overwrite):
+    """The per-user file and its ``.json``."""
+    from recbole_attn.per_user_file import write_per_user
+
+    rows = table["rows"]
+    write_per_user(path, table["header"], rows, table["meta"], overwrite)
+    print(f"per-user results: {path} ({len(rows)} users)")
