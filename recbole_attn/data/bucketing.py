@@ -1,14 +1,7 @@
-"""Length-bucketed training batches (``train_batch_grouping: bucket``).
-
-RecBole draws training batches uniformly at random, so with skewed sequence lengths
-almost every batch holds one long sequence and is trimmed to it (our models' ``trim``).
-Bucketing draws batches from shuffled pools of similar length instead: each epoch the
-training samples are shuffled, cut into pools of ``bucket_pool_batches`` batches, each
-pool is sorted by length and cut into batches, and the order of all batches is shuffled.
-Every sample is still seen once per epoch, but a batch's members now have similar
-lengths, which changes what a batch is (unlike the exact in-batch ``length_groups``):
-its effect on quality is measured in ``docs/results.md`` and it is off by default.
-"""
+"""Length-bucketed training batches (``train_batch_grouping: bucket``): each epoch the
+samples are shuffled, cut into pools of ``bucket_pool_batches`` batches, each pool
+sorted by length and cut into batches, and the batches shuffled. It changes what a batch
+is (unlike the exact ``length_groups``; docs/results.md)."""
 
 import torch
 from recbole.data.dataloader import TrainDataLoader

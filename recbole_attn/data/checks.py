@@ -1,28 +1,8 @@
-"""
-recbole_attn.data.checks
-########################
-
-Checks of a dataset's files and of its loading, so that dirty data is a clear line (what is
-wrong, in which file, what to do) instead of a traceback from inside RecBole or, worse, a
-silently wrong metric (:func:`check_dataset_files` runs the checks "before RecBole reads
-anything" below, in one call):
-
-* :func:`check_sequential_order`, :func:`check_labeled_evaluation` (before RecBole reads
-  anything): a sequential model's split is in time order; a ``labeled`` evaluation has
-  labels and value metrics;
-* :func:`check_dataset_exists` (before RecBole reads anything): the files exist, or the
-  command that creates them;
-* :func:`check_atomic_files` (before RecBole reads anything): an empty file, a header that
-  is not ``name:type`` fields, a missing user, item or time column, an interaction file
-  without interactions, a non-numeric value in a ``float`` column;
-* :func:`check_category_field_loads` (before RecBole reads anything): the category field
-  the model or the metrics need will load as a ``token_seq`` item feature;
-* :class:`CheckedDataset` (while the dataset loads): repeated (user, item) interactions
-  are dropped, keeping each pair's first (``rm_dup_inter: first``, our default; RecBole
-  keeps them), and counted on the console.
-
-The checks after the split: :mod:`recbole_attn.data.preparation`.
-"""
+"""Checks of a dataset's files before RecBole reads anything
+(:func:`check_dataset_files`) and of its loading (:class:`CheckedDataset`), so that
+dirty data is one clear line (what is wrong, in which file, what to do) instead of a
+traceback or a silently wrong metric. The checks after the split:
+:mod:`recbole_attn.data.preparation`."""
 
 import codecs
 import os
@@ -33,7 +13,7 @@ import pandas as pd
 
 from recbole_attn.data.hints import converter_hint
 from recbole_attn.data.preparation import eval_modes
-from recbole_attn.errors import CategoryFieldError, DataError, DatasetNotFoundError
+from recbole_attn.errors import DataError, DatasetNotFoundError
 from recbole_attn.data.fields import (
     check_category_field_loads,
     header_columns,
@@ -67,10 +47,8 @@ def _has_rows(path, encoding):
 
 
 def _check_numbers(path, fields, names, separator, encoding, seq_separator=" "):
-    """Every non-empty cell of the loaded ``float`` columns ``names`` is a finite number,
-    and every value of their ``float_seq`` columns: RecBole orders and splits by time,
-    labels by a threshold, normalizes and computes on them, and an infinite value (which
-    pandas reads as a number) silently made its rows each user's latest item."""
+    """Every loaded ``float`` cell and ``float_seq`` value is a finite number (an
+    infinite time made its rows each user's latest)."""
     numeric = [n for n in names if fields[n] in ("float", "float_seq")]
     if not numeric:
         return
@@ -106,8 +84,8 @@ def _check_numbers(path, fields, names, separator, encoding, seq_separator=" "):
 
 
 def _is_infinite(text):
-    """Whether ``text`` reads as an infinite float in Python (``'1e999'`` included,
-    which pandas 2.2's ``to_numeric`` reads as NaN and 3.0's as infinity)."""
+    """Whether ``text`` is an infinite float (``'1e999'``: NaN in pandas 2.2's
+    ``to_numeric``)."""
     try:
         return np.isinf(float(text))
     except ValueError:
@@ -115,9 +93,8 @@ def _is_infinite(text):
 
 
 def check_sequential_order(config):
-    """A sequential model's users are split in time order: RecBole's
-    ``SequentialDataset.build`` raises a ``ValueError`` (a traceback after the data has
-    loaded) for any other ``eval_args`` order; a :class:`DataError` before."""
+    """A sequential model's split is in time order (RecBole raises a ``ValueError``
+    after loading)."""
     order = (config["eval_args"] or {}).get("order")
     if order not in (None, "TO"):
         raise DataError(
@@ -130,9 +107,7 @@ def check_sequential_order(config):
 
 
 def has_label(config):
-    """Whether the interactions will carry ``LABEL_FIELD`` without RecBole's sampler:
-    from ``threshold``, or a loaded column of that name (every column loads without
-    ``load_col``)."""
+    """Whether the interactions carry ``LABEL_FIELD`` without RecBole's sampler."""
     load_col = config["load_col"]
     loaded = load_col.get("inter") if isinstance(load_col, dict) else None
     return (
@@ -144,10 +119,7 @@ def has_label(config):
 
 
 def check_labeled_evaluation(config):
-    """``eval_args`` mode ``labeled`` scores the labelled interactions as they are,
-    without ranking: RecBole's ranking metrics fail there with a ``TypeError``
-    (RecBole #2035, #1473), and data without labels with a ``KeyError``; a
-    :class:`DataError` before the data loads instead."""
+    """Mode ``labeled`` has labels and no ranking metric (RecBole #2035, #1473)."""
     from recbole.evaluator.register import metric_types
     from recbole.utils import EvaluatorType
 
@@ -174,8 +146,8 @@ def check_labeled_evaluation(config):
 
 
 def check_dataset_exists(config):
-    """Fail early (before RecBole tries to download anything) when the atomic files of
-    ``config['dataset']`` are missing."""
+    """The atomic files exist (before RecBole tries to download), or the command that
+    makes them."""
     dataset, data_path = config["dataset"], config["data_path"]
     if os.path.exists(os.path.join(data_path, f".{dataset}.converting")):
         # the claim a converter holds while it publishes (data/convert/write.py)
@@ -198,13 +170,8 @@ def check_dataset_exists(config):
 
 
 def check_dataset_files(config, sequential, needs_categories=()):
-    """The dataset's files, before RecBole reads anything: a ``labeled`` evaluation has
-    what it scores (:func:`check_labeled_evaluation`), the files exist
-    (:func:`check_dataset_exists`), a sequential model's split is in time order
-    (:func:`check_sequential_order`), the atomic files read as RecBole reads them
-    (:func:`check_atomic_files`), and, for each ``(who needs them, what to do instead)``
-    of ``needs_categories`` (the model, the metrics), the category field loads
-    (:func:`check_category_field_loads`)."""
+    """The dataset's checks before RecBole reads anything; ``needs_categories``: ``(who
+    needs them, what to do instead)`` of the model and the metrics."""
     check_labeled_evaluation(config)
     check_dataset_exists(config)
     if sequential:
@@ -215,10 +182,8 @@ def check_dataset_files(config, sequential, needs_categories=()):
 
 
 def check_atomic_files(config, sequential):
-    """The atomic files of ``config['dataset']`` can be read as RecBole reads them: a
-    :class:`DataError` naming the file and the fix otherwise. ``sequential``: the model
-    orders each user's interactions by the time field, which must then exist. Returns
-    the ``{name: type}`` of each file's header, ``{source: fields}``."""
+    """The atomic files read as RecBole reads them; returns each file's ``{name:
+    type}``."""
     dataset, folder = config["dataset"], config["data_path"]
     needs_time = sequential or (config["eval_args"] or {}).get("order") == "TO"
     headers = {}
@@ -235,8 +200,8 @@ def check_atomic_files(config, sequential):
 
 
 def _check_decodes(path, encoding):
-    """A :class:`DataError` if the file does not decode with ``encoding`` (a binary
-    file, or text saved in another encoding), naming the byte and its offset."""
+    """A :class:`DataError` naming the first byte that does not decode with
+    ``encoding``."""
     decoder = codecs.getincrementaldecoder(encoding)()
     offset = 0
     with open(path, "rb") as f:
@@ -310,13 +275,9 @@ def _field_key(field, uid, iid):
 
 
 class CheckedDataset:
-    """Mixin of our dataset classes: repeated (user, item) interactions. RecBole keeps
-    them by default, and then a user's test item can be one of the items the user had
-    already (Recall doubled on a fixture); RecBole's ``rm_dup_inter`` drops them after an
-    unstable sort by time, which reorders same-time interactions. Here ``rm_dup_inter:
-    first`` (our default) or ``last`` keeps each pair's earliest (latest) interaction,
-    ties in file order, and the other rows keep their order; the number dropped (or, with
-    ``rm_dup_inter: ~``, kept) is said on the console."""
+    """Mixin of our datasets: repeated (user, item) interactions (RecBole keeps them,
+    and a test item can then be one the user had) dropped keeping each pair's first or
+    last (``rm_dup_inter``), ties in file order, and counted on the console."""
 
     def _remove_duplication(self):
         keep = self.config["rm_dup_inter"]

@@ -1,23 +1,7 @@
-"""
-recbole_attn.data.dataset
-#########################
-
-Training modes for sequential recommenders (docs/models.md, "Shared training and evaluation keys").
-
-``training_mode: last_position`` is RecBole's default: one training sample per prefix of
-every user's history, loss on the last position only.
-
-``training_mode: all_position`` (the default of our models, and what the official code of
-every paper here does) keeps ONE training sample per user, the longest training prefix
-``(s_1 .. s_{n-1}) -> s_n`` (cut to the last ``MAX_ITEM_LIST_LENGTH`` items), and the model
-puts a loss on every position ``t`` with target ``s_{t+1}``. Validation and test are
-RecBole's leave-one-out samples, unchanged.
-
-Which dataset a run loads (:func:`load_dataset`), and the checks of a model against it
-before it loads: the training mode and RecBole's own dataset classes
-(:func:`check_sequential_model`), RecBole's sampled negatives or labels
-(:func:`check_recbole_negatives`).
-"""
+"""The dataset a run loads (:func:`load_dataset`), the training modes
+(``last_position``: RecBole's one sample per prefix; ``all_position``: one sample per
+user, a loss at every position; docs/models.md) and the checks of a model against the
+dataset before it loads."""
 
 import torch
 from recbole.data.dataset import SequentialDataset
@@ -41,11 +25,8 @@ def check_training_mode(config):
 
 
 def last_sample_per_user(interaction, uid_field):
-    """Indices of the last row of every user in ``interaction``.
-
-    RecBole's sequential augmentation sorts by (user, time) and the leave-one-out split keeps
-    that order within a user, so the last row of a user is its longest prefix.
-    """
+    """Indices of every user's last row (RecBole sorts by user and time: the longest
+    prefix)."""
     uid = interaction[uid_field]
     n = uid.numel()
     if n == 0:
@@ -58,17 +39,8 @@ def last_sample_per_user(interaction, uid_field):
 
 
 class AttnSequentialDataset(CheckedDataset, SequentialDataset):
-    """:class:`SequentialDataset` whose training split follows ``training_mode``.
-
-    In ``all_position`` mode the training split holds one sample per user (its longest
-    prefix); in ``last_position`` mode it is RecBole's split, unchanged. In both, the
-    training split carries the users' complete training histories
-    (:func:`~recbole_attn.data.histories.training_histories`). RecBole 1.2.1's loader gets
-    the fixes it needs on pandas 3 (installed into RecBole's ``Dataset`` by
-    :mod:`recbole_attn.host.install`), and
-    repeated interactions are handled and counted
-    (:class:`~recbole_attn.data.checks.CheckedDataset`).
-    """
+    """RecBole's ``SequentialDataset`` whose training split follows ``training_mode``
+    and carries the users' complete training histories."""
 
     def __init__(self, config):
         self.training_mode = check_training_mode(config)
@@ -86,14 +58,9 @@ class AttnSequentialDataset(CheckedDataset, SequentialDataset):
 
 
 def check_sequential_model(config, model_class=None):
-    """A sequential model against the pipeline's sequential dataset, before it loads:
-    ``training_mode`` is valid and one the model trains in (only recbole_attn's models,
-    which name their ``dataset_class``, put a loss at every position, so any other model,
-    RecBole's SASRec, GRU4Rec, ..., needs ``last_position``: RecBole's prefix samples),
-    and the model does not need a dataset class of RecBole's own (``DIENDataset``:
-    negative item sequences; ``GRU4RecKGDataset``, ``KSRDataset``: the knowledge graph),
-    which the pipeline does not build (a ``KeyError`` deep in training). A
-    :class:`~recbole_attn.errors.ConfigError` otherwise; returns the training mode."""
+    """``training_mode``, checked against the model: RecBole's models train in
+    ``last_position`` only, and on none of RecBole's own dataset classes
+    (``DIENDataset``, ...), which the pipeline does not build."""
     import importlib
 
     mode = check_training_mode(config)
@@ -118,12 +85,9 @@ def check_sequential_model(config, model_class=None):
 
 
 def check_recbole_negatives(config, model_class):
-    """RecBole's own models that train on sampled negatives (pairwise models such as
-    BPR, and its sequential models with ``loss_type: BPR``) need RecBole's sampler, which
-    our defaults switch off (our models sample inside the model): say how to switch it on
-    instead of RecBole's ``KeyError: 'neg_item_id'`` after loading the data. Our models
-    train on RecBole's negatives only the way RecBole trains their model files: on its
-    prefix samples, with the loss of the model file."""
+    """A model that trains on RecBole's sampled negatives or labels gets them (our
+    defaults switch RecBole's sampler off), or a :class:`ConfigError` saying how,
+    instead of RecBole's ``KeyError`` after loading."""
     from recbole.utils import InputType, ModelType
 
     sampling = (config["train_neg_sample_args"] or {}).get("distribution", "none")
@@ -170,10 +134,9 @@ def check_recbole_negatives(config, model_class):
 
 
 def recbole_dataset_class(config):
-    """The dataset class RecBole's ``create_dataset`` would build for a non-sequential
-    model (its ``<Model>Dataset`` if RecBole has one, else by model type), with the checks of
-    :class:`~recbole_attn.data.checks.CheckedDataset`. RecBole's ``create_dataset`` itself is
-    never called: it unpickles a saved dataset file whenever one exists."""
+    """The class RecBole's ``create_dataset`` would build for a non-sequential model,
+    with :class:`CheckedDataset` (``create_dataset`` itself would unpickle a saved
+    dataset)."""
     import importlib
 
     from recbole.utils import ModelType
@@ -188,10 +151,8 @@ def recbole_dataset_class(config):
 
 
 def load_dataset(config, model_class=None):
-    """The dataset of a run, loaded: a sequential model's in our
-    :class:`AttnSequentialDataset` (or the dataset class the model names, the research
-    wing's records the held-out items), any other model's in
-    :func:`recbole_dataset_class`."""
+    """The run's dataset: a sequential model's ``dataset_class``
+    (:class:`AttnSequentialDataset`), any other's :func:`recbole_dataset_class`."""
     from recbole.utils import ModelType
 
     if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:

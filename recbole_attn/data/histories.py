@@ -1,19 +1,6 @@
-"""
-recbole_attn.data.histories
-###########################
-
-The users' TRAINING histories: one chronological item sequence per user, built from the
-training split only, so that no validation or test interaction is ever in it. Models that
-learn from whole histories before or besides training (DPAtt's category kernel, RKSA's
-co-occurrence counts) read them through :func:`training_histories`, independently of the
-training mode.
-
-RecBole's sequential datasets hold one row per target interaction: ``item_seq`` (the last
-``MAX_ITEM_LIST_LENGTH`` items before the target) and the target. The training history of a
-user is the prefix of their first training row followed by the targets of all their
-training rows, in time order; :class:`~recbole_attn.data.dataset.AttnSequentialDataset`
-computes it before the ``all_position`` mode keeps one row per user, so it is complete (not
-cut to ``MAX_ITEM_LIST_LENGTH``) in both modes.
+"""The users' TRAINING histories: one chronological item sequence per user from the
+training split only (no held-out item), complete in both training modes; DPAtt's
+category kernel and RKSA's co-occurrence counts read them (:func:`training_histories`).
 """
 
 from typing import NamedTuple
@@ -37,9 +24,8 @@ class TrainingHistories(NamedTuple):
         return self.offsets[1:] - self.offsets[:-1]
 
     def padded(self, max_length=None):
-        """Right-padded ``[U, W]`` histories (0 = padding) and their lengths ``[U]``;
-        with ``max_length``, each history is cut to its most recent ``max_length`` items.
-        """
+        """Right-padded ``[U, W]`` histories (0 = padding), cut to their last
+        ``max_length`` items, and their lengths ``[U]``."""
         lengths = self.lengths
         if max_length is not None:
             lengths = lengths.clamp(max=max_length)
@@ -53,9 +39,8 @@ class TrainingHistories(NamedTuple):
 
 
 def histories_from_rows(uid, item_seq, item_seq_len, targets):
-    """:class:`TrainingHistories` from sequential rows grouped by user in time order
-    (RecBole's augmented ``inter_feat``): per user, the first row's prefix, then every
-    row's target."""
+    """Histories from RecBole's rows grouped by user in time order: the first row's
+    prefix, then every row's target."""
     n = uid.numel()
     if n == 0:
         empty = torch.zeros(0, dtype=torch.long)
@@ -83,13 +68,8 @@ def histories_from_rows(uid, item_seq, item_seq_len, targets):
 
 
 def training_histories(dataset):
-    """The :class:`TrainingHistories` of a training split.
-
-    Uses the histories recorded by :class:`~recbole_attn.data.dataset.AttnSequentialDataset`
-    when present; otherwise rebuilds them from the split's rows (complete in RecBole's
-    prefix mode; in a split already reduced to one row per user, each history is that
-    row's prefix and target).
-    """
+    """The recorded :class:`TrainingHistories` of a training split, else rebuilt from
+    its rows."""
     recorded = getattr(dataset, HISTORIES_ATTR, None)
     if recorded is not None:
         return recorded
@@ -103,7 +83,5 @@ def training_histories(dataset):
 
 
 def item_counts(dataset, n_items):
-    """``[n_items]``: the number of training interactions of every item (in the
-    :func:`training_histories` of the training split ``dataset``; 0 for the padding
-    item), what popularity-based negative sampling draws by."""
+    """``[n_items]`` training interactions per item (popularity negatives draw by them)."""
     return torch.bincount(training_histories(dataset).items, minlength=n_items)

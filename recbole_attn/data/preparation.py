@@ -1,18 +1,8 @@
-"""
-recbole_attn.data.preparation
-#############################
-
-The dataloaders of a run, built from the dataset every time. RecBole's
-``data_preparation`` first ``pickle.load``\\ s ``<checkpoint_dir>/<dataset>-for-<model>-
-dataloader.pth`` (or ``dataloaders_save_path``) whenever such a file exists, and its
-``create_dataset`` does the same with ``<dataset>-<DatasetClass>.pth``: a file planted
-under that name runs its code in the next ordinary run, and a file saved by an earlier
-run silently replaces the configuration's data. recbole_attn never unpickles a file:
-:func:`data_preparation` is RecBole's split-and-load step without the load, and
-:func:`check_no_pickles` refuses the options that would save or load pickled datasets or
-dataloaders. After the split, :func:`check_split`, :func:`check_topk` and
-:func:`cap_eval_batch_size` check it against the configuration.
-"""
+"""The dataloaders of a run, built from the dataset every time: RecBole's
+``data_preparation`` and ``create_dataset`` unpickle a saved file whenever one exists (a
+planted file runs its code, an old one silently replaces the data); ours never do
+(:func:`check_no_pickles`). After the split, :func:`check_split`, :func:`check_topk` and
+:func:`cap_eval_batch_size`."""
 
 from logging import getLogger
 
@@ -41,11 +31,8 @@ def check_no_pickles(config):
 
 
 def data_preparation(config, dataset):
-    """``(train, valid, test)`` dataloaders of ``dataset``, split by ``eval_args``: what
-    RecBole's ``data_preparation`` builds when it finds no saved file, never loading one
-    (and never saving one: :func:`check_no_pickles`). The split is checked
-    (:func:`check_split`: users too short to evaluate are
-    counted; none to evaluate is an error)."""
+    """``(train, valid, test)`` dataloaders of ``dataset``, split by ``eval_args`` and
+    checked: RecBole's ``data_preparation`` without loading or saving a file."""
     from recbole.data.utils import create_samplers, get_dataloader
     from recbole.sampler import KGSampler
     from recbole.utils import ModelType
@@ -80,16 +67,14 @@ def data_preparation(config, dataset):
 
 
 def eval_modes(config):
-    """The evaluation modes of a run (``eval_args``' ``mode``, or its value per phase)."""
+    """The evaluation modes of ``eval_args`` (its ``mode``, or its values per phase)."""
     mode = (config["eval_args"] or {}).get("mode")
     return set(mode.values()) if isinstance(mode, dict) else {mode}
 
 
 def check_topk(config, dataset):
-    """Full ranking cannot return more items than the dataset has, and a sampled
-    ranking (``uni<N>``, ``pop<N>``: the target among N sampled items) must have more
-    candidates than the largest cutoff: with ``topk`` >= N + 1 every target is in every
-    top-K and Recall@K is 1 whatever the model."""
+    """``topk`` within the items of a full ranking and below the candidates of a sampled
+    one (where Recall@K would be 1 for any model)."""
     modes = eval_modes(config)
     items = dataset.item_num - 1  # ids 1.. (0 is padding)
     largest = max(config["topk"])
@@ -112,12 +97,8 @@ def check_topk(config, dataset):
 
 
 def cap_eval_batch_size(config, dataset):
-    """Full ranking scores a ``[users, items]`` block per evaluation batch (RecBole's
-    sequential loaders take ``eval_batch_size`` users; the model's scores, the evaluator's
-    positive matrix and top-K work on blocks of that size): ``eval_batch_size`` is lowered,
-    said on the console, so that one block of float32 scores stays within
-    ``eval_scores_budget_mb`` (a million items at the default 512 MB: 134 users per
-    batch). Catalogues of the size of Amazon's 5-core datasets are not affected."""
+    """Lower ``eval_batch_size`` (said on the console) so that one full-ranking block of
+    float32 scores stays within ``eval_scores_budget_mb``."""
     full = "full" in eval_modes(config)
     budget = config["eval_scores_budget_mb"]
     if not full or not budget:
@@ -141,9 +122,8 @@ LOO_PHASES = {
 
 
 def check_split(config, dataset, splits):
-    """After a leave-one-out split: the users left out of validation or test (too few
-    interactions) are counted on the console; a :class:`DataError` when no user is left
-    to validate or test on."""
+    """The users a leave-one-out split leaves out of validation or test, counted on the
+    console; none left is a :class:`DataError`."""
     split = (config["eval_args"] or {}).get("split") or {}
     phases = LOO_PHASES.get(split.get("LS")) if isinstance(split, dict) else None
     if not phases:

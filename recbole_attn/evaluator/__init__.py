@@ -1,20 +1,9 @@
-"""
-recbole_attn.evaluator
-######################
-
-Category-diversity metrics (CC, ILD, F1) in the plugin. Three files hold what RecBole's
-evaluator would hold and import nothing of the plugin (``recbole-attn export-upstream``
-copies them into RecBole's ``base_metric.py``, ``metrics.py`` and ``collector.py``):
-:mod:`~recbole_attn.evaluator.base_metric` (``CategoryMetric``),
-:mod:`~recbole_attn.evaluator.metrics` (CC, ILD and ``AccDivF1``, the harmonic mean of
-accuracy and diversity) and :mod:`~recbole_attn.evaluator.item_categories` (the
-item→category table). This module adds what only the plugin does: the metrics'
-registration in RecBole's registry (with their options' defaults, which the export puts in
-RecBole's ``overall.yaml``, and ``F1``, the name PAtt and the plugin's users give
-``AccDivF1``), the collector hook that hands them the table under every trainer (ours and
-RecBole's), and the checks of a run's metrics before training, with hints
-(:mod:`~recbole_attn.evaluator.collector`), as one-line errors. See ``docs/metrics.md``.
-"""
+"""Category-diversity metrics (CC, ILD, F1) in the plugin. ``base_metric``, ``metrics``
+and ``item_categories`` hold what RecBole's evaluator would (``recbole-attn
+export-upstream`` copies them); this module adds what only the plugin does: the
+registration (with the options' defaults and ``F1``, the name PAtt gives ``AccDivF1``),
+the collector hook under every trainer, and the metrics' checks as one-line errors
+(docs/metrics.md)."""
 
 from recbole.evaluator.collector import Collector
 
@@ -66,8 +55,7 @@ class _WithDefaults:
 
 
 def with_metric_defaults(config):
-    """``config`` as the metrics read it: the metrics' options default to
-    :data:`METRIC_DEFAULTS`."""
+    """``config`` with the metrics' options defaulting to :data:`METRIC_DEFAULTS`."""
     return config if isinstance(config, _WithDefaults) else _WithDefaults(config)
 
 
@@ -106,15 +94,8 @@ METRICS = (CC, ILD, AccDivF1, F1)
 
 
 def register_metrics():
-    """Register CC, ILD and F1 in RecBole's metric registry (idempotent).
-
-    RecBole builds its registry once, at import, from the classes of
-    ``recbole.evaluator.metrics``; ``Config`` (metric names and types), ``Evaluator``
-    (metric classes) and the collector's ``Register`` (what to collect) read the dicts of
-    ``recbole.evaluator.register``, some of them through names imported elsewhere. The dicts
-    are therefore updated in place, never replaced, so that every importer sees the new
-    entries. Call before the first ``Config()`` (``import recbole_attn`` does).
-    """
+    """Register CC, ILD and F1 in RecBole's registry (idempotent), updating its dicts in
+    place (their importers hold them); before the first ``Config()``."""
     from recbole.evaluator import register
 
     for cls in METRICS:
@@ -127,14 +108,9 @@ def register_metrics():
 
 
 def check_metric_options(config):
-    """Check the options of ILD (``ild_distance``) and F1 (``f1_accuracy_metrics``,
-    ``f1_diversity_metrics``), which needs no data: a run fails on them in seconds.
-    Returns ``(who needs them, what to do instead)`` when a requested metric needs item
-    categories (the subject and the advice of a category-field message), else None.
-
-    Raises:
-        MetricConfigError: an invalid ``ild_distance`` or F1 component.
-    """
+    """Check ``ild_distance`` and F1's components (a :class:`MetricConfigError`);
+    returns ``(who needs them, what to do instead)`` when a metric needs item
+    categories, else None."""
     metrics = needs_item_categories(config["metrics"])
     need = (metrics_who(metrics), WITHOUT_CATEGORIES) if metrics else None
     lowered = [m.lower() for m in metrics]
@@ -157,12 +133,9 @@ def _dataset_of(data):
 
 
 def collect_item_categories(collector, data):
-    """Store the item→category table of ``data`` (a dataloader or dataset) in a RecBole
-    ``Collector`` as ``data.item_categories`` (a tensor, so that RecBole's
-    ``get_data_struct`` can move and copy it) when one of its metrics needs it
-    (:func:`~recbole_attn.evaluator.collector.collected_item_categories`).
-    :mod:`recbole_attn.host.install` calls it from every ``Collector.data_collect``, RecBole's
-    trainers' included."""
+    """Store the item→category table of ``data`` in a ``Collector`` as
+    ``data.item_categories`` when one of its metrics needs it (every
+    ``Collector.data_collect``, RecBole's trainers' included)."""
     if collector.register.need(ITEM_CATEGORIES):
         try:
             table = collected_item_categories(collector.config, _dataset_of(data))
@@ -172,14 +145,10 @@ def collect_item_categories(collector, data):
 
 
 class CategoryCollector(Collector):
-    """RecBole's Collector (which collects ``data.item_categories``:
-    :func:`collect_item_categories`; its ``get_data_struct`` keeps the non-tensor values
-    of RecBole's own metrics: :func:`recbole_attn.host.recbole_bugs.collector_data_struct`)
-    that can also collect it without ``fit``."""
+    """RecBole's Collector that can also collect the table without ``fit``."""
 
     def ensure_item_categories(self, data):
-        """Collect the table from ``data`` (a dataloader or dataset) if a metric needs it
-        and it was not collected yet (evaluation without ``fit``)."""
+        """Collect the table from ``data`` if needed and not collected yet."""
         if ITEM_CATEGORIES not in self.data_struct:
             collect_item_categories(self, data)
 

@@ -1,13 +1,5 @@
-"""
-recbole_attn.evaluator.base_metric
-##################################
-
-The base of the category metrics (:mod:`recbole_attn.evaluator.metrics`) and what they
-share with the collector (:mod:`recbole_attn.evaluator.collector`): the name of the
-item→category table in RecBole's ``DataStruct``. Like the other two files it imports
-RecBole, torch and numpy only; ``recbole-attn export-upstream`` copies its definitions into
-RecBole's ``recbole/evaluator/base_metric.py``.
-"""
+"""The base of the category metrics and the name of the item→category table in RecBole's
+``DataStruct``; exported into RecBole's ``base_metric.py``."""
 
 import numpy as np
 from recbole.evaluator.base_metric import AbstractMetric

@@ -1,17 +1,11 @@
-"""
-recbole_attn.evaluator.item_categories
-######################################
-
-The item→category table that the category metrics read: what RecBole's collector needs
-to collect them. ``recbole-attn export-upstream`` copies its definitions into RecBole's
-``recbole/evaluator/collector.py``, whose ``Collector.data_collect`` then stores
-:func:`collected_item_categories` under ``data.item_categories``; the plugin checks the
-field first, with hints (:mod:`recbole_attn.evaluator.collector`).
-"""
+"""The item→category table the category metrics read; exported into RecBole's
+``collector.py``, whose ``Collector.data_collect`` stores
+:func:`collected_item_categories` under ``data.item_categories``."""
 
 import numpy as np
 import torch
 from recbole.utils import FeatureSource, FeatureType
+from torch.nn.utils.rnn import pad_sequence
 
 
 def item_category_table(dataset, field):
@@ -28,11 +22,11 @@ def item_category_table(dataset, field):
             values = values.unsqueeze(1)
         ids = feat[iid_field].long()
     else:  # pandas DataFrame (before build): one array of token ids per row
-        rows = [np.asarray(v, dtype=np.int64).reshape(-1) for v in feat[field]]
-        width = max([len(r) for r in rows] + [1])
-        values = torch.zeros(len(rows), width, dtype=torch.long)
-        for r, v in enumerate(rows):
-            values[r, : len(v)] = torch.from_numpy(v)
+        rows = [
+            torch.as_tensor(np.asarray(v, dtype=np.int64)).view(-1) for v in feat[field]
+        ]
+        one = [torch.zeros(1, dtype=torch.long)]  # keeps the width >= 1
+        values = pad_sequence(rows + one, batch_first=True)[:-1]
         ids = torch.as_tensor(np.asarray(feat[iid_field], dtype=np.int64))
     table = torch.zeros(n_items, max(1, values.shape[1]), dtype=torch.long)
     table[ids] = values
@@ -40,8 +34,7 @@ def item_category_table(dataset, field):
 
 
 def collected_item_categories(config, dataset):
-    """The item→category table of the ``category_field`` of ``dataset``
-    (:func:`item_category_table`); a ``ValueError`` when that field is not a loaded
+    """The table of ``category_field``; a ``ValueError`` when it is not a loaded
     ``token_seq`` item feature."""
     field = config["category_field"]
     if (

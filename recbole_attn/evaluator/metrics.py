@@ -1,19 +1,6 @@
-"""
-recbole_attn.evaluator.metrics
-##############################
-
-Category-diversity metrics of the top-K lists (docs/metrics.md), as RecBole metrics. The
-file imports RecBole, torch, numpy and :mod:`recbole_attn.evaluator.base_metric` only;
-``recbole-attn export-upstream`` copies its definitions into RecBole's
-``recbole/evaluator/metrics.py``. Their options are read from the configuration, without
-defaults in code: RecBole's ``overall.yaml`` holds them in the export, the plugin fills
-them in (:data:`recbole_attn.evaluator.METRIC_DEFAULTS`).
-
-Every metric reads the item→category table that the collector stores under
-``data.item_categories`` (:func:`recbole_attn.evaluator.collector.
-collected_item_categories`): a LongTensor
-``[n_items, max_categories]``, row = internal item id, category token ids zero-padded (the
-format of a RecBole ``token_seq`` feature). An item whose row is all zeros is uncategorized.
+"""Category-diversity metrics of the top-K lists as RecBole metrics (docs/metrics.md), on
+the item→category table the collector stores under ``data.item_categories`` (row = item
+id, category token ids zero-padded); exported into RecBole's ``metrics.py``.
 
 Notation: ``R_u^K`` = the top-K items of user ``u``; ``c_i`` = the multi-hot category vector
 of item ``i``; ``C`` = the set of distinct categories that occur in the item table.
@@ -50,9 +37,8 @@ _BLOCK_FLOATS = 1 << 24
 
 
 def category_multi_hot(item_categories):
-    """``[n_items, max_categories]`` zero-padded token ids → bool multi-hot
-    ``[n_items, n_categories]`` over the categories that occur in the table (duplicates in
-    a row count once)."""
+    """Zero-padded token ids ``[n_items, max_categories]`` -> bool multi-hot ``[n_items,
+    n_categories]`` over the categories that occur."""
     table = torch.as_tensor(item_categories, dtype=torch.long).cpu()
     if table.dim() == 1:
         table = table.unsqueeze(1)
@@ -194,10 +180,9 @@ def ild_distance(config):
 
 
 def f1_components(config):
-    """``(accuracy, diversity)``: the names (lower case) of the metrics AccDivF1 combines
-    (``f1_accuracy_metrics``, ``f1_diversity_metrics``), each a top-K metric computed
-    from what AccDivF1 collects; a ``ValueError`` for an empty option or the first name that
-    is not such a metric."""
+    """``(accuracy, diversity)`` metric names (lower case) AccDivF1 combines; a
+    ``ValueError`` for an empty option or a name that is no top-K metric it can compute.
+    """
     from recbole.evaluator.register import metric_information, metrics_dict
 
     def names(key):

@@ -1,22 +1,8 @@
-"""
-recbole_attn.evaluator.per_user
-###############################
-
-Per-user results of one evaluation (``recbole-attn evaluate --per_user=FILE``; the input
-of ``recbole-attn compare``): for every evaluated user, the user token, the target
-item's rank in the full ranking (the history masked as configured) and the user's value
-of every configured metric, computed by the metric objects of the evaluation itself, so
-that each column's mean is the printed metric (before rounding).
-
-RecBole averages a top-K metric over users from a ``[users, K]`` matrix
-(``metric_info``); our CC and ILD have ``per_user``; both are kept here instead of only
-their means. F1 is a harmonic mean of dataset-level means and has no per-user value (it
-is left out of the file, and ``compare`` does not test it).
-
-The file format (plain CSV, and its metadata in a JSON file beside it), its reading and
-writing: :mod:`recbole_attn.per_user_file` (no torch, no RecBole), whose names are
-re-exported here.
-"""
+"""Per-user results of one evaluation (``recbole-attn evaluate --per_user=FILE``, the
+input of ``compare``; docs/compare.md): every evaluated user's token, target rank and
+value of every metric that has one, computed by the evaluation's own metric objects, so
+that each column's mean is the printed metric. The file format:
+:mod:`recbole_attn.per_user_file`, re-exported here."""
 
 import contextlib
 
@@ -32,9 +18,8 @@ from recbole_attn.per_user_file import (  # noqa: F401  (re-exported)
 
 
 class PerUserRecorder:
-    """While active (:meth:`recording`), records the users and target ranks of every
-    full-ranking batch the trainer evaluates and, at the end of the evaluation, every
-    metric's per-user values."""
+    """While :meth:`recording`, the users and target ranks of every full-ranking batch
+    and, at the end, every metric's per-user values."""
 
     def __init__(self, trainer):
         self.trainer = trainer
@@ -92,11 +77,9 @@ def _cell(value):
 
 
 def per_user_values(evaluator, struct):
-    """``{metric@k: [users] array}`` of every metric of ``evaluator`` (RecBole's
-    Evaluator) that has per-user values, from the evaluation's data ``struct``: RecBole's
-    top-K metrics (Hit, MRR, MAP, Recall, NDCG, Precision), its AveragePopularity and
-    TailPercentage (the user's list's popularity and tail share), and our CC and ILD.
-    Each column's mean is the metric the evaluation prints."""
+    """``{metric@k: [users] array}`` of every metric of ``evaluator`` with per-user
+    values (RecBole's top-K metrics, AveragePopularity, TailPercentage, our CC and ILD)
+    from the evaluation's ``struct``."""
     from recbole.evaluator.base_metric import TopkMetric
 
     out = {}

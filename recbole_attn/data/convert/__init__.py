@@ -1,11 +1,6 @@
 """Dataset converters: raw public files -> RecBole atomic files with item categories
-(docs/datasets.md).
-
-``recbole-attn convert <name> [options]`` (or ``python dataset_scripts/<name>.py`` in a
-checkout) runs one of :data:`CONVERTERS`; the shared pipeline is described in
-:mod:`recbole_attn.data.convert.cli`. Converters read raw files and write atomic files with
-pandas and numpy; nothing of RecBole runs.
-"""
+(``recbole-attn convert <name>``, :data:`CONVERTERS`; docs/datasets.md). Nothing of
+RecBole runs."""
 
 import importlib
 import sys

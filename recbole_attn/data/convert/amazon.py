@@ -53,9 +53,8 @@ def _parse_record(line: str) -> dict:
 
 
 def amazon_csv_order(path: str) -> str:
-    """Column order of an Amazon ratings-only CSV: 2014's ``ratings_<Cat>.csv`` is
-    ``user,item,rating,timestamp``; 2018's ``<Cat>.csv`` is ``item,user,rating,timestamp``.
-    """
+    """Column order of a ratings-only CSV: 2014's ``ratings_<Cat>.csv`` user first,
+    2018's ``<Cat>.csv`` item first."""
     base = os.path.basename(path)
     return "user_item" if base.startswith("ratings_") else "item_user"
 
@@ -63,13 +62,8 @@ def amazon_csv_order(path: str) -> str:
 def parse_amazon_reviews(
     path: str, bad: Optional[BadLines] = None, csv_order: str = "auto"
 ) -> pd.DataFrame:
-    """Amazon review/rating file -> ``user_id, item_id, timestamp, rating``.
-
-    * JSON lines (``reviews_<Cat>_5.json(.gz)`` 2014, ``<Cat>_5.json(.gz)`` 2018): fields
-      ``reviewerID``, ``asin``, ``unixReviewTime``, ``overall``.
-    * CSV without header (``ratings_<Cat>.csv`` 2014: user,item,rating,timestamp;
-      ``<Cat>.csv`` 2018: item,user,rating,timestamp; ``csv_order`` overrides the guess).
-    """
+    """Amazon review (JSON lines) or rating (CSV without header; ``csv_order`` overrides
+    the guess) file -> ``user_id, item_id, timestamp, rating``."""
     bad = bad or BadLines()
     stem = path[:-3] if path.endswith(".gz") else path
     users: List[str] = []
@@ -132,13 +126,8 @@ _ASIN = re.compile(r"""["']asin["']\s*:\s*["']([^"']+)["']""")
 
 
 def amazon_meta_categories(record: dict) -> List[str]:
-    """Category tokens of one Amazon metadata record, root dropped.
-
-    2014: ``categories`` is a list of paths (lists), each starting at the root
-    (e.g. ``[["Beauty", "Skin Care", "Face"], ["Beauty", "Makeup"]]``); 2018: ``category``
-    is one path (a list of names). The root of every path is dropped, the remaining names are
-    collected in order, without repeats.
-    """
+    """Category tokens of one metadata record: the names of its category paths (2014: a
+    list of paths, 2018: one), roots dropped, in order, without repeats."""
     paths = record.get("categories")
     if paths is None:
         paths = record.get("category")
@@ -156,12 +145,8 @@ def parse_amazon_meta(
     asins: Optional[set] = None,
     bad: Optional[BadLines] = None,
 ) -> Tuple[Dict[str, List[str]], Dict[str, str]]:
-    """Amazon metadata (``meta_<Cat>.json(.gz)``, python literals in 2014, JSON in 2018)
-    -> ``(asin -> category tokens, asin -> brand token)``.
-
-    With ``asins`` given, lines whose ``asin`` is recognisably not in it are skipped without
-    being parsed (metadata files are large; such lines are not checked for errors).
-    """
+    """Amazon metadata -> ``(asin -> category tokens, asin -> brand token)``; lines
+    recognisably not of ``asins`` are skipped unparsed."""
     bad = bad or BadLines()
     cats: Dict[str, List[str]] = {}
     brands: Dict[str, str] = {}

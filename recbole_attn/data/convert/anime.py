@@ -33,10 +33,8 @@ from recbole_attn.data.convert.read import READ_ERRORS, open_text
 
 
 def parse_anime_ratings(path: str, bad: Optional[BadLines] = None) -> pd.DataFrame:
-    """Kaggle anime ``rating.csv`` (``user_id,anime_id,rating``; rating -1 = watched
-    without a rating). There are no timestamps: the row number in the file (1, 2, ...)
-    is used as the timestamp, i.e. the file order is taken as the chronological order.
-    """
+    """Kaggle ``rating.csv`` (``user_id,anime_id,rating``; -1 = watched without a
+    rating), the row number as the timestamp."""
     bad = bad or BadLines()
     rows = []
     header_seen = False
@@ -66,9 +64,7 @@ def parse_anime_ratings(path: str, bad: Optional[BadLines] = None) -> pd.DataFra
 def parse_anime_genres(
     path: str, bad: Optional[BadLines] = None
 ) -> Dict[str, List[str]]:
-    """Kaggle ``anime.csv`` (``anime_id,name,genre,...``; ``genre`` is a quoted,
-    comma-separated list) -> anime -> genre tokens (``Slice of Life`` -> ``Slice_of_Life``).
-    """
+    """Kaggle ``anime.csv`` -> anime -> genre tokens."""
     try:
         return _anime_genres(path, bad or BadLines())
     except (UnicodeDecodeError, *READ_ERRORS, csv.Error) as exc:

@@ -1,24 +1,7 @@
-"""Cleaning and filtering of the parsed interactions (steps 2-4 of the pipeline, see
-``cli.py``), and the category tokens every parser uses.
-
-:func:`convert` runs the steps on a parsed table ``user_id, item_id, timestamp[, rating]``:
-
-2. ``--min_rating`` filter, then chronological order: a *stable* sort by timestamp within
-   each user (ties keep the file order), users in order of first appearance;
-3. repeated (user, item) pairs keep only their earliest interaction (``--keep_duplicates``
-   turns this off);
-4. k-core filtering on users and items, iterated to a fixed point (:func:`k_core`);
-
-then builds the rows of the ``.item`` file (:func:`item_table`) and the statistics that the
-summary prints.
-
-Category tokens: RecBole splits ``token_seq`` cells on spaces, so whitespace inside a
-category name is replaced with ``_`` (``Slice of Life`` -> ``Slice_of_Life``). An item
-without any category is left out of the ``.item`` file (an empty ``token_seq`` cell breaks
-RecBole's loader under pandas 3); RecBole gives such an item an all-padding category row,
-which the diversity metrics treat as "uncategorized". The item stays rankable: the item id
-space comes from the ``.inter`` file.
-"""
+"""Cleaning and filtering of the parsed interactions (:func:`convert`: ``--min_rating``,
+stable time order, first of repeated pairs, iterated k-core), the ``.item`` rows and the
+category tokens (inner whitespace -> ``_``; an item without category has no ``.item``
+row); docs/datasets.md."""
 
 from __future__ import annotations
 
@@ -37,10 +20,7 @@ _WHITESPACE = re.compile(r"\s+")
 
 
 def clean_token(name) -> Optional[str]:
-    """A category/brand name as a RecBole token: stripped, inner whitespace -> ``_``.
-
-    Returns None for an empty name.
-    """
+    """A name as a RecBole token (stripped, inner whitespace -> ``_``), None if empty."""
     if name is None:
         return None
     token = _WHITESPACE.sub("_", str(name).strip())
@@ -80,10 +60,9 @@ def k_core(
     user_col: str = USER,
     item_col: str = ITEM,
 ) -> pd.DataFrame:
-    """Iterated k-core: drop users with < ``k`` and items with < ``item_k`` (default ``k``)
-    interactions, repeated until nothing changes. Row order is kept; ``k <= 1`` (and
-    ``item_k <= 1``) disables the respective side. The number of passes that removed
-    something is stored in ``result.attrs['k_core_passes']``."""
+    """Iterated k-core on users (``k``) and items (``item_k``, default ``k``), row order
+    kept; ``<= 1`` turns a side off. The passes that removed something:
+    ``attrs['k_core_passes']``."""
     item_k = k if item_k is None else item_k
     passes = 0
     while True:

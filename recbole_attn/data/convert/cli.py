@@ -1,26 +1,7 @@
-"""The command line shared by the dataset converters (raw public files -> RecBole atomic
-files): ``recbole-attn convert <name>``, or ``python dataset_scripts/<name>.py`` in a
-checkout.
-
-Each converter module of this package (``amazon``, ``seqfile``, ``movielens``, ``anime``)
-holds the parsers of its source format and is otherwise a thin command line over the shared
-modules. The pipeline is the same for every source:
-
-1. parse the raw interactions into a table ``user_id, item_id, timestamp[, rating]`` (the
-   script's own parser, with the reading helpers of ``read.py``; a malformed line raises
-   ``ConversionError`` naming the file and the line, or is counted and skipped with
-   ``--skip_bad_lines``);
-2. ``--min_rating`` filter, then chronological order (``clean.py``);
-3. repeated (user, item) pairs keep only their earliest interaction (``clean.py``);
-4. k-core filtering on users and items, iterated to a fixed point (``clean.k_core``);
-5. atomic writing of ``<out>/<name>/<name>.inter``, ``<name>.item`` and ``<name>.yaml``
-   (``write.py``); an existing dataset is only replaced with ``--overwrite``.
-
-This module has the options every script takes (:func:`add_common_args`), the one ``main``
-of every script (:func:`convert_main`: options, the early check for an existing dataset, the
-script's reader, conversion, the final write-and-summary step of :func:`finish`) and
-:func:`run_main`, which turns a ``ConversionError`` into ``error: ...`` and exit status 2.
-"""
+"""The command line shared by the dataset converters (``recbole-attn convert <name>``):
+the options every converter takes (:func:`add_common_args`), the one ``main``
+(:func:`convert_main`: parse, refuse an existing dataset, read, convert, write with
+:func:`finish`) and :func:`run_main`. The pipeline: docs/datasets.md."""
 
 from __future__ import annotations
 
@@ -59,10 +40,8 @@ def _underscored(arg: str) -> str:
 
 
 class ConverterParser(OneLineParser):
-    """The converters' parser, every command's (one-line errors, no abbreviations):
-    options are spelled with underscores, as RecBole's (``--k_core``,
-    ``--skip_bad_lines``); the hyphenated spelling of every option (``--skip-bad-lines``)
-    is accepted as an alias."""
+    """The converters' parser: one-line errors, no abbreviations, and every underscored
+    option (``--skip_bad_lines``) also spelled with hyphens."""
 
     def __init__(self, **kwargs):
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
@@ -184,9 +163,8 @@ def convert_main(
     read: Reader,
     check: Optional[Callable[[argparse.Namespace], None]] = None,
 ) -> None:
-    """A converter's whole run: parse the command line (the script's ``check`` of its own
-    options first), refuse an existing dataset before reading anything large, read the raw
-    files with the script's ``read``, convert, write."""
+    """A converter's run: options (the script's ``check`` first), refuse an existing
+    dataset before reading anything large, read, convert, write."""
     args = parser.parse_args(argv)
     options = options_from_args(args)
     if check is not None:
@@ -198,10 +176,8 @@ def convert_main(
 
 
 def run_main(main: Callable[..., None], argv=None, prog: Optional[str] = None) -> int:
-    """Run a converter's main as every command runs
-    (:func:`recbole_attn.options.arguments.guarded`): a :class:`ConversionError` (a
-    :class:`~recbole_attn.errors.RecboleAttnError`) becomes ``error: ...`` on stderr
-    and exit status 2 (no traceback)."""
+    """Run a converter's main as every command runs: a :class:`ConversionError` is
+    ``error: ...`` and exit status 2."""
     from recbole_attn.options.arguments import guarded
 
     return guarded(main, argv, prog=prog) or 0

@@ -46,10 +46,7 @@ def parse_movielens_ratings(path: str, bad: Optional[BadLines] = None) -> pd.Dat
 def parse_movielens_movies(
     path: str, bad: Optional[BadLines] = None
 ) -> Dict[str, List[str]]:
-    """``movies.dat``: ``MovieID::Title::Genre|Genre|...`` (latin-1) -> movie -> genres.
-
-    ``(no genres listed)`` (later MovieLens releases) means no genre.
-    """
+    """``movies.dat`` -> movie -> genres (``(no genres listed)``: none)."""
     bad = bad or BadLines()
     genres: Dict[str, List[str]] = {}
     for lineno, line in _lines(path, encoding="latin-1"):

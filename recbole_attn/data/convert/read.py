@@ -1,15 +1,7 @@
-"""Reading raw input for the dataset converters (step 1 of the pipeline, see ``cli.py``).
-
-The format-specific parsers live in their scripts (``seqfile.py``, ``amazon.py``,
-``movielens.py``, ``anime.py``); what they share is here: the column names of the parsed
-table ``user_id, item_id, timestamp[, rating]``, :class:`ConversionError`, opening files
-(transparently gunzipped), reading them line by line, the policy for malformed lines
-(:class:`BadLines`: a malformed line raises :class:`ConversionError` naming the file and the
-line, or is counted and skipped with ``--skip_bad_lines``) and number parsing.
-
-Import from tests or other code by putting this folder on ``sys.path``
-(``sys.path.insert(0, "<repo>/dataset_scripts")``; ``import _read``).
-"""
+"""Reading raw input for the converters: the parsed table's columns,
+:class:`ConversionError`, opening (gunzipped) files line by line, malformed lines
+(:class:`BadLines`: an error naming file and line, or counted and skipped with
+``--skip_bad_lines``) and number parsing."""
 
 from __future__ import annotations
 
@@ -72,9 +64,8 @@ class BadLines:
 
 
 def _lines(path: str, encoding: str = "utf-8") -> Iterator[Tuple[int, str]]:
-    """Yield ``(line number, line without end-of-line)`` for the non-blank lines.
-
-    Lines are decoded one by one so that an undecodable byte is reported on its line."""
+    """``(line number, line)`` of the non-blank lines, decoded one by one (an
+    undecodable byte is reported on its line)."""
     _require_file(path)
     opener = gzip.open if path.endswith(".gz") else open
     lineno = 0

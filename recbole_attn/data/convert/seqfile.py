@@ -35,12 +35,9 @@ from recbole_attn.data.convert.read import READ_ERRORS, open_text
 
 
 def parse_seqfile(path: str, bad: Optional[BadLines] = None) -> pd.DataFrame:
-    """Parse a STOSA/S3Rec/PAtt sequence file: one line ``uid i1 i2 ...`` per user.
-
-    Ids must be non-negative integers. The position of an item in its line (1, 2, ...)
-    becomes its timestamp, so that RecBole's time ordering keeps the authors' order. A line
-    with no item, a non-integer id or a user seen on an earlier line is malformed.
-    """
+    """A sequence file, one line ``uid i1 i2 ...`` per user with non-negative integer
+    ids; an item's position in its line is its timestamp. No item, a non-integer id or a
+    repeated user is malformed."""
     bad = bad or BadLines()
     users: List[str] = []
     items: List[str] = []
@@ -98,11 +95,8 @@ def parse_item2attributes(path: str) -> Dict[str, List[int]]:
 
 
 def brand_like_ids(item2attrs: Mapping[str, List[int]]) -> set:
-    """Attribute ids that only ever appear at list position 0 (SOURCES.md §2).
-
-    S3Rec's preprocessing puts an item's brand first, then its category-path names, in one
-    id space; such an id behaves like a brand.
-    """
+    """Attribute ids that only ever appear at list position 0 (S3Rec puts the brand
+    first; SOURCES.md §2)."""
     first = set()
     later = set()
     for attrs in item2attrs.values():
@@ -118,16 +112,9 @@ ATTRIBUTE_MODES = ("categories", "all", "brand_split")
 def split_attributes(
     item2attrs: Mapping[str, List[int]], mode: str = "categories"
 ) -> Tuple[Dict[str, List[str]], Optional[Dict[str, str]]]:
-    """Turn S3Rec attributes into ``(item -> category tokens, item -> brand token)``.
-
-    * ``categories`` (default): drop position 0 when its id is brand-like
-      (:func:`brand_like_ids`); the rest are the category-path names. No brand field.
-    * ``all``: every attribute id is a "category" (S3Rec's own view).
-    * ``brand_split``: as ``categories``, plus the dropped brand-like id as a separate
-      ``brand`` field.
-
-    Tokens are the attribute ids as strings (no id -> name table is published).
-    """
+    """S3Rec attributes -> ``(item -> category tokens, item -> brand token)`` by
+    ``mode``: ``categories`` (brand-like first ids dropped), ``all`` or ``brand_split``
+    (docs/datasets.md)."""
     if mode not in ATTRIBUTE_MODES:
         raise ConversionError(
             f"unknown attributes mode {mode!r} (choose from {', '.join(ATTRIBUTE_MODES)})"

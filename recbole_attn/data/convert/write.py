@@ -1,11 +1,5 @@
-"""Writing a converted dataset (step 5 of the pipeline, see ``cli.py``).
-
-Atomic writing of ``<out>/<name>/<name>.inter``, ``<name>.item`` and ``<name>.yaml``
-(:func:`write_dataset`, :func:`write_atomic`): every file is written to a temporary file in
-the target folder and renamed into place only when all of them are complete; an existing
-dataset is only replaced with ``--overwrite``. Also the text of the three files and the
-summary the scripts print.
-"""
+"""Writing a converted dataset (``.inter``, ``.item``, ``.yaml``) all-or-nothing
+(:func:`write_dataset`), the three files' text and the summary the converters print."""
 
 from __future__ import annotations
 
@@ -64,11 +58,8 @@ def inter_text(df: pd.DataFrame) -> str:
 
 
 def item_text(rows, with_brand: bool = False) -> str:
-    """The ``.item`` file: ``item_id:token categories:token_seq[ brand:token]``.
-
-    Every written row has at least one category (no empty ``token_seq`` cell); an item
-    without a brand gets an empty brand cell (a plain ``token``: RecBole maps it to
-    padding)."""
+    """The ``.item`` file: ``item_id:token categories:token_seq[ brand:token]``; every
+    row has a category, a missing brand is an empty cell."""
     lines = [
         f"{ITEM}:token\t{CATEGORIES}:token_seq"
         + (f"\t{BRAND}:token" if with_brand else "")
@@ -87,10 +78,8 @@ def dataset_yaml(
     has_rating: bool = False,
     command: Optional[str] = None,
 ) -> str:
-    """The dataset's RecBole config (field mapping and the plugin's ``category_field``).
-
-    ``load_col`` holds only what the models need (no rating: every row is an implicit
-    positive)."""
+    """The dataset's RecBole config: field mapping, ``category_field``, and a
+    ``load_col`` without the rating (implicit feedback)."""
     lines = []
     if command:
         lines.append(f"# Written by: {command}")
@@ -135,12 +124,9 @@ def write_atomic(
     overwrite: bool = False,
     remove: Iterable[str] = (),
 ) -> None:
-    """Write several files all-or-nothing (:func:`recbole_attn.files.write_files`): each
-    to a temporary file first, then all published; without ``overwrite`` an existing
-    target is a :class:`ConversionError`, checked before and at publishing (a concurrent
-    conversion's files are never replaced). Paths in ``remove`` (stale files of an older
-    version) are deleted afterwards.
-    """
+    """Write files all-or-nothing (:func:`recbole_attn.files.write_files`); without
+    ``overwrite`` an existing target is a :class:`ConversionError`; then delete
+    ``remove``."""
     write_files(
         files,
         "the conversion",
@@ -164,13 +150,9 @@ def write_dataset(
     overwrite: bool = False,
     command: Optional[str] = None,
 ) -> Dict[str, str]:
-    """Write ``<output_dir>/<name>/<name>.{inter,item,yaml}`` atomically.
-
-    Returns the written paths. Without categories no ``.item`` file is written (and a
-    stale one is removed on ``--overwrite``). While the files are published the folder
-    holds a claim, ``.<name>.converting`` (:func:`clear_unfinished`): a conversion killed
-    between two files leaves it, which marks what it left as its own unfinished output
-    (removed by the next conversion, refused by a run), and the yaml comes last."""
+    """Write ``<output_dir>/<name>/<name>.{inter,item,yaml}`` atomically under the claim
+    ``.<name>.converting`` (:func:`clear_unfinished`), the yaml last; returns the paths.
+    No categories: no ``.item`` (a stale one is removed)."""
     _check_name(name)
     folder = os.path.join(output_dir, name)
     paths = dataset_paths(output_dir, name)
@@ -233,9 +215,8 @@ def _claim(folder: str, name: str) -> str:
 
 
 def clear_unfinished(output_dir: str, name: str) -> None:
-    """Remove what a conversion of ``name`` that was killed while publishing left (its
-    claim and the files it had published): the next conversion runs without
-    ``--overwrite``. A conversion still running is a :class:`ConversionError`."""
+    """Remove what a conversion killed while publishing left (its claim and files); a
+    conversion still running is a :class:`ConversionError`."""
     folder = os.path.join(output_dir, name)
     marker = unfinished_marker(folder, name)
     try:
