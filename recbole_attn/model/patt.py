@@ -9,11 +9,9 @@ Reference:
 Reference code:
     https://github.com/l-lyl/PAtt
 
-PAtt^k with ``dpp_k: 2`` (eq. 7) or ``dpp_k: 3`` (eq. 12). With ``d = diag(L)``, the
-k-DPP on each query's valid prefix is in closed form: the pair minors
-:math:`d_r d_t - L_{rt}^2`, the triple sums :math:`S_{rt} = \sum_x \det L_{\{r,t,x\}}`
-(a few matmuls), the normalizers :math:`e_k` as cumulative sums, and
-:math:`P^k(r, t)` their ratio.
+PAtt^k (``dpp_k`` 2: eq. 7, 3: eq. 12), each query's k-DPP on its valid prefix in closed
+form: pair minors :math:`L_{rr} L_{tt} - L_{rt}^2`, triple sums :math:`S_{rt} = \sum_x
+\det L_{\{r,t,x\}}`, normalizers :math:`e_k` by cumsum, :math:`P^k` their ratio.
 """
 
 from typing import NamedTuple

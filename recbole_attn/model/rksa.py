@@ -6,17 +6,12 @@ Reference:
     Mingi Ji, Weonyoung Joo, Kyungwoo Song, Yoon-Yeong Kim and Il-Chul Moon. "Sequential
     Recommendation with Relation-Aware Kernelized Self-Attention." in AAAI 2020.
 
-SASRec whose attention logits are a multivariate skew-normal :math:`z \sim
-\mathrm{MSN}(\xi, \omega, \psi, \alpha)`: location :math:`\xi = q_t \cdot k_j / \sqrt{d_h}`
-(eq. 7), scale :math:`\omega` (eq. 8), correlation :math:`\psi = \sum_m r_m K_m` over
-co-occurrence, item and user kernels (eq. 9), shape :math:`\alpha` from two-hop
-co-occurrences (eq. 10-11); with :math:`\delta = \alpha/\sqrt{1+\alpha^2}`,
-
-.. math::
-    z = \xi + \omega(\delta |y_0| + \sqrt{1-\delta^2}\, y), \quad y_0 \sim N(0, 1),
-    \; y \sim N(0, \psi)
-
-in training (eq. 13) and :math:`E[z] = \xi + \omega \delta \sqrt{2/\pi}` in evaluation.
+SASRec with skew-normal attention logits (eq. 7-11): location :math:`\xi = q_t \cdot k_j
+/ \sqrt{d_h}`, scale :math:`\omega`, correlation :math:`\psi = \sum_m r_m K_m` over
+co-occurrence, item and user kernels, shape :math:`\alpha` from two-hop co-occurrences.
+Training draws :math:`z = \xi + \omega(\delta |y_0| + \sqrt{1-\delta^2}\, y)` with
+:math:`\delta = \alpha/\sqrt{1+\alpha^2}`, :math:`y_0 \sim N(0, 1)`, :math:`y \sim N(0,
+\psi)` (eq. 13); evaluation uses :math:`E[z] = \xi + \omega \delta \sqrt{2/\pi}`.
 """
 
 import math

@@ -8,12 +8,9 @@ Reference:
 Reference code:
     https://github.com/zfan20/STOSA
 
-Items are diagonal Gaussians; between two of them
-
-.. math::
-    W_2^2 = \|\mu_1 - \mu_2\|_2^2 + \|\Sigma_1^{1/2} - \Sigma_2^{1/2}\|_2^2,
-
-so all pairwise distances are one matmul (Appendix A.2).
+Items are diagonal Gaussians; between two of them :math:`W_2^2 = \|\mu_1 - \mu_2\|_2^2 +
+\|\Sigma_1^{1/2} - \Sigma_2^{1/2}\|_2^2`, so all pairwise distances are one matmul
+(Appendix A.2).
 """
 
 import functools
