@@ -1,18 +1,12 @@
-"""
-recbole_attn.errors
-###################
+"""Every user-facing error (one ``error:`` line, no trace), and the words for a failed
+write or a file that is not text."""
 
-Every user-facing error of the package: errors in the user's input (configuration,
-dataset, checkpoint, files) and runs that cannot go on. The commands print them as one
-``error:`` line without a stack trace (:func:`recbole_attn.options.arguments.guarded`). They live
-in this small module so that every part of the package can raise them without importing
-the pipeline; the modules that raise them re-export their names.
-"""
+import errno
+import os
 
 
 class RecboleAttnError(Exception):
-    """An error in the user's input, reported without a stack trace by the CLI (one
-    ``error:`` line, exit status :attr:`exit_status`)."""
+    """An error in the user's input: one ``error:`` line."""
 
     exit_status = 2
 
@@ -24,8 +18,7 @@ class Interrupted(RecboleAttnError, KeyboardInterrupt):
 
 
 class ConfigError(RecboleAttnError, ValueError):
-    """A configuration value is invalid or inconsistent (model hyper-parameters, training
-    mode, checkpoint); the message says which key and what to set."""
+    """An invalid configuration value; the message says which and what to set."""
 
 
 class UnknownModelError(RecboleAttnError, ValueError):
@@ -37,11 +30,11 @@ class DatasetNotFoundError(RecboleAttnError, FileNotFoundError):
 
 
 class CategoryFieldError(RecboleAttnError, ValueError):
-    """A metric needs item categories and the dataset has no usable category field."""
+    pass
 
 
 class MetricConfigError(RecboleAttnError, ValueError):
-    """A metric option (``ild_distance``, ``f1_accuracy_metrics``, ...) is invalid."""
+    pass
 
 
 class ExistingOutputError(RecboleAttnError, FileExistsError):
@@ -53,18 +46,56 @@ class TrainingError(RecboleAttnError, RuntimeError):
 
 
 class DataError(RecboleAttnError, ValueError):
-    """A dataset file or the dataset's split cannot give a meaningful run."""
+    pass
 
 
 class CheckpointError(RecboleAttnError, ValueError):
-    """A checkpoint file cannot be read by recbole_attn, or does not fit the run."""
+    pass
 
 
 class ExportError(RecboleAttnError):
-    """The RecBole checkout cannot take the export (not a checkout, or a file of that name
-    that no export wrote)."""
+    """The RecBole checkout cannot take the export."""
 
 
 class ConversionError(RecboleAttnError, ValueError):
-    """A converter cannot convert its input (bad input, refused overwrite, ...); the
-    message names the file and the line where it can."""
+    """A converter cannot convert its input; the message names the file and line."""
+
+
+#: errno -> (what it means for the user, what to do; ``{folder}``: the file's folder)
+_WRITE_FAILURES = {
+    errno.ENOSPC: ("the disk is full", "free space under {folder}"),
+    errno.EDQUOT: ("the disk quota is used up", "free space in your quota"),
+    errno.EFBIG: (
+        "the file-size limit of this process was reached (ulimit -f)",
+        "raise the limit (ulimit -f unlimited)",
+    ),
+    errno.EROFS: ("a read-only file system", "choose a folder you can write to"),
+    errno.EACCES: ("no permission to write there", "choose a folder you can write to"),
+    errno.EPERM: ("no permission to write there", "choose a folder you can write to"),
+}
+
+
+def write_failure(err, path):
+    """``(reason, advice)`` for a failed write, from the ``OSError`` in the chain."""
+    cause = err
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__ or cause.__context__
+    folder = os.path.dirname(os.path.abspath(path))
+    if cause is None:
+        return "the write did not complete", f"check the disk under {folder}"
+    meaning, advice = _WRITE_FAILURES.get(
+        cause.errno, (None, f"check the disk under {folder}")
+    )
+    reason = cause.strerror or str(cause)
+    if meaning:
+        reason = f"{reason}: {meaning}"
+    return reason, advice.format(folder=folder)
+
+
+def not_text_message(path, byte, position, what="file", encoding="utf-8"):
+    """What to say about a file that ``encoding`` cannot decode at ``position``."""
+    return (
+        f"{what} {path} is not {encoding} text (byte 0x{byte.hex()} at position "
+        f"{position}): is it a binary file, or saved in another encoding? Save it as "
+        f"{encoding}"
+    )

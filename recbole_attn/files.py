@@ -1,15 +1,7 @@
-"""
-recbole_attn.files
-##################
+"""Names of the files and folders a run writes (time and a random token, claimed by
+exclusive creation: RecBole's names by the second collide), atomic writes, safe yaml."""
 
-Names of the files and folders a run writes. RecBole names checkpoints and logs by the
-second (``<model>-<time>.pth``): two runs started in the same second into one
-``checkpoint_dir`` write the same file, and one of them then tests the other's model.
-Every name here carries the time and a random token, and is claimed by exclusive
-creation, so that no concurrent run can take it; folders and files the user already has
-are never written over unless the user asks (:func:`refuse_existing`).
-"""
-
+import contextlib
 import errno
 import hashlib
 import os
@@ -22,19 +14,23 @@ import time
 
 import yaml
 
-from recbole_attn.errors import ConfigError, ExistingOutputError, RecboleAttnError
+from recbole_attn.errors import (
+    ConfigError,
+    ExistingOutputError,
+    RecboleAttnError,
+    not_text_message,
+    write_failure,
+)
 
 
 def run_stem(*parts):
-    """``<parts>-<YYYY-mm-dd_HH-MM-SS>-<6 hex>``: a run's name, unique across runs."""
+    """A run's name, unique across runs: ``<parts>-<time>-<6 hex>``."""
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
     return "-".join([*map(str, parts), stamp, secrets.token_hex(3)])
 
 
 def claim_file(folder, stem, suffix):
-    """Create ``<folder>/<stem><suffix>`` exclusively (empty) and return its path; with
-    another random token if the name exists. The caller writes the file later (an atomic
-    replace of its own empty file)."""
+    """Create ``<folder>/<stem><suffix>`` exclusively; its path."""
     os.makedirs(folder, exist_ok=True)
     while True:
         path = os.path.join(folder, f"{stem}{suffix}")
@@ -46,7 +42,6 @@ def claim_file(folder, stem, suffix):
 
 
 def claim_folder(path):
-    """Create folder ``path`` exclusively and return it; with a suffix if it exists."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     candidate = path
     while True:
@@ -58,27 +53,21 @@ def claim_folder(path):
 
 
 def release_if_empty(path):
-    """Remove a claimed file that was never written (the run ended before saving)."""
-    try:
+    """Remove a claimed file that was never written."""
+    with contextlib.suppress(OSError):
         if path and os.path.isfile(path) and os.path.getsize(path) == 0:
             os.remove(path)
-    except OSError:
-        pass
 
 
 def refuse_existing(paths, what, overwrite=False, flag="--overwrite", error=None):
-    """An :class:`ExistingOutputError` (or ``error``) naming the ``paths`` that exist,
-    unless ``overwrite``."""
+    """An :class:`ExistingOutputError` naming the existing ``paths``."""
     existing = [p for p in paths if os.path.exists(p)]
     if existing and not overwrite:
         raise (error or ExistingOutputError)(_existing_message(what, existing, flag))
 
 
 def check_output_file(paths, what, overwrite=False, flag="--overwrite"):
-    """Before any work: each of ``paths`` (the files of one output) can be written. A
-    :class:`RecboleAttnError` when one is a folder, or lies under a file or in a folder
-    this process cannot write into (tried with a probe file in the nearest folder that
-    exists); an :class:`ExistingOutputError` when one exists, unless ``overwrite``."""
+    """Before any work: each of ``paths`` can be written."""
     for path in paths:
         if os.path.isdir(path):
             raise RecboleAttnError(f"{what}: {path} is a folder; give a file name")
@@ -87,18 +76,13 @@ def check_output_file(paths, what, overwrite=False, flag="--overwrite"):
         existing = folder
         while not os.path.exists(existing):
             existing = os.path.dirname(existing)
-        if not os.path.isdir(existing):
-            raise RecboleAttnError(
-                f"{what}: cannot write into {folder} ({existing} is a file, not a "
-                "folder); choose a place you can write to"
-            )
-        try:
+        try:  # mkstemp fails where ``existing`` is a file: _why says so
             fd, probe = tempfile.mkstemp(dir=existing, prefix=".write-probe-")
             os.close(fd)
             os.remove(probe)
         except OSError as err:
             raise RecboleAttnError(
-                f"{what}: cannot write into {folder} ({err.strerror or err}); choose a "
+                f"{what}: cannot write into {folder} ({_why(existing, err)}); choose a "
                 "place you can write to"
             ) from None
 
@@ -112,9 +96,7 @@ def _existing_message(what, existing, flag):
 
 
 def read_text(path, what="file", encoding="utf-8"):
-    """The text of ``path``; a :class:`RecboleAttnError` that names the file when it is
-    missing, not a file, unreadable or not ``encoding`` text (a binary file, or one saved
-    in another encoding such as latin-1)."""
+    """The text of ``path``; a :class:`RecboleAttnError` naming it if unreadable."""
     if not os.path.exists(path):
         raise RecboleAttnError(f"{what} not found: {path}")
     if not os.path.isfile(path):
@@ -133,15 +115,11 @@ def read_text(path, what="file", encoding="utf-8"):
         ) from None
 
 
-#: (real path, modification time, size) -> text of the files :func:`read_once` read
-_READ = {}
+_READ = {}  # (real path, mtime, size) -> text
 
 
 def read_once(path, what="file"):
-    """:func:`read_text` of ``path``, read from disk once per process and version of the
-    file (its modification time and size): a run's yaml files are parsed by several
-    steps of its preparation (checks, the user's options, RecBole's ``Config``, the
-    unknown-key warning), and each reads this one text."""
+    """:func:`read_text`, once per process and version of the file."""
     try:
         stat = os.stat(path)
         key = (os.path.realpath(path), stat.st_mtime_ns, stat.st_size)
@@ -152,20 +130,15 @@ def read_once(path, what="file"):
     return _READ[key]
 
 
-#: the limits of a config file: its size, the values its aliases expand to (a yaml
-#: "billion laughs" file is a few lines whose values, printed, never end), the length of
-#: a number (Python refuses to convert an integer of more than 4,300 digits)
+#: a config file's limits: size, values its aliases expand to ("billion laughs"), digits
 MAX_YAML_CHARS = 1_000_000
 MAX_YAML_VALUES = 100_000
 MAX_NUMBER_CHARS = 100
 
 
 def safe_yaml(text, where):
-    """``yaml.safe_load(text)`` within limits: a :class:`ConfigError` naming ``where``
-    (the file) for a text over :data:`MAX_YAML_CHARS`, aliases that expand to more than
-    :data:`MAX_YAML_VALUES` values or refer to themselves, a number longer than
-    :data:`MAX_NUMBER_CHARS` characters, or a key given twice in one mapping (both lines
-    named; yaml would silently keep the last). ``yaml.YAMLError`` propagates."""
+    """``yaml.safe_load(text)`` within limits (size, aliases, numbers, keys given
+    twice); a :class:`ConfigError` naming ``where``."""
     if len(text) > MAX_YAML_CHARS:
         raise ConfigError(
             f"{where}: {len(text):,} characters; a config file holds at most "
@@ -230,19 +203,13 @@ def _check_yaml_nodes(root, where):
 
 
 def read_yaml(path):
-    """The ``key: value`` mapping of a config file (None if it is empty), read once
-    (:func:`read_once`) and within limits (:func:`safe_yaml`: size, aliases, numbers,
-    keys given twice); a :class:`ConfigError` naming the file and line when it is not
-    valid yaml, or when its top level is not ``key: value`` lines."""
-    try:
-        too_big = os.path.getsize(path) > MAX_YAML_CHARS * 4  # before reading it
-    except OSError:
-        too_big = False  # read_once says what is wrong with it
-    if too_big:
-        raise ConfigError(
-            f"{path}: {os.path.getsize(path):,} bytes; a config file holds at most "
-            f"{MAX_YAML_CHARS:,} characters"
-        )
+    """The ``key: value`` mapping of a config file (None if empty), checked."""
+    with contextlib.suppress(OSError):  # else read_once says what is wrong with it
+        if os.path.getsize(path) > MAX_YAML_CHARS * 4:  # before reading it
+            raise ConfigError(
+                f"{path}: {os.path.getsize(path):,} bytes; a config file holds at most "
+                f"{MAX_YAML_CHARS:,} characters"
+            )
     try:
         data = safe_yaml(read_once(path, "config file"), path)
     except yaml.YAMLError as err:
@@ -261,19 +228,8 @@ def read_yaml(path):
     return data
 
 
-def not_text_message(path, byte, position, what="file", encoding="utf-8"):
-    """What to say about a file that ``encoding`` cannot decode: ``byte`` (bytes) at
-    ``position`` is the first it cannot."""
-    return (
-        f"{what} {path} is not {encoding} text (byte 0x{byte.hex()} at position "
-        f"{position}): is it a binary file, or saved in another encoding? Save it as "
-        f"{encoding}"
-    )
-
-
 def check_writable_folder(path, key):
-    """``path`` is (or can be created as) a folder this process can write into, checked
-    by writing a probe file; a :class:`RecboleAttnError` naming ``key`` otherwise."""
+    """``path`` is a folder this process can write into."""
     if os.path.exists(path) and not os.path.isdir(path):
         raise RecboleAttnError(f"{key} {path} is a file, not a folder; choose a folder")
     try:
@@ -288,12 +244,7 @@ def check_writable_folder(path, key):
 
 
 def write_replacing(path, write, binary=False):
-    """Write ``path`` through ``write(f)`` into a new file beside it, renamed over ``path``
-    when complete: an interrupted write never leaves a truncated file (a checkpoint
-    rewritten every epoch). Permissions follow the user's umask (mode 0o666 before it;
-    ``tempfile.mkstemp`` would force 0o600). ``OSError`` and what ``write`` raises
-    propagate: the caller says what to do. Several files at once, all or nothing, and
-    never over another run's: :func:`write_files`."""
+    """Write ``path`` through ``write(f)`` atomically (mode 0o666 before umask)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fd, tmp = _temporary(path)
     try:
@@ -307,19 +258,16 @@ def write_replacing(path, write, binary=False):
             os.remove(tmp)
 
 
-#: this machine, in the names of temporary files and claims (a pid means something on
-#: its own machine only)
+#: this machine, in the names of temporary files and claims (a pid is per machine)
 _HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
 
 
 def owner_tag():
-    """``<host>-<pid>``: who writes a temporary file or holds a claim."""
     return f"{_HOST}-{os.getpid()}"
 
 
 def owner_gone(tag):
-    """Whether the process of ``tag`` (:func:`owner_tag`) has ended: a process of this
-    machine that no longer exists (one of another machine is never taken for gone)."""
+    """Whether the process of ``tag`` has ended (one of another machine never is)."""
     host, _, pid = str(tag).strip().rpartition("-")
     if host != _HOST or not pid.isdigit():
         return False
@@ -333,10 +281,7 @@ def owner_gone(tag):
 
 
 def _temporary(path):
-    """``(fd, name)`` of a new file beside ``path``, open for writing: created exclusively
-    under a name of its writer (:func:`owner_tag`) and a random token, mode 0o666 before
-    the user's umask (``tempfile.mkstemp`` would force 0o600). The temporary files of
-    writers that were killed (no clean-up ran) are removed first."""
+    """``(fd, name)`` of a new temporary file beside ``path``."""
     remove_stale_temporaries(path)
     tmp = os.path.join(
         os.path.dirname(os.path.abspath(path)),
@@ -345,53 +290,30 @@ def _temporary(path):
     return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
 
 
-#: the name of a temporary file of :func:`_temporary`: ``.<name>.<owner>-<token>.tmp``
 _TEMPORARY = re.compile(r"^\..+\.([0-9a-f]{6}-[0-9]+)-[0-9a-f]{8}\.tmp$")
 
 
-def remove_stale_temporaries_in(folder):
-    """Remove every temporary file in ``folder`` whose writer was killed before its
-    clean-up (a run's checkpoints are written under names no later run uses)."""
+def remove_stale_temporaries_in(folder, prefix="."):
+    """Remove the temporaries in ``folder`` whose writer was killed."""
     try:
         names = os.listdir(folder)
     except OSError:
         return
     for name in names:
         match = _TEMPORARY.match(name)
-        if match and owner_gone(match.group(1)):
+        if match and name.startswith(prefix) and owner_gone(match.group(1)):
             _unlink_quietly(os.path.join(folder, name))
 
 
 def remove_stale_temporaries(path):
-    """Remove the temporary files of ``path`` (``.<name>.<host>-<pid>-<token>.tmp``)
-    whose writer was killed before its clean-up; those of a live writer stay."""
-    folder = os.path.dirname(os.path.abspath(path))
-    prefix = f".{os.path.basename(path)}."
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return
-    for name in names:
-        if not (name.startswith(prefix) and name.endswith(".tmp")):
-            continue
-        owner = name[len(prefix) : -len(".tmp")].rpartition("-")[0]
-        if owner_gone(owner):
-            _unlink_quietly(os.path.join(folder, name))
+    """Remove the temporary files of ``path`` whose writer was killed."""
+    folder, name = os.path.split(os.path.abspath(path))
+    remove_stale_temporaries_in(folder, f".{name}.")
 
 
 def write_files(files, what="the output", overwrite=False, remove=(), error=None):
-    """Write several files all-or-nothing, never over what another process made.
-
-    ``files`` maps target paths to their text (or to a function writing into an open text
-    file). Each is written to a temporary file in its target's folder; when all are
-    complete they are published: with ``overwrite`` renamed over the targets
-    (``os.replace``), without it hard-linked into place, which fails if the target exists
-    at that moment, so that two runs writing one output cannot both succeed (the first
-    one's files stay; the second gets the error, and none of its files is left). Paths in
-    ``remove`` (stale files of an older version) are deleted afterwards. ``error``: the
-    exception class raised for an existing target (default
-    :class:`ExistingOutputError`).
-    """
+    """Write ``files`` (path -> text or ``write(f)``) all-or-nothing, never over
+    what another process made (hard links publish them, unless ``overwrite``)."""
     error = error or ExistingOutputError
     # what cannot be written is not an existing file (ExistingOutputError is one)
     failure = RecboleAttnError if error is ExistingOutputError else error
@@ -444,7 +366,6 @@ def write_files(files, what="the output", overwrite=False, remove=(), error=None
 
 
 def _publish_new(tmp, target, what, error):
-    """Give the complete file ``tmp`` the name ``target`` unless ``target`` exists."""
     try:
         os.link(tmp, target)
     except FileExistsError:
@@ -461,42 +382,7 @@ def _publish_new(tmp, target, what, error):
         shutil.copyfile(tmp, target)
 
 
-#: errno -> (what it means for the user, what to do; ``{folder}``: the file's folder)
-_WRITE_FAILURES = {
-    errno.ENOSPC: ("the disk is full", "free space under {folder}"),
-    errno.EDQUOT: ("the disk quota is used up", "free space in your quota"),
-    errno.EFBIG: (
-        "the file-size limit of this process was reached (ulimit -f)",
-        "raise the limit (ulimit -f unlimited)",
-    ),
-    errno.EROFS: ("a read-only file system", "choose a folder you can write to"),
-    errno.EACCES: ("no permission to write there", "choose a folder you can write to"),
-    errno.EPERM: ("no permission to write there", "choose a folder you can write to"),
-}
-
-
-def write_failure(err, path):
-    """``(reason, advice)`` for a write of ``path`` that failed with ``err``: the
-    system's reason by its errno (a disk full, a quota, a file-size limit, a read-only or
-    forbidden folder), found in the exception's chain (torch's zip writer turns the
-    ``OSError`` into a ``RuntimeError`` of its own text), and what to do about it."""
-    cause = err
-    while cause is not None and not isinstance(cause, OSError):
-        cause = cause.__cause__ or cause.__context__
-    folder = os.path.dirname(os.path.abspath(path))
-    if cause is None:
-        return "the write did not complete", f"check the disk under {folder}"
-    meaning, advice = _WRITE_FAILURES.get(
-        cause.errno, (None, f"check the disk under {folder}")
-    )
-    reason = cause.strerror or str(cause)
-    if meaning:
-        reason = f"{reason}: {meaning}"
-    return reason, advice.format(folder=folder)
-
-
 def _why(folder, err):
-    """Why ``folder`` cannot be made: the file in its way, else the system's reason."""
     path = folder
     while path and not os.path.exists(path):
         path = os.path.dirname(path)
@@ -506,7 +392,5 @@ def _why(folder, err):
 
 
 def _unlink_quietly(path):
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
