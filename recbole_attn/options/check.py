@@ -1,31 +1,19 @@
-"""
-recbole_attn.options.check
-##########################
-
-Checks of the user's configuration that run before anything heavy (loading the dataset,
-building the model), so that a bad value is one line naming the key instead of a traceback
-from deep inside RecBole or torch, or worse, a run that silently does something else:
-
-* :func:`check_values`: types and ranges of the common keys (``epochs >= 1``, batch sizes,
-  ``learning_rate > 0``, dropout probabilities in ``[0, 1)``, ...; their rules:
-  :data:`recbole_attn.options.values.VALUE_RULES`);
-* :func:`unknown_keys`: user-given keys that no part of the run reads (not a RecBole key,
-  not a recbole_attn key, not a key of the model), each with the closest known key, for a
-  warning (a misspelled ``--hiden_size=32`` was silently ignored before).
-"""
+"""Checks of the user's configuration before anything loads, and warnings for unread
+keys."""
 
 import functools
 import glob
 import os
 
-from recbole_attn.errors import ConfigError
+from recbole_attn.errors import ConfigError, RecboleAttnError
+from recbole_attn.files import read_yaml
 from recbole_attn.options.names import closest
 from recbole_attn.options.values import VALUE_RULES
 
 #: keys that were renamed: old key -> what to write instead
 RENAMED_KEYS = {
     "stosa_legacy_mean_bug": "stosa_layer_means: official (was True; now STOSA's "
-    "default) or stosa_layer_means: paper (was False)",
+    "default) or stosa_layer_means: paper (was False)"
 }
 
 
@@ -37,16 +25,13 @@ RESEARCH_RUNNER = (
 
 
 def stosa_preset_form(config, form):
-    """The value ``stosa_preset`` gives STOSA's ``form`` (``recbole_attn.model.stosa.
-    PRESETS``, spelled here so that the check imports no torch): every form the preset's
-    name, but the paper's initialization, RecBole's."""
+    """The value ``stosa_preset`` gives STOSA's ``form`` (without torch)."""
     preset = config["stosa_preset"] if "stosa_preset" in config else "official"
     return "recbole" if (form, preset) == ("init", "paper") else preset
 
 
-#: options that left the product models for the research wing (experiments/research.py):
-#: key -> (the product's behaviour, or a function of the configuration giving it; what
-#: another value reproduces or measures)
+#: key -> (the product's value, or a function of the config giving it; what another
+#: value reproduces), for options moved to the research wing (experiments/research.py)
 RESEARCH_WING_KEYS = {
     "neg_exclude_heldout": (
         False,
@@ -83,10 +68,7 @@ def research_wing_error(key, what):
 
 
 def check_research_wing_keys(config, declared):
-    """A :class:`ConfigError` for a key of :data:`RESEARCH_WING_KEYS` that ``config``
-    sets to another value than the product's behaviour while the model does not declare
-    it (``declared``: its options); the product's own value (a checkpoint of an earlier
-    release that recorded ``neg_exclude_heldout: False``) is accepted."""
+    """A :class:`ConfigError` for a research-only key the model does not declare."""
     for key, (product, what) in RESEARCH_WING_KEYS.items():
         value = config[key] if key in config else None
         if callable(product):
@@ -96,8 +78,8 @@ def check_research_wing_keys(config, declared):
 
 
 def check_options(config, options):
-    """A :class:`ConfigError` for the first key of ``options`` (name -> :class:`Option`)
-    whose value in ``config`` is set and is not what the option says."""
+    """A :class:`ConfigError` for the first key whose value its :class:`Option`
+    refuses."""
     for key, option in options.items():
         value = config[key] if key in config else None
         if value is None:
@@ -111,11 +93,7 @@ def check_options(config, options):
 
 
 def check_model_options(config, classes, declared):
-    """The options the classes of a run declare (``declared``: name ->
-    :class:`~recbole_attn.options.declared.Opt`, :func:`~recbole_attn.engine.config.declared_of`
-    ``classes``), then the cross-option rules of the classes and their bases
-    (``option_rules``: functions of the config returning a message or None), before any
-    data is loaded."""
+    """The options the run's ``classes`` declare, then their ``option_rules``."""
     check_options(config, {key: opt.check for key, opt in declared.items()})
     bases = [cls for model_class in classes for cls in reversed(model_class.__mro__)]
     for cls in dict.fromkeys(bases):
@@ -126,9 +104,7 @@ def check_model_options(config, classes, declared):
 
 
 def check_values(config):
-    """Raise a :class:`ConfigError` for a renamed key (:data:`RENAMED_KEYS`), for the first
-    key of :data:`VALUE_RULES` whose value is invalid (type or range), and for
-    ``hidden_size`` not divisible by ``n_heads``."""
+    """A :class:`ConfigError` for a renamed key or an invalid common value."""
     for key, instead in RENAMED_KEYS.items():
         if key in config and config[key] is not None:
             raise ConfigError(f"{key} was renamed; write {instead}")
@@ -143,28 +119,11 @@ def check_values(config):
         )
 
 
-# ---------------------------------------------------------------------- unknown keys
-
 #: keys RecBole sets or reads without a yaml default (``encoding``: of the atomic files)
-RECBOLE_INTERNAL_KEYS = (
-    "encoding",
-    "model",
-    "dataset",
-    "config_files",
-    "MODEL_TYPE",
-    "MODEL_INPUT_TYPE",
-    "eval_type",
-    "device",
-    "single_spec",
-    "local_rank",
-    "nproc",
-    "world_size",
-    "ip",
-    "port",
-    "offset",
-    "verbose",
-    "valid_neg_sample_args",
-    "test_neg_sample_args",
+RECBOLE_INTERNAL_KEYS = tuple(
+    "encoding model dataset config_files MODEL_TYPE MODEL_INPUT_TYPE eval_type "
+    "device single_spec local_rank nproc world_size ip port offset verbose "
+    "valid_neg_sample_args test_neg_sample_args".split()
 )
 
 #: recbole_attn keys read with a default in code (no yaml line): the metrics' options
@@ -172,18 +131,13 @@ PLUGIN_OPTIONAL_KEYS = ("ild_distance", "f1_accuracy_metrics", "f1_diversity_met
 
 
 def yaml_keys(path):
-    """The top-level keys of a yaml file (empty when unreadable)."""
-    from recbole_attn.errors import RecboleAttnError
-    from recbole_attn.files import read_yaml
-
     try:
         return frozenset(read_yaml(path) or ())
     except RecboleAttnError:
         return frozenset()
 
 
-#: the shipped yaml files (RecBole's and ours) are read once per process: every run, and
-#: every trial of a search, asks for their keys again
+#: the shipped yaml files are read once per process (every run and trial asks again)
 _shipped_yaml_keys = functools.lru_cache(maxsize=None)(yaml_keys)
 
 
@@ -194,7 +148,6 @@ def _recbole_properties():
 
 
 def _model_yaml_keys(folder):
-    """model name -> keys of its yaml in ``folder``."""
     return {
         os.path.basename(path)[: -len(".yaml")]: _shipped_yaml_keys(path)
         for path in sorted(glob.glob(os.path.join(folder, "*.yaml")))
@@ -202,9 +155,7 @@ def _model_yaml_keys(folder):
 
 
 def known_keys(model_names, run_files):
-    """The keys a run of the model (``model_names``: its class and base class names) reads:
-    RecBole's general keys, the keys of the yaml files the run loads (``run_files``: ours),
-    RecBole's yaml of the model, and the plugin's optional keys."""
+    """The keys a run of the model (class and base names) reads."""
     props = _recbole_properties()
     keys = set(RECBOLE_INTERNAL_KEYS) | set(PLUGIN_OPTIONAL_KEYS)
     general = [os.path.join(props, "overall.yaml")]
@@ -232,17 +183,12 @@ def model_keys(properties_dir):
 
 
 def known_run_keys(config):
-    """The keys a run reads: RecBole's, the plugin's, the model's and the options its
-    classes declare (AWRSR: its backbone's too). ``config``: made by
-    :func:`~recbole_attn.engine.config.make_config` (``run_classes``, ``shipped_files``,
-    ``declared``)."""
+    """The keys the run of ``config`` reads, declared options included."""
     names = [c.__name__ for cls in config.run_classes for c in cls.__mro__]
     return known_keys(names, config.shipped_files) | set(config.declared)
 
 
 def unknown_key_warnings(config, properties_dir):
-    """One line per key the user gave (files and overrides) that the run of ``config``
-    does not read (:func:`unknown_keys`; ``properties_dir``: our shipped yaml files)."""
     return unknown_keys(
         config.given_keys,
         known_run_keys(config),
@@ -252,8 +198,7 @@ def unknown_key_warnings(config, properties_dir):
 
 
 def unknown_keys(given, known, owners, model_name):
-    """Warnings (one line each) for the ``given`` keys that are not in ``known``: the
-    closest known key, or the models that do read the key."""
+    """Warnings for ``given`` keys not ``known``: the closest key, or who reads it."""
     messages = []
     for key in sorted(set(given) - set(known)):
         if key in owners:

@@ -1,23 +1,5 @@
-"""
-recbole_attn.options.declared
-#############################
-
-The option is the unit: every key a model reads is declared once, as an :class:`Opt` in
-the ``options`` of the class that reads it (default, check, one-line meaning), and a
-model states its own values of keys declared elsewhere in ``defaults`` (``{key: value}``
-or ``{key: Default(value, note)}``). From those declarations come
-
-* the model's attributes, named as the keys (:func:`load_options`, called by the base
-  class before any layer is built): no constructor copies config keys by hand;
-* the checks that run before any data is loaded (``config_check.check_model_options``);
-* the ``properties/model/<Name>.yaml`` the package ships (:func:`model_yaml`), the block
-  of the base class's keys in ``properties/overall.yaml`` (:func:`overall_block`), and
-  the option tables of ``docs/models.md`` (:func:`docs_table`): generated, and checked
-  equal to the shipped files by a test. ``python -m recbole_attn.upstream.docs`` rewrites
-  them after a declaration changed.
-
-Users still pass ``--key=value`` and yaml files exactly as in RecBole.
-"""
+"""Declared options: a model's keys as :class:`Opt` s, from which come its attributes,
+its checks, its shipped yaml and its docs table."""
 
 import math
 import re
@@ -25,7 +7,6 @@ import re
 import yaml
 
 
-# ---------------------------------------------------------------- what a value must be
 def is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -35,10 +16,7 @@ def is_number(value):
 
 
 class Option:
-    """What a configuration key must hold: :meth:`problem` says what it must be, or None.
-    A model's declared options (:class:`~recbole_attn.options.declared.Opt`) carry theirs as
-    ``check``, applied by :func:`~recbole_attn.options.check.check_model_options` before any data
-    is loaded."""
+    """What a configuration key must hold: :meth:`problem` says what, or None."""
 
     #: the type a yaml comment and the docs name (``(int)``, ``(float)``, ...)
     kind = "str"
@@ -47,13 +25,10 @@ class Option:
         raise NotImplementedError
 
     def convert(self, value):
-        """The checked value as a model keeps it."""
         return value
 
 
 class OneOf(Option):
-    """One of the given values (e.g. ``OneOf("paper", "official")``); ``hint`` says what
-    they mean."""
 
     def __init__(self, *values, hint=None):
         self.values, self.hint = values, hint
@@ -86,9 +61,7 @@ class Integer(Option):
 
 
 class Number(Option):
-    """A finite number ``> 0`` (``positive``), ``>= 0`` (``non-negative``), or in
-    ``[0, 1)`` (``probability``): ``1e999`` reads as infinity and NaN compares false, and
-    either trains a model of NaN weights."""
+    """A finite number: ``positive``, ``non-negative`` or a ``probability``."""
 
     kind = "float"
 
@@ -143,16 +116,13 @@ class Subset(Option):
             return f"a non-empty list of distinct names from {list(self.names)}"
 
 
-# ---------------------------------------------------------------- options
 class Opt:
-    """One option: its ``default``, its ``check`` (a :class:`Option`: what a value must
-    be) and its one-line ``meaning``."""
+    """One option: its ``default``, its ``check`` and its one-line ``meaning``."""
 
     def __init__(self, default, check, meaning):
         self.default, self.check, self.meaning = default, check, meaning
 
     def convert(self, value):
-        """The value as the model keeps it (``int``, ``float``, ``bool``, ``list``)."""
         return value if value is None else self.check.convert(value)
 
     @property
@@ -161,8 +131,7 @@ class Opt:
 
 
 class Default:
-    """A model's value of a key declared elsewhere, with a ``note`` on why (yaml comment
-    and docs table)."""
+    """A model's value of a key declared elsewhere, with a ``note`` on why."""
 
     def __init__(self, value, note=""):
         self.value, self.note = value, note
@@ -173,7 +142,6 @@ def _own(cls, name):
 
 
 def declared_options(model_class):
-    """key -> :class:`Opt` of every option the class and its base classes declare."""
     merged = {}
     for cls in reversed(model_class.__mro__):
         merged.update(_own(cls, "options"))
@@ -181,22 +149,15 @@ def declared_options(model_class):
 
 
 def load_options(model, config, cls=None):
-    """Set every option the model's class declares (with ``cls``: the options ``cls``
-    itself declares) as an attribute of ``model``, named as its key, converted
-    (:meth:`Opt.convert`); a key the configuration lacks (an option of a class that
-    ships no yaml: the research wing's) takes its declared default."""
+    """Set the declared options (of ``cls``) as attributes of ``model``."""
     declared = _own(cls, "options") if cls else declared_options(type(model))
     for key, opt in declared.items():
         value = config[key] if key in config else opt.default
         setattr(model, key, opt.convert(value))
 
 
-# ---------------------------------------------------------------------- shipped files
 def _yaml_classes(model_class):
-    """The classes whose own declarations go into the yaml of ``model_class``: the class
-    and its base classes up to the first one that ships a yaml of its own (one with its
-    own ``yaml_header``, loaded before it: DPAtt.yaml adds to PAtt.yaml) or whose options
-    live in overall.yaml (``options_in_overall``)."""
+    """The classes whose declarations go into ``model_class``'s own yaml."""
     classes = []
     for cls in model_class.__mro__:
         own = vars(cls)
@@ -226,8 +187,7 @@ def _line(key, value, comment):
 
 
 def _entries(model_class):
-    """``[(key, value, comment)]`` of the model's yaml: its declared options (base
-    classes' first), then its ``defaults`` of keys declared elsewhere."""
+    """``[(key, value, comment)]`` of the model's yaml."""
     every = declared_options(model_class)
     defaults = {}
     for cls in _yaml_classes(model_class):
@@ -258,8 +218,7 @@ def _comment(opt, note=""):
 
 
 def model_yaml(model_class):
-    """The text of ``properties/model/<Name>.yaml``: the class's ``yaml_header`` as
-    comments, then one ``key: value  # (type) meaning`` line per entry."""
+    """The text of ``properties/model/<Name>.yaml``."""
     header = "".join(
         f"# {line}".rstrip() + "\n"
         for line in (model_class.yaml_header or "").strip().splitlines()
@@ -276,8 +235,6 @@ OVERALL_END = "# <<< the options of recbole_attn's base model class\n"
 
 
 def base_entries(base_class):
-    """``[(key, default, comment)]`` of the base class's own options (overall.yaml's
-    block and the docs' shared table)."""
     return [
         (key, opt.default, _comment(opt))
         for key, opt in _own(base_class, "options").items()
@@ -285,22 +242,15 @@ def base_entries(base_class):
 
 
 def overall_block(base_class):
-    """The lines of ``properties/overall.yaml`` between :data:`OVERALL_BEGIN` and
-    :data:`OVERALL_END`: the base class's options."""
+    """The generated block of ``properties/overall.yaml``."""
     return "".join(_line(*entry) for entry in base_entries(base_class))
 
 
-def _cell(value):
-    return f"`{_scalar(value)}`"
-
-
 def docs_table(model_class, entries=None):
-    """The markdown option table of the model (``docs/models.md``): key, default,
-    meaning, for every entry of its yaml (or of ``entries``)."""
     rows = ["| key | default | meaning |", "|---|---|---|"]
     for key, value, comment in entries or _entries(model_class):
         meaning = re.sub(r"^\((\w+)\) ", "", comment or "").replace("|", "\\|")
-        rows.append(f"| `{key}` | {_cell(value)} | {meaning} |")
+        rows.append(f"| `{key}` | `{_scalar(value)}` | {meaning} |")
     return "\n".join(rows) + "\n"
 
 
@@ -309,8 +259,7 @@ def docs_markers(name):
 
 
 def replace_between(text, begin, end, block, where):
-    """``text`` with what lies between the markers ``begin`` and ``end`` replaced by
-    ``block``."""
+    """``text`` with what lies between ``begin`` and ``end`` replaced by ``block``."""
     start, stop = text.find(begin), text.find(end)
     if start < 0 or stop < start:
         raise ValueError(

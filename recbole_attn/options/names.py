@@ -1,13 +1,4 @@
-"""
-recbole_attn.options.names
-##########################
-
-Model names, known without importing torch or RecBole, so that the command line answers
-``--help``, a misspelled model and other argument errors at once: ours
-(:data:`MODEL_NAMES`, the keys of :data:`recbole_attn.sequential.models.MODELS`, which a test keeps
-equal) and RecBole's, read from the ``__init__.py`` files of ``recbole.model``'s
-subpackages (the classes RecBole's ``get_model`` finds).
-"""
+"""Model names known without importing torch or RecBole: ours and RecBole's."""
 
 import difflib
 import importlib.util
@@ -15,30 +6,17 @@ import os
 import re
 
 #: our models, in the order of :data:`recbole_attn.sequential.models.MODELS`
-MODEL_NAMES = (
-    "STOSA",
-    "SASRecAP",
-    "PAtt",
-    "DPAtt",
-    "PARec",
-    "FPARec",
-    "AWRSR",
-    "RKSA",
-)
+MODEL_NAMES = ("STOSA", "SASRecAP", "PAtt", "DPAtt", "PARec", "FPARec", "AWRSR", "RKSA")
 
 #: the subpackages of ``recbole.model`` that RecBole's ``get_model`` searches
-RECBOLE_SUBPACKAGES = (
-    "general_recommender",
-    "context_aware_recommender",
-    "sequential_recommender",
-    "knowledge_aware_recommender",
-    "exlib_recommender",
+RECBOLE_SUBPACKAGES = tuple(
+    f"{kind}_recommender"
+    for kind in ("general", "context_aware", "sequential", "knowledge_aware", "exlib")
 )
 
 
 def recbole_model_names(subpackages=RECBOLE_SUBPACKAGES):
-    """RecBole's model class names, by subpackage, from the imports of its
-    ``recbole/model/<subpackage>/__init__.py`` files (nothing is imported)."""
+    """RecBole's model class names by subpackage, read without importing."""
     spec = importlib.util.find_spec("recbole")
     if spec is None or not spec.submodule_search_locations:
         return {}
@@ -54,15 +32,12 @@ def recbole_model_names(subpackages=RECBOLE_SUBPACKAGES):
 
 
 def known_model_names():
-    """Every model name a run resolves: ours, then RecBole's."""
     theirs = [n for names in recbole_model_names().values() for n in names]
     return list(MODEL_NAMES) + [n for n in theirs if n not in MODEL_NAMES]
 
 
 def closest(name, candidates):
-    """The one of ``candidates`` closest to ``name`` (case-insensitive,
-    ``difflib.get_close_matches``), or None: the "did you mean" of every error message.
-    """
+    """The one of ``candidates`` closest to ``name`` (case-insensitive), or None."""
     lowered = {c.lower(): c for c in sorted(candidates)}
     close = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
     return lowered[close[0]] if close else None

@@ -1,13 +1,4 @@
-"""
-recbole_attn.options.values
-###########################
-
-The values of a run's keys: a command line's text as the values it spells
-(:func:`convert_value`), and the rules of the keys every run reads, RecBole's and the
-pipeline's (:data:`VALUE_RULES`, checked by :func:`recbole_attn.options.check.check_values`;
-a model declares the rules of its own keys beside them, ``Opt``). No torch, no RecBole:
-the command line parses with it before anything heavy is imported.
-"""
+"""Command-line text as values, and the rules of the keys every run reads (no torch)."""
 
 import ast
 import re
@@ -25,8 +16,7 @@ from recbole_attn.options.declared import (
 
 
 def convert_value(text):
-    """A command-line or config-dict string as the value it spells: a Python literal,
-    ``true``/``false`` in any case, else the string itself."""
+    """A command-line string as the value it spells (``true``/``false`` too)."""
     try:
         with warnings.catch_warnings():  # "2in": Python warns while failing to parse it
             warnings.simplefilter("ignore", SyntaxWarning)
@@ -44,9 +34,7 @@ class TopK(Option):
             return "a positive integer or a list of them, e.g. [5, 10, 20]"
 
 
-#: RecBole 1.2.1's optimizers, any case (``Trainer._build_optimizer`` and
-#: ``AbstractRecommender``'s); it falls back to Adam with only a log warning on any other
-#: name
+#: RecBole 1.2.1's optimizers, any case (on any other name it falls back to Adam)
 LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")
 
 
@@ -61,11 +49,7 @@ SAMPLED_MODE = re.compile(r"(uni|pop)([1-9][0-9]*)")
 
 
 class EvalArgs(Option):
-    """RecBole's ``eval_args``: ``split`` ``{LS: valid_and_test | valid_only | test_only}``,
-    ``{RS: [ratios]}`` or ``{TS: [ratios]}`` (RecBole 1.2.1's time-based split; both
-    lists, as RecBole requires), ``order`` RO | TO, ``group_by`` user | none (any case,
-    or None), ``mode`` full | labeled | uni<N> | pop<N> (or one per phase:
-    ``{valid: ..., test: ...}``)."""
+    """RecBole's ``eval_args``: ``split``, ``order``, ``group_by``, ``mode``."""
 
     LS = ("valid_and_test", "valid_only", "test_only")
 
@@ -112,9 +96,7 @@ class EvalArgs(Option):
 
 
 class FieldsBySource(Option):
-    """RecBole's ``load_col`` (``unload_col``): a dict from a file (``inter``, ``item``,
-    ``user``, ...) to the names of its fields to load (to leave out); ``load_col`` also
-    takes ``'*'``, every field of the file."""
+    """RecBole's ``load_col`` / ``unload_col``: file -> field names."""
 
     kind = "dict"
 
@@ -138,8 +120,7 @@ class FieldsBySource(Option):
 
 
 class Threshold(Option):
-    """RecBole's ``threshold``: one field of the interactions and the value from which
-    an interaction is labelled positive."""
+    """RecBole's ``threshold``: one field and a number."""
 
     kind = "dict"
 
@@ -153,7 +134,6 @@ class Threshold(Option):
 
 
 class Text(Option):
-    """A non-empty string (RecBole's separators)."""
 
     def problem(self, value):
         if not (isinstance(value, str) and value):
@@ -161,7 +141,6 @@ class Text(Option):
 
 
 class Names(Option):
-    """A non-empty list of non-empty strings (RecBole's ``benchmark_filename``)."""
 
     kind = "list"
 
@@ -174,8 +153,7 @@ class Names(Option):
             return "a non-empty list of names, e.g. ['train', 'valid', 'test']"
 
 
-#: key -> :class:`Option` of the keys every run reads (RecBole's and the pipeline's);
-#: checked wherever the key is set and not None. Models declare theirs (``options``).
+#: key -> :class:`Option` of the keys every run reads, checked where set and not None
 VALUE_RULES = {
     "epochs": Integer(1),
     "train_batch_size": Integer(1),
@@ -218,7 +196,6 @@ VALUE_RULES = {
     "show_progress": Flag(),
     "enable_amp": Flag(),
     "enable_scaler": Flag(),
-    # RecBole's KD_DAGFM: another phase was returned as a ValueError object and failed
-    # later (RecBole PR #2208)
+    # RecBole's KD_DAGFM: another phase failed later (RecBole PR #2208)
     "phase": OneOf("teacher_training", "distillation", "finetuning"),
 }
