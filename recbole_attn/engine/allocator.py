@@ -1,32 +1,5 @@
-"""
-recbole_attn.engine.allocator
-#############################
-
-Freed tensors kept for the next training step (docs/environment.md, "Memory"), for a
-process that trains one model: the ``recbole-attn`` command's training runs.
-
-torch takes a CPU tensor's memory from the C library's ``malloc``. glibc's gives large
-freed blocks back to the kernel: a block above its mmap threshold (128 KB at first, raised
-to the largest block freed, 32 MB at most) is unmapped when freed, and the top of the heap
-is trimmed once more than twice that threshold lies free there. A training step frees its
-large tensors and the next step asks for the same sizes again (STOSA on ml-100k: the
-``[B, h, L, L]`` attention matrices of a batch, 18 MB each), so they came back as fresh
-pages that the kernel zero-fills on first touch: 45,000-90,000 page faults an epoch, about
-a tenth of its CPU (measured on a 2-core AMD EPYC, one thread).
-
-:func:`keep_freed_memory` sets the mmap threshold to glibc's maximum (32 MB) and the trim
-threshold to :data:`TRIM_MB`: the freed blocks stay in the heap and the next step reuses
-them (an epoch then faults no page). A run's peak memory stays the same; up to
-:data:`TRIM_MB` of freed memory stays with the process after its peak. Only with glibc
-(Linux); where the user set ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_``, or
-on another C library, nothing changes.
-
-The command sets it (:func:`recbole_attn.cli.run_main`); the library's functions
-(``quick_start.run``, ``build``) leave the process's allocator as it is (a program that
-trains one model can call :func:`keep_freed_memory` first): in one process that holds
-many built models at once (the speed benchmark's 18, 4.4 GB) the same thresholds made
-epochs slower, not faster (docs/environment.md).
-"""
+"""Freed tensors kept for the next training step: glibc's mmap and trim thresholds raised
+for the command's training runs (docs/environment.md, "Memory")."""
 
 import ctypes
 import os
@@ -45,14 +18,11 @@ _DONE = []
 
 
 def described():
-    """The log line of this process's allocator: what :func:`keep_freed_memory` did, or
-    the C library's defaults."""
     return _DONE[0] if _DONE else "memory allocator: the C library's defaults"
 
 
 def keep_freed_memory():
-    """Set glibc's thresholds once per process (module docstring); returns the log line
-    that says what was done, or why not."""
+    """Set glibc's thresholds once; the log line of what was done."""
     if _DONE:
         return _DONE[0]
     given = [name for name in USER_SETTINGS if name in os.environ]

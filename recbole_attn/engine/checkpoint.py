@@ -1,23 +1,5 @@
-"""
-recbole_attn.engine.checkpoint
-##############################
-
-The checkpoint format of recbole_attn's runs: what a checkpoint holds, how it is written
-and read, and the checks that a loaded one fits the run.
-
-* Only tensors, numbers, strings, lists and dicts (:func:`to_plain`), written atomically
-  (:func:`save_checkpoint`) and read with ``weights_only=True`` (:func:`load_checkpoint`):
-  torch >= 2.6 refuses RecBole's pickled ``Config`` by default, and switching
-  weights-only loading off would execute whatever code a file holds.
-* What a run stores (:func:`training_state`): the model, the dataset and its
-  :func:`data_signature`, the user-given configuration, the epoch, the early-stopping
-  state, the weights and the optimizer's state.
-* :func:`load_weights` loads a checkpoint's weights into a model after checking, each
-  with one actionable error, its model name, its data, its parameter shapes and that its
-  weights are finite.
-* RecBole's own checkpoints (its ``Config`` pickled) are read weights-only too:
-  :mod:`recbole_attn.host.compat`.
-"""
+"""A run's checkpoints: plain tensors written atomically and read weights-only, what
+they hold, the checks that one fits the run, and the trainer's methods for them."""
 
 import hashlib
 import json
@@ -28,17 +10,15 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from recbole_attn.engine import distributed
 from recbole_attn.errors import CheckpointError, ConfigError
+from recbole_attn.files import release_if_empty, write_failure, write_replacing
 
 CHECKPOINT_FORMAT = "recbole_attn-checkpoint-1"
 
 
 def data_signature(dataset):
-    """What a checkpoint records about its data: the dataset's name, its numbers of
-    users and items (RecBole's ids, padding included) and of interactions, and a
-    fingerprint of the data that defines the model and its split: the user and item
-    tokens behind the ids and every interaction's (user, item, time) after filtering and
-    remapping. Other data of the same name and sizes has another fingerprint."""
+    """The dataset's name, sizes and a fingerprint of its tokens and interactions."""
     digest = hashlib.sha256()
     for field in (dataset.uid_field, dataset.iid_field):
         digest.update("\x1f".join(map(str, dataset.field2id_token[field])).encode())
@@ -60,9 +40,7 @@ def data_signature(dataset):
 
 
 def _data_difference(saved, current):
-    """What differs between two :func:`data_signature` s, on the keys both have (a
-    checkpoint from before a key was recorded is checked on the others); None if
-    nothing."""
+    """What differs between two data signatures (shared keys); None if nothing."""
     shared = [k for k in saved if k in current]
     if all(saved[k] == current[k] for k in shared):
         return None
@@ -76,8 +54,7 @@ def _data_difference(saved, current):
 
 
 def non_finite_parameters(model_or_state):
-    """The names of the parameters (of a module, or tensors of a state dict) that hold a
-    NaN or an infinity, a few of them; empty when all are finite."""
+    """A few names of parameters (module or state dict) holding NaN or inf."""
     items = (
         model_or_state.named_parameters()
         if isinstance(model_or_state, torch.nn.Module)
@@ -94,7 +71,6 @@ def non_finite_parameters(model_or_state):
 
 
 def _shape_differences(saved, current):
-    """The parameters whose shapes differ (or that only one side has), a few of them."""
     lines = []
     for key in sorted(set(saved) | set(current)):
         a, b = saved.get(key), current.get(key)
@@ -106,7 +82,6 @@ def _shape_differences(saved, current):
 
 
 def _options_text(checkpoint):
-    """The options a checkpoint's run was given (its user-given configuration)."""
     given = json.loads(checkpoint.get("external_config_json") or "{}")
     shown = {k: v for k, v in given.items() if k not in ("data_path", "checkpoint_dir")}
     return ", ".join(f"{k}={v}" for k, v in sorted(shown.items())) or "the defaults"
@@ -122,12 +97,7 @@ def _describe(signature):
 
 
 def to_plain(value):
-    """Convert ``value`` into types that ``torch.load(weights_only=True)`` accepts.
-
-    numpy scalars become Python numbers and numpy arrays become tensors; mappings become
-    plain dicts. Raises :class:`TypeError` for anything else that is not a tensor, number,
-    string, bool, ``None``, list or tuple, so that an unsafe checkpoint is never written.
-    """
+    """``value`` in types ``torch.load(weights_only=True)`` accepts, else TypeError."""
     if value is None or isinstance(value, (bool, int, float, str, torch.Tensor)):
         return value
     if isinstance(value, np.generic):
@@ -147,14 +117,7 @@ def to_plain(value):
 
 
 def save_checkpoint(state, path):
-    """Write ``state`` (made plain by :func:`to_plain`) to ``path`` atomically.
-
-    The file is written next to ``path`` and renamed over it, so an interrupted save never
-    leaves a truncated checkpoint behind. Its permissions follow the user's umask, like any
-    file the user writes.
-    """
-    from recbole_attn.files import write_failure, write_replacing
-
+    """Write ``state`` (made plain) to ``path`` atomically."""
     state = to_plain(state)
     try:
         write_replacing(path, lambda f: torch.save(state, f), binary=True)
@@ -174,11 +137,7 @@ _UNREADABLE = (
 
 
 def load_checkpoint(path, map_location="cpu"):
-    """Load a checkpoint written by :func:`save_checkpoint` with ``weights_only=True``.
-
-    A checkpoint written by RecBole's own trainer (it pickles the ``Config`` object) is
-    refused with an explanation instead of an unpickling trace.
-    """
+    """Load a checkpoint weights-only; RecBole's own are refused with why."""
     path = str(path)
     if not os.path.isfile(path):
         raise CheckpointError(f"checkpoint file not found: {path}")
@@ -205,15 +164,10 @@ def load_checkpoint(path, map_location="cpu"):
 
 
 def _plain_result(result):
-    """A metrics result as plain floats (None stays None)."""
     return None if result is None else {k: float(v) for k, v in result.items()}
 
 
 def training_state(trainer, epoch):
-    """What a checkpoint of ``trainer`` (an :class:`~recbole_attn.engine.trainer.AttnTrainer`)
-    after ``epoch`` holds: the user-given configuration (enough to rebuild config, data
-    and model), the data's signature, the early-stopping state, weights and optimizer.
-    """
     config = trainer.config
     return {
         "format": CHECKPOINT_FORMAT,
@@ -233,10 +187,8 @@ def training_state(trainer, epoch):
 
 
 def load_weights(model, path, model_name, data=None, map_location="cpu"):
-    """Load the weights of checkpoint ``path`` into ``model`` (named ``model_name`` in
-    the run), after checking its model, its data against ``data`` (a
-    :func:`data_signature`; None: not checked), its parameter shapes and that its weights
-    are finite; returns the checkpoint."""
+    """Load checkpoint ``path`` into ``model`` after checking model, data, shapes,
+    NaN."""
     checkpoint = load_checkpoint(path, map_location=map_location)
     if checkpoint.get("model", "").lower() != model_name.lower():
         raise ConfigError(
@@ -268,3 +220,123 @@ def load_weights(model, path, model_name, data=None, map_location="cpu"):
         )
     model.load_other_parameter(checkpoint.get("other_parameter"))
     return checkpoint
+
+
+class CheckpointMixin:
+    """The trainer's methods that save, load and resume its checkpoints."""
+
+    def _save_checkpoint(self, epoch, verbose=True, **kwargs):
+        """Save the best model (RecBole's hook)."""
+        if not distributed.is_main_process(self.config):
+            return
+        saved_model_file = kwargs.pop("saved_model_file", self.saved_model_file)
+        save_checkpoint(training_state(self, epoch), saved_model_file)
+        if verbose:
+            self.logger.info(f"Saving current: {saved_model_file}")
+
+    def _save_resume_state(self, epoch):
+        if not distributed.is_main_process(self.config):
+            return
+        state = training_state(self, epoch)
+        state["rng_torch"] = torch.get_rng_state()
+        if self._train_generator is not None:
+            state["rng_train_dataloader"] = self._train_generator.get_state()
+        save_checkpoint(state, self.resume_file)
+        self.resume_epoch = epoch
+
+    def load_model_file(self, path):
+        """Load ``path``'s weights (model and data checked); the checkpoint."""
+        return load_weights(
+            self.model, path, self.config["model"], self.data_signature, self.device
+        )
+
+    def use_model_file(self, path):
+        """Make ``path`` the model file; an unwritten claimed one is released."""
+        if str(path) != self.saved_model_file:
+            release_if_empty(self.saved_model_file)
+        self.saved_model_file = str(path)
+
+    def release(self):
+        release_if_empty(self.saved_model_file)
+
+    def resume_checkpoint(self, resume_file):
+        """Continue training from ``resume_file`` (``-last.pth``: exactly)."""
+        checkpoint = self.load_model_file(resume_file)
+        self.start_epoch = checkpoint["epoch"] + 1
+        self.cur_step = checkpoint["cur_step"]
+        self.best_valid_score = checkpoint["best_valid_score"]
+        self.best_valid_result = checkpoint.get("best_valid_result")
+        self.use_model_file(checkpoint.get("saved_model_file", str(resume_file)))
+        self.resume_file = str(resume_file)
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        if "rng_torch" in checkpoint:
+            torch.set_rng_state(checkpoint["rng_torch"])
+        self._pending_generator_state = checkpoint.get("rng_train_dataloader")
+        # the console counts epochs from 1: the next one trained is start_epoch + 1
+        self.logger.info(
+            f"checkpoint {resume_file} loaded: training continues with epoch "
+            f"{self.start_epoch + 1}/{self.epochs}"
+        )
+
+    def saved_state_text(self):
+        if self.resume_epoch is None:
+            return "nothing was saved (no evaluation had finished)"
+        return (
+            f"the state after epoch {self.resume_epoch + 1}/{self.epochs} is saved: "
+            "continue with the same command and "
+            f"--resume_checkpoint={self.resume_file}"
+        )
+
+    def interrupted_text(self, testing=False, saved=True):
+        """One line for a run stopped by Ctrl-C or SIGTERM: what to do next."""
+        if testing:
+            if saved and self.saved_model_file:
+                return (
+                    "interrupted during the test; the training is complete and its "
+                    "best model is saved: evaluate it with recbole-attn evaluate "
+                    f"--model_file={self.saved_model_file}"
+                )
+            return "interrupted during the test; nothing was saved"
+        where = (
+            "" if self.epoch is None else f" in epoch {self.epoch + 1}/{self.epochs}"
+        )
+        return f"interrupted{where}; {self.saved_state_text()}"
+
+
+#: how a checkpoint's run was trained, not what it is: they stay behind when it is loaded
+TRAINING_ENVIRONMENT_KEYS = distributed.DISTRIBUTED_KEYS + tuple(
+    "local_rank gpu_id use_gpu device checkpoint_dir resume_checkpoint worker "
+    "show_progress log_wandb wandb_project".split()
+)
+
+
+def checkpoint_options(checkpoint, path="the checkpoint"):
+    """The options a checkpoint's run was given, without how it was trained."""
+    problem = None
+    try:
+        options = json.loads(checkpoint["external_config_json"])
+    except KeyError:
+        problem = "no external_config_json entry"
+    except (TypeError, ValueError) as err:
+        problem = f"its external_config_json is not JSON: {err}"
+    else:
+        if not isinstance(options, dict):
+            problem = f"its external_config_json is a {type(options).__name__}"
+    for key in ("model", "dataset"):
+        if problem is None and not isinstance(checkpoint.get(key), str):
+            problem = f"no {key} name"
+    if problem:
+        raise CheckpointError(
+            f"checkpoint {path} does not say how its model was trained ({problem}): it "
+            "is damaged or was not written by recbole-attn; train the model again"
+        )
+    return {k: v for k, v in options.items() if k not in TRAINING_ENVIRONMENT_KEYS}
+
+
+def is_recbole_attn_checkpoint(path):
+    """Whether ``path`` is a checkpoint recbole_attn wrote (not RecBole's)."""
+    try:
+        checkpoint = load_checkpoint(path)
+    except CheckpointError:
+        return False
+    return checkpoint.get("format") == CHECKPOINT_FORMAT

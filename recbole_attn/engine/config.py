@@ -1,13 +1,5 @@
-"""
-recbole_attn.engine.config
-##########################
-
-The configuration of a run: the model class a name resolves to (ours first, then
-RecBole's), the yaml files it reads (``properties/``: overall, the model's and its base
-classes', the dataset's, then the user's), :class:`AttnConfig` (RecBole's ``Config`` with
-the fixes below) and the checks of the whole configuration that run before any data is
-loaded (:func:`make_config`).
-"""
+"""A run's configuration: model class, yaml files, :class:`AttnConfig`, checks before
+loading."""
 
 import os
 
@@ -19,11 +11,7 @@ from recbole_attn.engine import distributed
 from recbole_attn.data.bucketing import check_grouping
 from recbole_attn.data.preparation import check_no_pickles
 from recbole_attn.files import read_once, read_yaml
-from recbole_attn.errors import (
-    ConfigError,
-    MetricConfigError,
-    RecboleAttnError,
-)
+from recbole_attn.errors import ConfigError, MetricConfigError, RecboleAttnError
 from recbole_attn.sequential.models import get_model_class
 from recbole_attn.options.values import VALUE_RULES, convert_value
 
@@ -34,7 +22,6 @@ PROPERTIES_DIR = os.path.join(
 
 
 def properties_dir():
-    """The folder of the shipped yaml defaults (source checkout or installed package)."""
     if os.path.isdir(PROPERTIES_DIR):
         return PROPERTIES_DIR
     from importlib.resources import files
@@ -43,16 +30,13 @@ def properties_dir():
 
 
 def model_classes(model_class, options=None):
-    """The classes whose yaml files and declared options configure a run of
-    ``model_class``: the model itself, or what its ``yaml_classes(options)`` names given
-    the user's options (AWRSR: its backbone, then AWRSR), the model class last."""
+    """The classes that configure a run of ``model_class`` (AWRSR: its backbone)."""
     hook = getattr(model_class, "yaml_classes", None)
     return list(hook(options or {})) if hook else [model_class]
 
 
 def user_options(config_file_list=None, config_dict=None):
-    """The user's options before RecBole's ``Config`` is built: the yaml files in order,
-    then the overrides (values as they spell them)."""
+    """The user's options: the yaml files in order, then the overrides."""
     options = {}
     for path in config_file_list or []:
         if os.path.isfile(path):
@@ -67,9 +51,7 @@ def user_options(config_file_list=None, config_dict=None):
 
 
 def model_yaml_files(model_class, options=None):
-    """The shipped yaml files of a run of ``model_class``, in load order: those of its
-    base classes first, so that DPAtt.yaml adds to PAtt.yaml; for every class of
-    :func:`model_classes`."""
+    """The shipped yaml files of a run of ``model_class``, base classes' first."""
     names = []
     for cls in model_classes(model_class, options):
         for base in reversed(cls.__mro__):
@@ -80,8 +62,7 @@ def model_yaml_files(model_class, options=None):
 
 
 def config_files(model_class, dataset, config_file_list=None, options=None):
-    """overall.yaml, the model's yaml files (:func:`model_yaml_files`), the dataset's
-    yaml (if we ship one), then the user's."""
+    """overall.yaml, the model's yaml files, the dataset's, then the user's."""
     props = properties_dir()
     files = [os.path.join(props, "overall.yaml")]
     files += model_yaml_files(model_class, options)
@@ -92,20 +73,9 @@ def config_files(model_class, dataset, config_file_list=None, options=None):
 
 
 class AttnConfig(Config):
-    """RecBole's ``Config`` (with the fixes of :mod:`recbole_attn.host.install`) and these changes:
-
-    * no implicit read of ``sys.argv``: command-line overrides reach it as ``config_dict``
-      (``run_recbole_attn.py`` parses them), so that a program importing recbole_attn is
-      not configured by its own command line;
-    * string values are converted with ``ast.literal_eval`` (numbers, lists, dicts,
-      ``True``/``true``...). RecBole 1.2.1 calls ``eval`` inside a function whose local
-      variables are named ``key``, ``param`` and ``value``, so ``--refinement=value`` became
-      the previous option's value;
-    * ``eval_args`` given in a later file or override updates the earlier one entry by
-      entry (``--eval_args="{'mode': 'uni100'}"`` keeps our leave-one-out ``split`` and
-      ``order``); RecBole replaces the whole dict and then fills the gaps with its own
-      defaults, a random 80/10/10 split, silently;
-    """
+    """RecBole's ``Config`` that reads no ``sys.argv``, converts strings with
+    ``ast.literal_eval`` (RecBole's ``eval`` sees its own locals) and merges ``eval_args``
+    entry by entry (RecBole replaces the dict and fills a random split)."""
 
     #: dict-valued keys whose entries later sources update one by one
     MERGED_KEYS = ("eval_args",)
@@ -151,12 +121,7 @@ class AttnConfig(Config):
 
 
 def make_config(model, dataset, config_file_list=None, config_dict=None):
-    """The Config of ``model`` on ``dataset``, built once: the yaml files of the model's
-    classes (:func:`model_classes`, chosen from the user's options: AWRSR's backbone),
-    then the user's files and overrides. Malformed yaml files, invalid values of the
-    common keys and of the model's declared options are a :class:`ConfigError` before
-    any data is loaded (``recbole_attn.options.check``; a yaml file:
-    :func:`~recbole_attn.files.read_yaml`)."""
+    """The checked Config of ``model`` on ``dataset``, before any data loads."""
     model_class = get_model_class(model)
     # the model's own defaults, then the user's (AWRSR: which backbone's yaml to read)
     own = [
@@ -174,8 +139,7 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     for path in files:  # the others well-formed too before RecBole reads them
         if path not in parsed:
             read_yaml(path)
-    # the user's overrides first, in our words (RecBole rejects some, e.g. topk [0], in
-    # its own)
+    # the user's overrides first, in our words (RecBole rejects some in its own)
     config_check.check_options(user_options(config_dict=config_dict), VALUE_RULES)
     try:
         # RecBole converts string values ("64", "[5,10]", "True") as on its command line
@@ -198,10 +162,7 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
         raise
     except ValueError as err:  # RecBole's own checks of topk, eval_args, ...
         raise ConfigError(str(err)) from None
-    # what the run is made of, settled once: the classes that configure it, the shipped
-    # yaml files it read, the keys the user gave and the options the classes declare (the
-    # checks below, the warnings of keys nothing reads and a search's space read them
-    # from the configuration)
+    # what the run is made of, settled once (the checks and warnings below read it)
     use_own_ml100k(config, users)
     config.run_classes = classes
     config.shipped_files = files[: len(files) - len(config_file_list or [])]
@@ -212,16 +173,12 @@ def make_config(model, dataset, config_file_list=None, config_dict=None):
     config_check.check_model_options(config, config.run_classes, config.declared)
     check_grouping(config)
     check_no_pickles(config)
-    # one line per key the user gave that the run does not read, for the run's log
     config.warnings = config_check.unknown_key_warnings(config, properties_dir())
     return config
 
 
 def use_own_ml100k(config, users):
-    """RecBole's ``Config`` takes its bundled copy of ml-100k whatever ``data_path`` says;
-    where the user's ``data_path`` (``users``: the keys the user gave) holds an
-    ``ml-100k`` folder of their own, the run reads that folder (checked as any dataset's
-    files), as it would for any other dataset name."""
+    """The user's ``data_path``/ml-100k folder instead of RecBole's bundled copy."""
     if config["dataset"] != "ml-100k" or not isinstance(users.get("data_path"), str):
         return
     own = os.path.join(users["data_path"], "ml-100k")
@@ -230,8 +187,7 @@ def use_own_ml100k(config, users):
 
 
 def declared_of(classes):
-    """key -> :class:`~recbole_attn.options.declared.Opt` of every option ``classes`` declare (a
-    run's: :func:`model_classes`, the model class among them)."""
+    """key -> declared :class:`Opt` of every option of ``classes``."""
     from recbole_attn.options.declared import declared_options
 
     merged = {}
@@ -241,10 +197,7 @@ def declared_of(classes):
 
 
 def check_no_research_options(config_file_list=None, config_dict=None):
-    """The product commands' check: a :class:`ConfigError` for a research-only option
-    (:data:`~recbole_attn.options.check.RESEARCH_WING_KEYS`) among the user's (files and
-    overrides), naming the research runner. (No product model declares one: the research
-    wing's options are declared by its classes, ``experiments/research.py``.)"""
+    """A :class:`ConfigError` for a research-only option among the user's."""
     for path in config_file_list or []:
         read_yaml(path)  # missing, not a file, unreadable or not yaml: said here
     given = user_options(config_file_list, config_dict)

@@ -1,17 +1,5 @@
-"""
-recbole_attn.engine.defaults
-############################
-
-The plugin's defaults beside RecBole's for the same model name. A model's yaml here sets
-what the paper (or its reproduction) trains with, the sequence length T among them
-(STOSA 100, PAtt and DPAtt 30), and the plugin reads it after RecBole's dataset settings.
-Inside RecBole, a model yaml cannot set T (``Config`` reads
-``properties/dataset/sample.yaml`` after it) and no model yaml sets a training key, so the
-exported model, run through RecBole's own API, trains with RecBole's T = 50 and budget
-unless the user sets them (its docs page says how). The plugin keeps its defaults (its
-documented results and studies are made with them) and says so in one line of each
-run's log, naming RecBole's values: :func:`differences_line`.
-"""
+"""Our model defaults beside RecBole's: one log line where a run's differ
+(docs/upstream.md)."""
 
 import os
 
@@ -19,10 +7,7 @@ import yaml
 
 
 def recbole_values(keys, dataset):
-    """``{key: value}`` that RecBole's own ``Config`` gives a sequential model for
-    ``keys`` without any model yaml or user setting: its overall.yaml, sample.yaml, its
-    yaml of ``dataset`` (if it has one) and the quick-start settings of sequential
-    models, in its order."""
+    """``{key: value}`` RecBole's own ``Config`` gives a sequential model."""
     import recbole
 
     root = os.path.join(os.path.dirname(recbole.__file__), "properties")
@@ -40,9 +25,7 @@ def recbole_values(keys, dataset):
 
 
 def _exportable(name):
-    """Whether ``name`` is one of our models whose file RecBole could merge (a class of
-    :mod:`recbole_attn.model` among its bases): SASRecAP, a research baseline, is not.
-    """
+    """Whether ``name`` is one of our models with a :mod:`recbole_attn.model` base."""
     from recbole_attn.sequential.models import MODELS
 
     model = MODELS.get(name)
@@ -52,13 +35,7 @@ def _exportable(name):
 
 
 def differences_line(config):
-    """One line for a run's log when the model's yaml here gives keys that RecBole's own
-    ``Config`` takes from its dataset or training settings (T, the budget, the
-    validation metric) another value than RecBole would and the user did not set them;
-    None otherwise (a model without such keys, or the user set them all). RecBole's
-    values are those its ``Config`` read from its own files for this run
-    (``internal_config_dict``: the plugin passes its yaml files as the user's), so no
-    file is read again."""
+    """A log line of our yaml's keys that RecBole would set otherwise; or None."""
     from recbole_attn.sequential.models import get_model_class
     from recbole_attn.options.declared import model_yaml as declared_yaml
 

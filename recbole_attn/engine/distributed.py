@@ -1,31 +1,13 @@
-"""
-recbole_attn.engine.distributed
-###############################
-
-Multi-process training as RecBole 1.2 does it (``nproc``, ``world_size``, ``ip``, ``port``,
-``offset``; one process per device, torch DDP, every process trains on its shard of the
-users and evaluation metrics are averaged over the shards), for our models and RecBole's,
-on GPUs (NCCL, RecBole's own path) and on CPUs (gloo; RecBole 1.2.1 hard-codes NCCL and
-CUDA devices).
-
-One machine, two processes::
-
-    python run_recbole_attn.py --model=SASRecAP --dataset=ml-100k --nproc=2
-
-Two machines with two processes each (the first machine's address and a free port)::
-
-    machine A: python run_recbole_attn.py ... --nproc=2 --world_size=4 --ip=A --port=5678 --offset=0
-    machine B: python run_recbole_attn.py ... --nproc=2 --world_size=4 --ip=A --port=5678 --offset=2
-
-The dataset (same path), the package and the configuration must be the same on every
-machine; process 0 (machine A) writes the checkpoints and the log.
-"""
+"""Multi-process training as RecBole 1.2 does it (torch DDP), on GPUs (NCCL) and CPUs
+(gloo); usage: docs/tuning.md."""
 
 import contextlib
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from recbole_attn.errors import ConfigError, RecboleAttnError
+from recbole_attn.options.check import check_options
 from recbole_attn.options.declared import Integer
 from recbole_attn.options.values import convert_value
 
@@ -43,11 +25,7 @@ RULES = {
 
 
 def _checked(options, keys):
-    """``options``, command-line text read as the values it spells, with ``keys``
-    checked against :data:`RULES` (:func:`~recbole_attn.options.check.check_options`: a
-    one-line ``ConfigError`` naming the key)."""
-    from recbole_attn.options.check import check_options
-
+    """``options`` as the values they spell, ``keys`` checked against :data:`RULES`."""
     options = {
         k: convert_value(v) if isinstance(v, str) else v for k, v in options.items()
     }
@@ -56,12 +34,7 @@ def _checked(options, keys):
 
 
 def distributed_options(config_dict):
-    """Split the multi-process keys out of ``config_dict``: ``(options, rest)``; options
-    is empty for a single-process run. Their values are checked (a
-    :class:`~recbole_attn.errors.ConfigError`): whole numbers, and this machine's
-    processes ``offset .. offset + nproc - 1`` among the ``world_size`` ranks."""
-    from recbole_attn.errors import ConfigError
-
+    """``(options, rest)``: the checked multi-process keys and the others."""
     rest = dict(config_dict or {})
     options = _checked(
         {k: rest.pop(k) for k in DISTRIBUTED_KEYS if k in rest}, ["nproc"]
@@ -94,19 +67,16 @@ SPAWNED = False
 
 
 def started_by_command():
-    """Whether this process is one of a multi-process run that :func:`spawn` started:
-    the command checked the run before it started the processes."""
+    """Whether :func:`spawn` started this process (the run is checked)."""
     return SPAWNED
 
 
 def cpu_only(config):
-    """Whether this run has no CUDA device to use (then processes talk over gloo)."""
     gpu_id = str(config["gpu_id"] if config["gpu_id"] is not None else "")
     return not (config["use_gpu"] and gpu_id and torch.cuda.is_available())
 
 
 def init_cpu_process_group(config):
-    """RecBole's multi-process device set-up with gloo and CPU tensors."""
     cfg = config.final_config_dict
     rank = cfg["local_rank"] + cfg["offset"]
     if not torch.distributed.is_initialized():
@@ -133,7 +103,6 @@ def is_main_process(config):
 
 
 def broadcast(value, config):
-    """``value`` of process 0, in every process (a no-op in a single-process run)."""
     if not is_distributed(config):
         return value
     box = [value]
@@ -142,11 +111,7 @@ def broadcast(value, config):
 
 
 def combine_results(per_process, decimals):
-    """The metrics of one evaluation split over processes: ``per_process`` holds, for
-    each process, ``(users, {metric: unrounded mean over its users})``; the result is
-    the mean over all users, rounded to ``decimals`` once. (RecBole's ``_map_reduce``
-    averages values each process has already rounded, weighted by its number of
-    batches: 0.2334 for 30 users, where 7/30 = 0.2333.)"""
+    """The mean over all users of ``(users, {metric: mean})`` rows, rounded once."""
     total = sum(users for users, _ in per_process)
     keys = list(per_process[0][1])
     return {
@@ -158,8 +123,6 @@ def combine_results(per_process, decimals):
 
 
 def gather_results(result, users, config):
-    """:func:`combine_results` of this process's ``result`` over ``users`` users and
-    every other process's."""
     keys = list(result)
     row = torch.tensor(
         [float(users)] + [float(result[k]) for k in keys], dtype=torch.float64
@@ -171,8 +134,7 @@ def gather_results(result, users, config):
 
 
 class _CountingEvaluator:
-    """RecBole's Evaluator that also remembers how many users its last evaluation was
-    over (the rows of the collected top-K)."""
+    """RecBole's Evaluator that also counts the users it evaluated."""
 
     def __init__(self, evaluator):
         self._evaluator = evaluator
@@ -188,10 +150,7 @@ class _CountingEvaluator:
 
 @contextlib.contextmanager
 def wrapping_on_cpu(trainer, config):
-    """Around RecBole's ``Trainer.__init__`` of ``trainer``: in a process of a
-    multi-process run on the CPU, RecBole's wrapping of the model for GPU devices
-    (``device_ids=[local_rank]``) is skipped and the model wrapped without device ids.
-    """
+    """Around ``Trainer.__init__``: a CPU process's model wrapped without devices."""
     if not (is_distributed(config) and config["device"].type == "cpu"):
         yield
         return
@@ -204,10 +163,7 @@ def wrapping_on_cpu(trainer, config):
 
 
 def exact_evaluator(evaluator, config):
-    """``evaluator`` (RecBole's) for a process of a multi-process run: its metrics
-    unrounded, and the users of its last evaluation counted, so that
-    :func:`gather_results` gives the mean over all users exactly; in one process
-    ``evaluator`` itself."""
+    """``evaluator`` unrounded and counting its users over several processes."""
     if not is_distributed(config):
         return evaluator
     for metric in evaluator.metric_class.values():
@@ -221,8 +177,6 @@ def barrier(config):
 
 
 def _process(rank, run_fn, model, dataset, kwargs, queue):
-    from recbole_attn.errors import RecboleAttnError
-
     global SPAWNED
     SPAWNED = True
     config_dict = dict(kwargs.pop("config_dict"))
@@ -230,8 +184,7 @@ def _process(rank, run_fn, model, dataset, kwargs, queue):
     try:
         result = run_fn(model, dataset, config_dict=config_dict, **kwargs)
     except RecboleAttnError as err:
-        # the user's error, for the parent to report as one line; raised again so that
-        # torch stops the other processes
+        # for the parent to report as one line; raised so that torch stops the others
         queue.put(("error", err))
         raise
     if rank == 0:
@@ -241,11 +194,8 @@ def _process(rank, run_fn, model, dataset, kwargs, queue):
 
 
 def spawn(run_fn, model, dataset, options, config_dict, **kwargs):
-    """Run ``run_fn(model, dataset, config_dict=..., **kwargs)`` in ``options['nproc']``
-    processes of this machine; the result of process 0. A
-    :class:`~recbole_attn.errors.RecboleAttnError` of a process (a missing dataset, a
-    bad value) is raised here as it is, not as torch's report of a failed process with
-    its traceback."""
+    """``run_fn`` in ``options['nproc']`` processes; process 0's result, or its
+    error."""
     import torch.multiprocessing as mp
 
     queue = mp.get_context("spawn").SimpleQueue()

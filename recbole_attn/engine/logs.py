@@ -1,13 +1,5 @@
-"""
-recbole_attn.engine.logs
-########################
-
-The console and the log file of a run: RecBole's formats and levels (``state``), a log file
-``log/<model>/<model>-<dataset>-<time>-<token>.log`` that no concurrent run can share
-(RecBole's name has only the second and a hash of the configuration), and a concise
-console: the configuration, dataset and model summaries go to the log file only unless
-``verbose``.
-"""
+"""A run's console and log file, and the trainer's line per epoch
+(:class:`EpochLines`)."""
 
 import contextlib
 import logging
@@ -24,31 +16,20 @@ _OURS = "_recbole_attn_handler"
 DETAIL = {"detail": True}
 LOG_ROOT = "log"
 
-_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
-}
+_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
-#: RecBole's four to five lines per epoch (training, evaluation, validation result,
-#: saving) and its closing line (which counts epochs from 0), which the console replaces
-#: by the trainer's lines (epochs counted from 1)
+#: RecBole's lines of every epoch and its closing line, replaced on the console
 _EPOCH_RECORD = re.compile(
     r"^(epoch \d+ (training|evaluating)|valid result|Saving current"
     r"|Finished training, best eval result in epoch)"
 )
-_COLOR = re.compile(r"\x1b\[[0-9;]*m")
+#: the ANSI colour codes of a coloured text
+ANSI_COLOR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class _ConsoleFilter(logging.Filter):
-    """Keeps records logged with ``extra=DETAIL`` (the configuration, dataset and model
-    summaries), RecBole's messages below WARNING while :attr:`quiet` is set (loading
-    the data) and RecBole's lines of every epoch while :attr:`epochs` is set (training:
-    the trainer prints one line per epoch) out of the console; the log file still gets
-    them."""
+    """Keeps ``DETAIL`` records, and RecBole's INFO when set, off the console."""
 
     quiet = False
     epochs = False
@@ -57,55 +38,40 @@ class _ConsoleFilter(logging.Filter):
         if self.quiet and record.levelno < logging.WARNING:
             return False
         if self.epochs and record.levelno < logging.WARNING:
-            if _EPOCH_RECORD.match(_COLOR.sub("", str(record.msg))):
+            if _EPOCH_RECORD.match(ANSI_COLOR.sub("", str(record.msg))):
                 return False
         return not getattr(record, "detail", False)
 
 
-def _console_filters():
-    return [
+@contextlib.contextmanager
+def _console_off(flag):
+    filters = [
         f
         for handler in logging.getLogger().handlers
         for f in handler.filters
         if isinstance(f, _ConsoleFilter)
     ]
+    for f in filters:
+        setattr(f, flag, True)
+    try:
+        yield
+    finally:
+        for f in filters:
+            setattr(f, flag, False)
 
 
-@contextlib.contextmanager
 def epoch_lines_on_console():
-    """Inside the block (training), RecBole's lines of every epoch go to the log file
-    only; the console gets the trainer's one line per epoch."""
-    filters = _console_filters()
-    for f in filters:
-        f.epochs = True
-    try:
-        yield
-    finally:
-        for f in filters:
-            f.epochs = False
+    """Inside the block, RecBole's epoch lines go to the log file only."""
+    return _console_off("epochs")
 
 
-@contextlib.contextmanager
 def log_file_only():
-    """RecBole's INFO messages inside the block (dataset and dataloader summaries) go to
-    the log file only, where the console is concise."""
-    filters = _console_filters()
-    for f in filters:
-        f.quiet = True
-    try:
-        yield
-    finally:
-        for f in filters:
-            f.quiet = False
+    """RecBole's INFO messages inside the block go to the log file only."""
+    return _console_off("quiet")
 
 
 def init_logging(config, verbose=False, log_file=True):
-    """The console and a new log file of this run (RecBole's formats, level ``state``);
-    unless ``verbose``, the console gets the run's progress and results and the log file
-    everything. The handlers of an earlier run in this process are replaced; where the
-    root logger has handlers of someone else's, they are kept and none is added. Returns
-    the log file's path (None when logging is configured elsewhere, or without
-    ``log_file``: the console alone)."""
+    """The console and a new log file (its path; None if none or not ours)."""
     import colorlog
     from recbole.utils.logger import RemoveColorFilter, log_colors_config
 
@@ -115,7 +81,8 @@ def init_logging(config, verbose=False, log_file=True):
         handler.close()
     if root.handlers:
         return None
-    level = _LEVELS.get(str(config["state"] or "info").lower(), logging.INFO)
+    state = str(config["state"] or "info").lower()
+    level = getattr(logging, state.upper()) if state in _LEVELS else logging.INFO
     handlers, path = [], None
     if log_file:
         folder = os.path.join(LOG_ROOT, config["model"])
@@ -164,9 +131,7 @@ def init_logging(config, verbose=False, log_file=True):
 
 
 class _LogFile(logging.FileHandler):
-    """The run's log file. A write that fails (a full disk, a file-size limit) is one
-    ``warning:`` line naming the file and the cause, and the run goes on without the log
-    file (logging's default prints a traceback for every line that follows)."""
+    """The run's log file; a failed write is one warning, then the run goes on."""
 
     def handleError(self, record):
         err = sys.exc_info()[1]
@@ -185,8 +150,6 @@ class _LogFile(logging.FileHandler):
 
 
 def show_progress(config):
-    """``show_progress``: a progress bar per epoch; unset (the default) = when the console
-    (stderr) is a terminal; RecBole logs one summary line per epoch in any case."""
     value = config["show_progress"]
     return sys.stderr.isatty() if value is None else bool(value)
 
@@ -201,8 +164,6 @@ def duration(seconds):
 
 
 def loss_names(model, count):
-    """Names of the ``count`` terms of a training loss (the model's ``loss_names``, else
-    ``loss1``, ``loss2``, ...)."""
     names = getattr(model, "loss_names", None)
     names = tuple(names(count)) if callable(names) else ()
     if len(names) != count:
@@ -211,11 +172,7 @@ def loss_names(model, count):
 
 
 class EpochLines:
-    """The console's lines of one training by ``trainer`` (an
-    :class:`~recbole_attn.engine.trainer.AttnTrainer`): what it will train at most, one line
-    per evaluated epoch and a closing line, epochs counted from 1 (RecBole's own closing
-    line, in the log file, counts from 0). :meth:`evaluated` follows the best and last
-    epochs whether or not the lines are shown."""
+    """The console's lines of one training, epochs counted from 1."""
 
     def __init__(self, trainer):
         self.trainer = trainer
@@ -224,15 +181,13 @@ class EpochLines:
         self.last_epoch = None
 
     def evaluated(self, epoch_idx):
-        """Epoch ``epoch_idx`` was evaluated (RecBole's early stopping has just reset
-        ``cur_step`` to 0 if its score is the best)."""
+        """Epoch ``epoch_idx`` was evaluated (``cur_step`` 0: it is the best)."""
         if self.trainer.cur_step == 0:
             self.best_epoch = epoch_idx
         self.last_epoch = epoch_idx
         self.seconds.append(sum(self.trainer.last_epoch_seconds.values()))
 
     def budget_line(self):
-        """What the run will train at most, said before its first epoch."""
         t = self.trainer
         return (
             f"training {t.config['model']} for up to {t.epochs} epochs (from "
@@ -241,8 +196,6 @@ class EpochLines:
         )
 
     def epoch_line(self, epoch_idx, valid_score):
-        """The losses by name, the validation score, the time and what is left (at
-        most, and if the score does not improve again)."""
         t = self.trainer
         losses = t.last_losses if isinstance(t.last_losses, tuple) else (t.last_losses,)
         names = loss_names(t.model, len(losses))
@@ -270,8 +223,6 @@ class EpochLines:
         return line
 
     def closing_line(self):
-        """How the training ended: early or after all epochs, the best score and its
-        epoch."""
         t = self.trainer
         trained = self.last_epoch + 1
         if trained < t.epochs:

@@ -1,30 +1,5 @@
-"""
-recbole_attn.engine.memory
-##########################
-
-Will a run fit the machine? A lower bound of the memory of one training step and one
-evaluation batch, checked before the model is built, for every model the pipeline runs
-(RecBole's included): a run that cannot fit stops at once with the numbers, instead of
-climbing for minutes until the kernel kills it without a word (RecBole's SASRec at
-``MAX_ITEM_LIST_LENGTH=10000`` on a tiny dataset reached 20 GB and exit 137).
-
-What is counted is what any implementation of the configured model must hold, so the
-estimate only refuses runs that cannot work:
-
-* self-attention (a model whose configuration has ``n_layers`` and ``n_heads``): every
-  layer keeps its ``[B, heads, T, T]`` float32 attention probabilities for the backward
-  pass, and a gradient of the same size exists while one layer is differentiated;
-* cross-entropy over all items at the last position (RecBole's sequential models,
-  ``loss_type: CE``): ``[B, items]`` float32 logits and their gradient (our models
-  chunk theirs within ``ce_logits_budget_mb``, not counted);
-* full-ranking evaluation: an ``[eval_batch_size, items]`` float32 score block, and the
-  forward pass's attention of that batch (one layer at a time).
-
-``B`` is ``train_batch_size``, at most the number of interactions, and an evaluation batch
-at most the number of users. The memory there is
-what the operating system reports available (``MemAvailable``; the free memory of the
-GPU for a CUDA device); where it cannot be read, nothing is checked.
-"""
+"""Will a run fit the machine? A lower bound of its memory, checked before the model is
+built."""
 
 import numpy as np
 
@@ -34,7 +9,6 @@ FLOAT = 4
 
 
 def available_bytes(device):
-    """Memory a run on ``device`` can still take (None when it cannot be read)."""
     if getattr(device, "type", str(device)) == "cuda":
         import torch
 
@@ -60,18 +34,13 @@ def _value(config, key):
 
 
 def estimate(config, n_items, n_interactions, own_model, n_users=None, longest=None):
-    """``(bytes, parts)``: the lower bound of a training step's and an evaluation
-    batch's memory, and ``{part: bytes}`` of what it counts (module docstring).
-    ``own_model``: one of recbole_attn's models (their CE logits are chunked);
-    ``longest``: the longest user history, where batches are cut to their longest
-    sequence (our models'; None: padded to MAX_ITEM_LIST_LENGTH, as RecBole's)."""
+    """``(bytes, {part: bytes})``: the lower bound of a step's and a batch's memory."""
     parts = {}
     T = _value(config, "MAX_ITEM_LIST_LENGTH")
     if T and longest:  # given only where batches are cut to it
         T = min(int(T), int(longest))
     layers, heads = _value(config, "n_layers"), _value(config, "n_heads")
-    # a training batch holds sequences: one per user (all_position), else one per
-    # interaction at most
+    # a training batch holds one sequence per user (all_position) or per interaction
     sequences = n_interactions
     if n_users and _value(config, "training_mode") == "all_position":
         sequences = n_users
@@ -96,14 +65,11 @@ def _gb(n):
 
 
 def check_memory(config, dataset, model_class, available=None, training=True):
-    """A :class:`ConfigError` with the numbers when the run cannot fit the memory
-    available on its device (``available``: bytes, default :func:`available_bytes`);
-    without ``training`` (a loaded checkpoint) only the evaluation counts."""
+    """A :class:`ConfigError` with the numbers when the run cannot fit its device."""
     available = available_bytes(config["device"]) if available is None else available
     if not available:
         return
-    # recbole_attn's models (chunked CE logits) cut every batch to its longest
-    # sequence where they say so (the research wing's full-length batches do not)
+    # our models (chunked CE logits) cut batches to their longest sequence if they say so
     trims = getattr(model_class, "trims_batches", None)
     own = trims is not None
     users = dataset.inter_feat[dataset.uid_field]

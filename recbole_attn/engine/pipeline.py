@@ -1,13 +1,4 @@
-"""
-recbole_attn.engine.pipeline
-############################
-
-The set-up of one run, top to bottom (docs/architecture.md): the configuration, read once
-(:func:`~recbole_attn.engine.config.make_config`), everything about the run that can be checked
-before its data loads (:func:`check_before_loading`), then the data, the model and the
-trainer (:func:`build`). :mod:`recbole_attn.engine.quick_start` trains and evaluates what this
-builds.
-"""
+"""The set-up of one run: configuration, checks before loading, data, model, trainer."""
 
 import os
 from logging import getLogger
@@ -39,9 +30,7 @@ from recbole_attn.engine.trainer import AttnTrainer, LoadedTrainer
 
 
 def check_valid_metric(config):
-    """``valid_metric`` must be one of the computed metrics, at one of the ``topk`` cutoffs
-    for a top-K metric (RecBole only finds out after the first epoch, with a KeyError).
-    """
+    """``valid_metric`` must be computed, at a ``topk`` cutoff for a top-K metric."""
     from recbole.evaluator.register import metric_types
     from recbole.utils import EvaluatorType
 
@@ -66,22 +55,12 @@ def check_valid_metric(config):
 
 
 def check_before_loading(config, writes=True, processes=1):
-    """Everything about a run that can be checked before its data loads, so that a bad
-    value, a broken file or a folder that cannot be written fails in seconds, not after
-    an epoch: no F1 over several ``processes`` (a multi-process run checks itself once,
-    in its command, before it starts them), the validation metric and the metrics'
-    options, the model against the options (its training mode, its dataset class, its
-    negatives), the dataset's files
-    (:func:`~recbole_attn.data.checks.check_dataset_files`: they exist and read, with
-    the category field the model and the metrics need), and the checkpoint folder.
-    ``config``: made by :func:`~recbole_attn.engine.config.make_config` (it reads
-    ``config.run_classes``)."""
+    """Everything about a run that can be checked before its data loads."""
     from recbole.utils import ModelType
 
     model_class = config.model_class
     if processes > 1 and "f1" in [str(m).lower() for m in config["metrics"]]:
-        # F1 is the harmonic mean of two dataset-level means: the processes' F1 values
-        # do not combine into it
+        # F1 is a harmonic mean of dataset-level means: per-process values do not combine
         raise ConfigError(
             "F1 cannot be computed over several processes (nproc > 1); train "
             "without F1 in metrics, then evaluate the saved model in one process: "
@@ -109,12 +88,7 @@ def check_before_loading(config, writes=True, processes=1):
 
 
 def create_dataset(config, model_class=None):
-    """Our sequential dataset (training modes) for sequential models; RecBole's dataset
-    class otherwise (:func:`~recbole_attn.data.dataset.load_dataset`), after
-    checking that its files exist and (with ``model_class``) that the model can train in
-    ``training_mode`` on the pipeline's dataset
-    (:func:`~recbole_attn.data.dataset.check_sequential_model`). A run (:func:`prepare`)
-    checks both once, before."""
+    """Our dataset for sequential models, RecBole's otherwise, after its checks."""
     from recbole.utils import ModelType
 
     check_dataset_exists(config)
@@ -126,24 +100,7 @@ def create_dataset(config, model_class=None):
 def prepare(
     model, dataset, config_file_list=None, config_dict=None, writes=True, processes=1
 ):
-    """Everything a run settles before its data loads, in this order, each step once and
-    every yaml file read once (:func:`~recbole_attn.files.read_once`):
-
-    1. the configuration (:func:`~recbole_attn.engine.config.make_config`): the yaml files
-       well-formed, the user's overrides, the common keys' values, the research-wing
-       keys, the model's declared options and their rules, its presets, the batch
-       grouping and the dataset's saved files; the user's keys that nothing reads
-       (``config.warnings``, logged by the caller);
-    2. the run against its inputs (:func:`check_before_loading`): the validation
-       metric and the metrics' options, the model's training mode, dataset class and
-       negatives, the dataset's files and the category field the model and the metrics
-       need, the checkpoint folder (``writes``); with several ``processes`` (a
-       multi-process run checks itself once, in its command, before it starts them:
-       :func:`~recbole_attn.engine.distributed.started_by_command`), no F1.
-
-    Returns the configuration. First of all, the installed RecBole must be the release
-    the pipeline was written for (:func:`~recbole_attn.engine.check_recbole_version`).
-    """
+    """The checked configuration of a run (on RecBole's one release)."""
     check_recbole_version()
     config = make_config(model, dataset, config_file_list, config_dict)
     if not distributed.started_by_command():  # else checked once, before
@@ -152,9 +109,6 @@ def prepare(
 
 
 def build(model, dataset, config_file_list=None, config_dict=None, verbose=False):
-    """Config, model, trainer and dataloaders, as ``run`` uses them. The configuration,
-    dataset and model summaries go to the log file (and to the console with
-    ``verbose``)."""
     config, net, trainer, _, splits = build_run(
         model, dataset, config_file_list, config_dict, verbose
     )
@@ -164,10 +118,7 @@ def build(model, dataset, config_file_list=None, config_dict=None, verbose=False
 def build_run(
     model, dataset, config_file_list=None, config_dict=None, verbose=False, loaded=False
 ):
-    """:func:`build`'s, and the whole dataset (before its split) before the splits.
-    ``loaded``: for a checkpoint that is loaded, not trained: nothing is written (no
-    log file, no TensorBoard folder, no model file claimed), so that evaluate and
-    recommend work in a read-only folder."""
+    """:func:`build`'s and the dataset; ``loaded``: a checkpoint's, writing nothing."""
     config = prepare(model, dataset, config_file_list, config_dict, writes=not loaded)
     model_class = config.model_class
     init_seed(config["seed"], config["reproducibility"])
@@ -199,8 +150,7 @@ def build_run(
         try:
             net = model_class(config, train_data._dataset).to(config["device"])
         except NotImplementedError as err:
-            # RecBole's models refuse an option value this way ("Make sure 'loss_type'
-            # in ['BPR', 'CE']!")
+            # RecBole's models refuse an option value this way
             raise ConfigError(
                 f"{config['model']} cannot be built with these options: {err} "
                 f"(RecBole's words); change the option it names"

@@ -1,20 +1,5 @@
-"""
-recbole_attn.engine.threads
-###########################
-
-How many CPU threads torch gets in a run (``threads``; ``--threads=N`` sets it).
-
-By default, the cores that are idle when the run starts, at least one and at most torch's
-own default (the cores the process may use): on a quiet machine every core, beside another
-job the cores it leaves. Measured on a 2-core machine (STOSA, ml-100k, one epoch; README,
-"Threads"): two threads train an epoch in 0.66 s for 1.3 s of CPU, one thread in 1.0 s for
-1.0 s, so on a quiet machine two threads are 1.5x faster for 1.3x the CPU; beside another
-job, two threads spin against it (2.4-3.7x the CPU of one), so one thread is faster and
-cheaper. On a GPU the run keeps torch's default.
-
-Idle cores are read from Linux's ``/proc/stat`` (the process's own cores, over a fraction
-of a second); elsewhere the run keeps torch's default.
-"""
+"""How many CPU threads torch gets (``threads``; README, "Threads"): by default the cores
+idle when the run starts (from ``/proc/stat``), between one and torch's default."""
 
 import os
 import time
@@ -23,8 +8,7 @@ import torch
 
 #: seconds over which the idle cores are measured
 INTERVAL = 0.3
-#: torch's own default, as the process started (its cores, or OMP_NUM_THREADS): the most
-#: threads the rule gives, whatever an earlier run in the process set
+#: torch's default as the process started: the most threads the rule gives
 TORCH_DEFAULT = torch.get_num_threads()
 
 
@@ -34,8 +18,7 @@ def _read_stat():
 
 
 def cpu_times(stat, cores):
-    """``(idle, total)`` ticks of the given cores in the text of ``/proc/stat`` (idle
-    includes iowait; guest time is already in user time and is not added twice)."""
+    """``(idle, total)`` ticks of ``cores`` in ``/proc/stat``'s text."""
     idle = total = 0
     for line in stat.splitlines():
         name, *fields = line.split()
@@ -47,8 +30,7 @@ def cpu_times(stat, cores):
 
 
 def idle_cores(read=_read_stat, sleep=time.sleep, interval=INTERVAL):
-    """How many of the process's cores were idle over ``interval`` seconds (a float), or
-    None where ``/proc/stat`` cannot tell."""
+    """How many of the process's cores were idle over ``interval`` seconds, or None."""
     try:
         cores = os.sched_getaffinity(0)
         idle0, total0 = cpu_times(read(), cores)
@@ -62,8 +44,7 @@ def idle_cores(read=_read_stat, sleep=time.sleep, interval=INTERVAL):
 
 
 def choose_threads(threads, device, idle=None):
-    """``(count, why)``: ``threads`` when set, else the rule of this module (``idle``:
-    the idle-core count, :func:`idle_cores` by default)."""
+    """``(count, why)``: ``threads`` when set, else the idle cores."""
     idle = idle or idle_cores
     default = TORCH_DEFAULT
     if threads is not None:
@@ -78,7 +59,6 @@ def choose_threads(threads, device, idle=None):
 
 
 def set_threads(config):
-    """Give torch the run's thread count; returns the log line that says why."""
     count, why = choose_threads(config["threads"], config["device"])
     torch.set_num_threads(count)
     return f"CPU threads: {count} ({why}; --threads=N sets it)"

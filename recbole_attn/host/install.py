@@ -1,46 +1,5 @@
-"""
-recbole_attn.host.install
-#########################
-
-What ``import recbole_attn`` changes in RecBole (docs/environment.md, "What import
-recbole_attn changes in RecBole"): :func:`install`, run once when RecBole is first
-imported, applies each change the installed stack needs, and :func:`installed` lists them.
-
-**Fixes, so that RecBole's own API runs on today's stack** (``run_recbole``, ``Config``,
-``create_dataset`` / ``data_preparation``, its trainers, ``load_data_and_model``,
-``run_hyper``), each for RecBole :data:`~recbole_attn.engine.RECBOLE_VERSION` and the
-release of the package that broke it: numpy 2, torch >= 2.6's weights-only checkpoints,
-scipy 1.12, hyperopt 0.2.7, Ray 2.7 (:mod:`recbole_attn.host.compat`), pandas 3
-(:mod:`recbole_attn.host.pandas3`), and RecBole 1.2.1's own bugs a run can reach
-(:mod:`recbole_attn.host.recbole_bugs`); RecBole's autograd anomaly detection off. Each module
-says what it fixes and why.
-
-**Not installed into RecBole**: recbole_attn's own pipeline subclasses RecBole's
-``Config``, ``Trainer``, datasets and training dataloader, and overrides private methods
-of the first three (:data:`~recbole_attn.engine.PRIVATE_OVERRIDES`); it runs only on
-RecBole :data:`~recbole_attn.engine.RECBOLE_VERSION`.
-
-**The plugin, so that RecBole's API answers to our names** (RecBole looks models up only
-inside ``recbole.model``, yaml files only inside its own tree):
-
-* ``get_model`` resolves our model names after RecBole's own (where RecBole's tree holds a
-  model of the same name, RecBole's runs through RecBole's API and a warning says so;
-  ``recbole-attn`` always runs ours); ``get_trainer`` gives our models
-  :class:`~recbole_attn.engine.trainer.AttnTrainer`; ``create_dataset`` finds
-  :class:`~recbole_attn.data.dataset.AttnSequentialDataset` under RecBole's
-  ``<Model>Dataset`` convention.
-* ``Config`` loads, for our models, the model keys of our ``overall.yaml`` that RecBole's
-  files lack and the model's yaml files (after RecBole's own, so that a model's
-  ``MAX_ITEM_LIST_LENGTH`` is not replaced by a dataset's default; evaluation settings
-  stay RecBole's and the user's), checks the model's options.
-* ``load_data_and_model`` on a recbole_attn checkpoint rebuilds it as ``recbole-attn``
-  does.
-* CC, ILD and F1 are registered in RecBole's metric registry, and RecBole's
-  ``Collector`` hands them the item->category table.
-
-The modules of ``recbole.quick_start`` import Ray Tune, which takes seconds: they are
-patched when first imported (an import hook), never imported by ``import recbole_attn``.
-"""
+"""What ``import recbole_attn`` changes in RecBole (docs/environment.md): the stack fixes,
+and RecBole's API answering to our models, metrics and checkpoints."""
 
 import functools
 import os
@@ -68,8 +27,6 @@ _WARNED = set()
 
 
 def installed():
-    """The names of the changes :func:`install` has applied, in order ("numpy aliases",
-    "checkpoints", ..., "plugin models")."""
     return list(_INSTALLED)
 
 
@@ -81,8 +38,7 @@ def _apply(name, condition, patch):
 
 
 def install():
-    """Apply every change the installed stack needs, the fix modules' and this module's
-    own (idempotent). ``import recbole_attn`` calls it when RecBole is imported."""
+    """Apply every change the installed stack needs (idempotent)."""
     if _INSTALLING:
         return  # importing RecBole below ran the import hook
     _INSTALLING.append(True)
@@ -138,7 +94,6 @@ def _install():
     _apply("quick_start hook", True, _quick_start_hook)
 
 
-# ---------------------------------------------------------------------- our models
 def _ours(name):
     from recbole_attn.sequential.models import MODELS
 
@@ -157,8 +112,7 @@ def _patch_get_model():
         ours = _ours(model_name)
         try:
             theirs = recbole_get_model(model_name)
-        # RecBole raises ValueError for an unknown name, after trying to import its
-        # optional exlib models (ImportError without lightgbm / xgboost)
+        # an unknown name (ImportError: RecBole's exlib models without their packages)
         except (ValueError, ImportError, AttributeError):
             if ours is None:
                 raise
@@ -192,9 +146,7 @@ def _patch_get_model():
 
 
 def _load_plugin_defaults(config):
-    """For our models in RecBole's ``Config``: the model keys of our overall.yaml that
-    RecBole's files lack, RecBole's sampler off (our models draw their negatives), then
-    the model's yaml files without :data:`EVALUATION_KEYS`."""
+    """Our model's defaults in RecBole's ``Config``, without :data:`EVALUATION_KEYS`."""
     import yaml
 
     from recbole_attn.engine.config import model_yaml_files, properties_dir
@@ -224,8 +176,8 @@ def _load_plugin_defaults(config):
 
 
 def _plugin_models():
-    # our modules are imported when RecBole's functions are called, not here: install()
-    # may run while one of them is being imported (it imports RecBole)
+    # our modules are imported when RecBole's functions run: install() may run while
+    # one of them is being imported
     from recbole.config import Config
 
     _patch_get_model()
@@ -258,9 +210,7 @@ def _plugin_models():
 
 
 def _configure_plugin_model(config):
-    """After RecBole's ``Config`` of one of our models: its options checked and its dataset
-    class where RecBole's ``create_dataset`` looks for
-    ``recbole.data.dataset.<Model>Dataset``."""
+    """Our model's options checked, its dataset class where RecBole looks."""
     import recbole.data.dataset as recbole_datasets
 
     from recbole_attn.options import check as config_check
@@ -289,12 +239,10 @@ def _category_metrics():
     Collector.data_collect = data_collect_
 
 
-# ---------------------------------------------------------------------- quick_start
 def load_data_and_model(model_file):
-    """RecBole's ``load_data_and_model`` that also loads recbole_attn checkpoints (as
-    ``recbole-attn`` built them): ``(config, model, dataset, train_data, valid_data,
-    test_data)``."""
-    from recbole_attn.engine.quick_start import is_recbole_attn_checkpoint, load_run
+    """RecBole's ``load_data_and_model`` that also loads recbole_attn checkpoints."""
+    from recbole_attn.engine.checkpoint import is_recbole_attn_checkpoint
+    from recbole_attn.engine.quick_start import load_run
 
     if is_recbole_attn_checkpoint(model_file):
         config, model, _, dataset, (train, valid, test) = load_run(model_file)
@@ -315,9 +263,7 @@ def _recbole_loading(path):
 
 
 def _patch_quick_start(module):
-    """``recbole.quick_start.quick_start`` (and its package): our ``get_model`` /
-    ``get_trainer``, Ray's current ``tune.report``, and ``load_data_and_model`` for
-    both kinds of checkpoint."""
+    """``recbole.quick_start`` with our ``get_model``, Ray's ``report``, our loading."""
     import recbole.utils
 
     module.get_model = recbole.utils.get_model
