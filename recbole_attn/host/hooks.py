@@ -1,21 +1,12 @@
-"""
-recbole_attn.host.hooks
-#######################
-
-Run a function right after a module is imported, by whoever imports it first (an import
-hook on ``sys.meta_path``), or at once if it is imported already. ``import recbole_attn``
-uses it to change RecBole (:mod:`recbole_attn.host.install`) only when RecBole is imported, so
-that the package itself imports neither RecBole nor torch: ``recbole-attn --help`` and
-argument errors answer at once.
-"""
+"""Run a function right after a module is first imported (``import recbole_attn``
+patches RecBole then)."""
 
 import importlib.abc
 import sys
 
 
 class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds ``name`` with the other finders and runs ``callback(module)`` once the
-    module has executed."""
+    """Finds ``name`` with the other finders; ``callback(module)`` once it ran."""
 
     def __init__(self, name, callback):
         self.name = name
@@ -35,9 +26,7 @@ class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 return spec
         return None
 
-    def __getattr__(
-        self, attr
-    ):  # the wrapped loader's get_data, get_resource_reader...
+    def __getattr__(self, attr):  # the wrapped loader's get_data, ...
         loader = self.__dict__.get("loader")
         if loader is None:
             raise AttributeError(attr)
@@ -53,8 +42,7 @@ class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def after_import(name, callback):
-    """``callback(module)`` right after the module ``name`` is first imported, or now if
-    it is imported already."""
+    """``callback(module)`` once module ``name`` is first imported (now if it is)."""
     module = sys.modules.get(name)
     if module is not None:
         callback(module)

@@ -1,17 +1,5 @@
-"""
-recbole_attn.host.pandas3
-#########################
-
-RecBole 1.2.1's datasets on pandas >= 3. Copy-on-Write makes RecBole's chained in-place
-fills (``df[field].fillna(x, inplace=True)``) no-ops, and ``Series.agg(len)`` over array
-cells returns the length of the Series instead of one length per cell.
-:func:`load_feat`, :func:`fill_nan`, :func:`remap` and :func:`benchmark_presets` are the
-methods of RecBole's ``Dataset`` and ``SequentialDataset`` that do either, with the same
-results by assignment and ``Series.map(len)``; :func:`refusing_float_seq` refuses what
-cannot be fixed that way (``_normalize`` and ``_discretization`` of ``float_seq``
-fields). :func:`install` puts them on RecBole's classes (``import recbole_attn`` does, on
-pandas >= 3 only: on pandas 2 RecBole's own methods run unchanged).
-"""
+"""RecBole 1.2.1's dataset methods on pandas >= 3, by assignment and
+``Series.map(len)``."""
 
 import functools
 
@@ -25,15 +13,11 @@ PANDAS_3 = int(pd.__version__.split(".")[0]) >= 3
 
 
 def cell_lengths(series):
-    """The length of every array cell of ``series`` (RecBole: ``series.agg(len)``, which
-    pandas 3 turns into the length of the Series)."""
     return series.map(len).to_numpy()
 
 
 def load_feat(self, filepath, source):
-    """RecBole's ``Dataset._load_feat`` (the atomic-file reader); the missing cells of
-    ``token_seq`` and ``float_seq`` fields become empty sequences (RecBole fills them in
-    place, which Copy-on-Write makes a no-op)."""
+    """RecBole's ``Dataset._load_feat``, empty sequences for missing cells."""
     from recbole.utils import FeatureSource, FeatureType
 
     load_col, unload_col = self._get_load_and_unload_col(source)
@@ -96,8 +80,6 @@ def load_feat(self, filepath, source):
 
 
 def fill_nan(self):
-    """RecBole's ``Dataset._fill_nan`` (tokens: 0, floats: the mean, sequences: empty),
-    by assignment."""
     from recbole.utils import FeatureType
 
     for feat_name in self.feat_name_list:
@@ -117,8 +99,6 @@ def fill_nan(self):
 
 
 def remap(self, remap_list):
-    """RecBole's ``Dataset._remap`` (token remapping), with the sequence lengths of
-    ``token_seq`` fields taken cell by cell."""
     from recbole.utils import FeatureType
 
     if len(remap_list) == 0:
@@ -140,9 +120,7 @@ def remap(self, remap_list):
 
 
 def benchmark_presets(self):
-    """RecBole's ``SequentialDataset._benchmark_presets`` (a dataset given as benchmark
-    files with ``<field>_list`` columns), with the lengths of the item lists taken cell by
-    cell."""
+    """RecBole's ``SequentialDataset._benchmark_presets``, lengths per cell."""
     from recbole.utils import FeatureSource, FeatureType
 
     list_suffix = self.config["LIST_SUFFIX"]
@@ -157,7 +135,6 @@ def benchmark_presets(self):
 
 
 def normalized_fields(dataset):
-    """The fields RecBole's ``_normalize`` normalizes."""
     config = dataset.config
     return config["normalize_field"] or (
         dataset.float_like_fields if config["normalize_all"] else []
@@ -165,14 +142,11 @@ def normalized_fields(dataset):
 
 
 def discretized_fields(dataset):
-    """The fields RecBole's ``_discretization`` discretizes."""
     return dataset.config["numerical_features"] or []
 
 
 def refusing_float_seq(method, keys, fields):
-    """RecBole's ``method`` (``_normalize`` / ``_discretization``), which splits the
-    values of ``float_seq`` fields with ``Series.agg(len)`` (a wrong result on pandas 3),
-    refusing those fields (``fields(dataset)``) with an error that names them."""
+    """RecBole's ``method`` refusing ``float_seq`` fields by name."""
     from recbole.utils import FeatureType
 
     @functools.wraps(method)
@@ -191,7 +165,6 @@ def refusing_float_seq(method, keys, fields):
 
 
 def install():
-    """This module's methods on RecBole's ``Dataset`` and ``SequentialDataset``."""
     from recbole.data.dataset import Dataset, SequentialDataset
 
     SequentialDataset._benchmark_presets = benchmark_presets

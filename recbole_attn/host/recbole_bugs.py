@@ -1,29 +1,14 @@
-"""
-recbole_attn.host.recbole_bugs
-##############################
-
-RecBole 1.2.1's own bugs that a run through recbole_attn (or RecBole's API after
-``import recbole_attn``) can reach, reported upstream after the release, fixed as
-functions; :mod:`recbole_attn.host.install` installs them into RecBole 1.2.1 only
-(docs/environment.md lists each with its issue):
-
-* :func:`mask_item_neg_sample`, :func:`sample_by_key_ids` and :func:`sampler_used_ids`:
-  samplers that drew forever, or failed with a traceback, where no negative is left;
-* :func:`pop_init` / :func:`pop_calculate_loss`: Pop's counts;
-* :func:`collector_data_struct`: non-tensor metric values;
-* :func:`reduce_generator`: generators sent to spawned data-loader workers.
-
-``install_*`` put each fix in place of RecBole's function, which stays reachable
-(:func:`recbole_original`: the tests run it to show the bug).
-"""
+"""RecBole 1.2.1's own bugs a run can reach, fixed (docs/environment.md lists each with
+its issue); :func:`recbole_original` still reaches RecBole's code."""
 
 import functools
 
 import numpy as np
 import torch
 
-#: draws of a rejection-sampling loop after which it checks, once, whether anything is
-#: left to draw (RecBole's loops draw until they find a free item, forever if none is)
+from recbole_attn.errors import DataError
+
+#: draws of a rejection-sampling loop after which it checks once whether anything is left
 SAMPLING_ROUNDS = 100
 
 
@@ -37,19 +22,9 @@ def _no_negative_message(what, holder, count, fixes, hang=True):
 
 
 def mask_item_neg_sample(self, item_set, n_items):
-    """RecBole's ``MaskItemSequence._neg_sample`` (BERT4Rec's masking transform): a random
-    item of ``1 .. n_items - 1`` not in ``item_set`` (the padded training sequence),
-    drawn as RecBole draws it. RecBole 1.2.1 draws until it finds one, forever when the
-    sequence holds every item (RecBole #2193, PR #2210; reachable with repeated
-    interactions kept, ``rm_dup_inter: ~``, and ``MAX_ITEM_LIST_LENGTH`` >= the number of
-    items). After :data:`SAMPLING_ROUNDS` draws it checks whether any item is left: if
-    none is, the negative is the padding item 0 where the loss never reads it
-    (``loss_type`` CE: BERT4Rec's CE scores all items and ignores ``NEG_ITEMS``), and a
-    :class:`~recbole_attn.errors.DataError` otherwise (BPR trains on it). Where an item
-    is left, the draws are RecBole's, one by one."""
+    """RecBole's ``MaskItemSequence._neg_sample`` without its endless loop (#2193):
+    with no item left, 0 for CE (never read), a :class:`DataError` for BPR."""
     import random
-
-    from recbole_attn.errors import DataError
 
     item = random.randint(1, n_items - 1)
     draws = 1
@@ -75,8 +50,7 @@ def mask_item_neg_sample(self, item_set, n_items):
 
 
 def _sampler_support(sampler):
-    """The values ``sampler.sampling`` can return: its popularity table's items, or the
-    uniform range ``1 .. N - 1`` (None: that range, N returned second)."""
+    """The values ``sampler`` draws (None: ``1 .. N - 1``) and N."""
     if sampler.distribution == "popularity":
         return set(sampler.prob), len(sampler.prob)
     size = getattr(sampler, "item_num", None) or getattr(sampler, "entity_num", 0)
@@ -84,7 +58,6 @@ def _sampler_support(sampler):
 
 
 def _exhausted_keys(sampler, keys):
-    """The keys among ``keys`` whose used values cover everything ``sampler`` draws."""
     support, size = _sampler_support(sampler)
     full = []
     for key in sorted(set(int(k) for k in keys)):
@@ -98,7 +71,6 @@ def _exhausted_keys(sampler, keys):
 
 
 def _key_names(sampler, keys):
-    """User tokens for a user-keyed sampler (``Sampler``), else the ids."""
     datasets = getattr(sampler, "datasets", None)
     if datasets and getattr(sampler, "phase", None) is not None:
         dataset = datasets[0]
@@ -112,8 +84,6 @@ def _key_names(sampler, keys):
 def _check_exhausted(sampler, keys):
     full = _exhausted_keys(sampler, keys)
     if full:
-        from recbole_attn.errors import DataError
-
         names = _key_names(sampler, full[:3])
         more = f" (and {len(full) - 3} more)" if len(full) > 3 else ""
         _, size = _sampler_support(sampler)
@@ -132,15 +102,7 @@ def _check_exhausted(sampler, keys):
 
 
 def sample_by_key_ids(self, key_ids, num):
-    """RecBole's ``AbstractSampler.sample_by_key_ids`` (negatives for BPR and every model
-    trained on RecBole's sampler, the sampled evaluation): ``num`` values per key, none
-    of the key's used ones, redrawn until all are free. RecBole 1.2.1 redraws forever
-    when a key's used values cover what the distribution draws: a user who has every
-    item the popularity distribution can draw (its ``Sampler`` checks all items only,
-    and only for the last phase). After :data:`SAMPLING_ROUNDS` rounds it checks once
-    which keys have nothing left and raises a
-    :class:`~recbole_attn.errors.DataError` naming them; otherwise the draws are
-    RecBole's, round by round."""
+    """RecBole's ``sample_by_key_ids``; keys with nothing left to draw: DataError."""
     key_ids = np.array(key_ids)
     key_num = len(key_ids)
     total_num = key_num * num
@@ -181,10 +143,7 @@ def sample_by_key_ids(self, key_ids, num):
 
 
 def sampler_used_ids(get_used_ids):
-    """RecBole's ``Sampler.get_used_ids``, whose ``ValueError`` for a user who has
-    interacted with every item (BPR, or any model on RecBole's sampler: no negative can
-    be drawn for them) becomes a :class:`~recbole_attn.errors.DataError` naming the
-    users and what to do (one ``error:`` line instead of a traceback)."""
+    """RecBole's ``Sampler.get_used_ids``; users with every item: DataError."""
 
     @functools.wraps(get_used_ids)
     def checked(self):
@@ -193,8 +152,6 @@ def sampler_used_ids(get_used_ids):
         except ValueError as err:
             if "interacted with all items" not in str(err):
                 raise
-        from recbole_attn.errors import DataError
-
         dataset = self.datasets[0]
         users = dataset.inter_feat[self.uid_field].numpy()
         items = dataset.inter_feat[self.iid_field].numpy()
@@ -222,9 +179,6 @@ def sampler_used_ids(get_used_ids):
 
 
 def pop_init(init):
-    """RecBole's ``Pop.__init__``, which also notes where the training batches hold
-    sampled negatives (``train_neg_sample_args`` on: RecBole's point-wise sampling adds a
-    row per negative, labelled 0) for :func:`pop_calculate_loss`."""
 
     @functools.wraps(init)
     def __init__(self, config, dataset):
@@ -240,16 +194,7 @@ def pop_init(init):
 
 
 def pop_calculate_loss(self, interaction):
-    """RecBole's ``Pop.calculate_loss`` (the item counts Pop ranks by), every training
-    interaction counted once:
-
-    * RecBole 1.2.1 counts an item once per batch (``item_cnt[item] = item_cnt[item] +
-      1`` with repeated indices), so its counts and test metrics depend on
-      ``train_batch_size`` (RecBole #2198, #1844; PR #2199 adds the repeated indices
-      with ``scatter_add_``, as here);
-    * with RecBole's sampler on (its own default ``train_neg_sample_args``), a batch
-      also holds the sampled negative items, which RecBole counts as interactions too;
-      only the rows the sampler labels positive are counted here."""
+    """RecBole's ``Pop.calculate_loss``, each training interaction counted once."""
     item = interaction[self.ITEM_ID]
     label = getattr(self, "sampled_label", None)
     if label is not None and label in interaction:
@@ -261,12 +206,7 @@ def pop_calculate_loss(self, interaction):
 
 
 def collector_data_struct(get_data_struct):
-    """RecBole's ``Collector.get_data_struct``, which calls ``.cpu()`` on every collected
-    value and so fails (``AttributeError: 'int' object has no attribute 'cpu'``) on the
-    non-tensor values its own ``data_collect`` stores for ItemCoverage,
-    AveragePopularity, GiniIndex, ShannonEntropy and TailPercentage (``data.num_items``,
-    ``data.count_items``; RecBole #2191, #2194, PR #2209): those values are set aside,
-    then copied back."""
+    """RecBole's ``Collector.get_data_struct``, non-tensor values set aside."""
     import copy
 
     @functools.wraps(get_data_struct)
@@ -294,20 +234,12 @@ def _rebuild_generator(device, state):
 
 
 def reduce_generator(generator):
-    """How a ``torch.Generator`` travels to another process: its device and its state
-    as bytes. torch's own reduction pickles the state as a tensor made on the spot,
-    which torch.multiprocessing shares by a file descriptor and frees before a spawned
-    process reads it (pytorch #146828): RecBole's dataloaders hold their generator, so
-    every data-loader worker started by spawn (each process of a multi-process run,
-    ``nproc`` > 1 with ``worker`` > 0: RecBole #1684, #2154) died at start ("DataLoader
-    worker exited unexpectedly")."""
+    """A ``torch.Generator`` pickled as device and state bytes (pytorch #146828)."""
     state = generator.get_state()
     return _rebuild_generator, (str(generator.device), state.numpy().tobytes())
 
 
 def register_generator_pickling():
-    """:func:`reduce_generator` for torch.multiprocessing's pickler (what starting a
-    process with arguments uses; ``pickle`` and ``torch.save`` are unchanged)."""
     from multiprocessing.reduction import ForkingPickler
 
     ForkingPickler.register(torch.Generator, reduce_generator)
@@ -328,9 +260,6 @@ def _replace(cls, name, value):
 
 
 def install_negative_sampling():
-    """RecBole's samplers without their endless loops (RecBole #2193): BERT4Rec's
-    masking transform, ``AbstractSampler.sample_by_key_ids`` and ``Sampler``'s check of
-    users who have every item."""
     from recbole.data.transform import MaskItemSequence
     from recbole.sampler.sampler import AbstractSampler, Sampler
 
