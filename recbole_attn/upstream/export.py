@@ -13,19 +13,10 @@ from recbole_attn.errors import ExportError
 from recbole_attn.files import write_files
 from recbole_attn.upstream import metric_files
 from recbole_attn.upstream.models import MODELS
-from recbole_attn.upstream.recbole_files import (
-    EDITS,
-    TEST_CASES,
-    add_test_cases,
-    docs_page,
-    pr_description,
-)
-from recbole_attn.upstream.sources import (
-    imported_models,
-    own_paths,
-    python_files,
-    read_text,
-)
+from recbole_attn.upstream.recbole_files import EDITS, TEST_CASES, add_test_cases
+from recbole_attn.upstream.recbole_files import docs_page, pr_description
+from recbole_attn.upstream.sources import imported_models, own_paths
+from recbole_attn.upstream.sources import python_files, read_text
 from recbole_attn.upstream.yaml_files import model_yaml
 
 #: the command's --help

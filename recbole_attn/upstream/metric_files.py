@@ -106,19 +106,16 @@ def add_imports(text, lines):
     imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     if not imports:
         raise ExportError("an evaluator file of RecBole without imports: not RecBole's")
-    present = set().union(*(_bindings(n) for n in imports))
+    present = set().union(*map(_bindings, imports))
     new = []
     for line in lines:
         node = ast.parse(line).body[0]
-        missing = _bindings(node) - present
+        missing = {name for _, name, _ in _bindings(node) - present}
+        if missing and isinstance(node, ast.ImportFrom):  # only those names, sorted
+            names = [a for a in node.names if a.name in missing]
+            node.names = sorted(names, key=lambda a: a.name)
         if missing:
-            if isinstance(node, ast.ImportFrom):
-                names = ", ".join(
-                    n if n == local else f"{n} as {local}"
-                    for _, n, local in sorted(missing, key=lambda b: b[1])
-                )
-                line = f"from {node.module} import {names}"
-            new.append(line + "\n")
+            new.append(ast.unparse(node) + "\n")
     if not new:
         return text
     lines_of = text.splitlines(keepends=True)
@@ -217,10 +214,8 @@ def add_overall_lines(text):
                 "hand?); restore the file (git checkout) and export again"
             )
     lines = text.splitlines(keepends=True)
-    at = next(
-        (i + 1 for i, line in enumerate(lines) if line.startswith(OVERALL_AFTER)),
-        len(lines),
-    )
+    at = [i + 1 for i, line in enumerate(lines) if line.startswith(OVERALL_AFTER)]
+    at = at[0] if at else len(lines)
     if at == len(lines) and lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     return "".join(lines[:at] + [new] + lines[at:])
@@ -251,14 +246,12 @@ def add_docs(text):
     match = METRIC_LIST.search(text)
     if match is None:
         raise ExportError("a RecBole docs page without its 'Ranking-based' metric list")
-    if ", ".join(METRIC_NAMES) not in match.group(1):
-        text = (
-            text[: match.end(1)] + ", " + ", ".join(METRIC_NAMES) + text[match.end(1) :]
-        )
+    names, end = ", ".join(METRIC_NAMES), match.end(1)
+    if names not in match.group(1):
+        text = f"{text[:end]}, {names}{text[end:]}"
     if OPTIONS_AFTER in text and "``category_field (str)``" not in text:
         lines = text.splitlines(keepends=True)
-        at = next(i for i, line in enumerate(lines) if line.startswith(OPTIONS_AFTER))
-        at += 1
+        at = 1 + next(i for i, l in enumerate(lines) if l.startswith(OPTIONS_AFTER))
         while at < len(lines) and lines[at].startswith("  ") and lines[at].strip():
             at += 1  # the option's continuation lines
         text = "".join(lines[:at] + [OPTIONS] + lines[at:])
