@@ -11,49 +11,22 @@ import os
 import time
 
 from recbole_attn.errors import Interrupted, RecboleAttnError
-from recbole_attn.files import (
-    ExistingOutputError,
-    _unlink_quietly,
-    claim_folder,
-    owner_gone,
-    owner_tag,
-    refuse_existing,
-    release_if_empty,
-    run_stem,
-)
+from recbole_attn.files import ExistingOutputError, _unlink_quietly, claim_folder
+from recbole_attn.files import owner_gone, owner_tag, refuse_existing
+from recbole_attn.files import release_if_empty, run_stem
 from recbole_attn.commands.tuning.hyperopt_search import _search_hyperopt
-from recbole_attn.commands.tuning.outputs import (
-    INTERRUPTED,
-    OUTPUTS,
-    read_interrupted,
-    write_interrupted,
-    write_outputs,
-)
-from recbole_attn.commands.tuning.ray_search import (  # noqa: F401  (re-exported)
-    _init_ray,
-    _search_ray,
-    check_ray_address,
-    ray_trial,
-    trial_error_line,
-)
-from recbole_attn.commands.tuning.space import (  # noqa: F401  (re-exported)
-    Param,
-    check_space,
-    grid_size,
-    hyperopt_space,
-    parse_params_file,
-    ray_space,
-    read_params_file,
-    resolve_params_file,
-    shipped_spaces,
-    total_trials,
-)
-from recbole_attn.commands.tuning.trial import (  # noqa: F401  (re-exported)
-    PATH_KEYS,
-    STATUS_FILE,
-    _absolute,
-    train_trial,
-)
+from recbole_attn.commands.tuning.outputs import INTERRUPTED, OUTPUTS
+from recbole_attn.commands.tuning.outputs import read_interrupted, write_interrupted
+from recbole_attn.commands.tuning.outputs import write_outputs
+
+# the package's API (docs/tuning.md): the search, its space and its checks
+from recbole_attn.commands.tuning.ray_search import _init_ray, _search_ray
+from recbole_attn.commands.tuning.ray_search import check_ray_address  # noqa: F401
+from recbole_attn.commands.tuning.ray_search import trial_error_line  # noqa: F401
+from recbole_attn.commands.tuning.space import check_space, parse_params_file  # noqa
+from recbole_attn.commands.tuning.space import read_params_file, resolve_params_file
+from recbole_attn.commands.tuning.space import shipped_spaces, total_trials  # noqa
+from recbole_attn.commands.tuning.trial import _absolute
 
 ALGOS = ("random", "bayes", "exhaustive")
 SCHEDULERS = ("fifo", "asha")

@@ -147,38 +147,33 @@ def _read_exactly(conn, size, timeout):
 
 
 class _Without(logging.Filter):
-    """Drops the records whose message starts with (or holds, ``anywhere``) ``text``."""
+    """Drops the records whose message ``pattern`` finds (``re.search``)."""
 
-    def __init__(self, *text, anywhere=False):
-        """A filter of the messages ``text``."""
+    def __init__(self, pattern):
+        """A filter of the messages ``pattern`` finds."""
         super().__init__()
-        self.text, self.anywhere = text, anywhere
+        self.pattern = re.compile(pattern)
 
     def filter(self, record):
         """False for a record to drop."""
-        msg = str(record.msg)
-        if self.anywhere:
-            return not any(t in msg for t in self.text)
-        return not msg.startswith(self.text)
+        return not self.pattern.search(str(record.msg))
 
 
 #: Ray's console lines a search says better itself: the notice of token authentication
 #: on the local cluster (its warning that it is DISABLED is kept), Tune's ~150-line
 #: trace of a failed trial (:func:`trial_error_line`), and Tune's lines on a Ctrl-C
-#: (the search says what is kept and how to continue)
 _QUIET = {
     "ray._private.authentication.authentication_token_setup": _Without(
-        "is enabled for this Ray cluster", anywhere=True
+        "is enabled for this Ray cluster"
     ),
-    "ray.tune.execution.tune_controller": _Without("Trial task failed for trial"),
-    "ray.tune.tune": _Without("Stop signal received", "Experiment has been int"),
+    "ray.tune.execution.tune_controller": _Without("^Trial task failed for trial"),
+    "ray.tune.tune": _Without("^(Stop signal received|Experiment has been int)"),
 }
 
 
 def _quiet_ray():
-    """Ray's console output that says nothing a tuning user needs: the experiment box and
-    result-folder lines of its output engine (``verbose=0`` does not reach them), and the
-    lines of :data:`_QUIET`."""
+    """Ray's lines a tuning user needs not: its output engine's boxes (``verbose=0``
+    does not reach them) and the lines of :data:`_QUIET`."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     for name, quiet in _QUIET.items():
         logger = logging.getLogger(name)
@@ -187,9 +182,8 @@ def _quiet_ray():
 
 
 def _init_ray(address, num_cpus):
-    """Start Ray here, or connect to ``address``. ``ray.init`` makes a SIGTERM end the
-    driver at once (``sys.exit``: no word, no kept trials); the handler in place before
-    (the command's: SIGTERM as Ctrl-C) is put back."""
+    """Start Ray here, or connect to ``address``; the SIGTERM handler ``ray.init``
+    replaces (the command's: SIGTERM as Ctrl-C) is put back."""
     import signal
     import threading
 
