@@ -2,10 +2,9 @@
 recbole_attn.cli
 ################
 
-``recbole-attn`` (installed with the package), ``python -m recbole_attn`` and ``python
-run_recbole_attn.py``: one argparse parser, a subcommand per module of
-:mod:`recbole_attn.commands` (its arguments and its run); without a command word, a
-training run (``run``; ``tune`` with ``--params_file``). ``<command> --help`` for each.
+``recbole-attn`` (also ``python -m recbole_attn``, ``python run_recbole_attn.py``): one
+argparse parser, a subcommand per module of :mod:`recbole_attn.commands` (its arguments
+and its run); without a command word, a training run (or with ``--params_file`` a search).
 """
 
 import importlib

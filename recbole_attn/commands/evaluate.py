@@ -3,9 +3,8 @@ recbole_attn.commands.evaluate
 ##############################
 
 The validation and test metrics of a saved model. Overrides --key=value change the
-evaluation, e.g. --metrics="['Recall','NDCG','CC']" --topk=[5,10]
---eval_args="{'mode': 'uni100'}" --eval_mask_history=True (--data_path=DIR if the data
-moved).
+evaluation, e.g. --metrics="['Recall','NDCG','CC']" --topk=[5,10] --eval_mask_history=True
+--eval_args="{'mode': 'uni100'}" (--data_path=DIR if the data moved).
 """
 
 import os

@@ -3,9 +3,8 @@ recbole_attn.commands.recommend
 ###############################
 
 The top-K items of every user (or of the users named) from a trained model, with rank and
-score, as the dataset's own tokens in CSV or JSON Lines; ties go to the smaller item id.
-
-    recbole-attn recommend --model_file=saved/<file>.pth --topk=20 --output=recs.csv
+score, as the dataset's own tokens in CSV or JSON Lines; ties go to the smaller item id
+(``recbole-attn recommend --model_file=saved/<file>.pth --topk=20 --output=recs.csv``).
 """
 
 import csv
@@ -120,14 +119,9 @@ def recommend(
     config_dict=None,
     show_progress=False,
 ):
-    """The top-``k`` items of ``users`` (the dataset's user tokens; None: every user with
-    a history) for the model in ``model_file`` (a checkpoint, or a folder: its newest).
-
-    Returns:
-        dict: ``model``, ``dataset``, ``model_file``, ``fields`` (user, item, category
-        field names) and ``rows``: ``(user, rank, item, score, categories)`` in user order
-        then rank (the dataset's tokens; categories None without a category field).
-    """
+    """The top-``k`` items of ``users`` (tokens; None: all) for the model in
+    ``model_file`` (or a folder's newest): ``model``, ``dataset``, ``model_file``,
+    ``fields`` and ``rows`` of ``(user, rank, item, score, categories)`` tokens."""
     from recbole_attn.engine.quick_start import load_data_and_model
 
     model_file = newest_model_file(str(model_file))
@@ -301,23 +295,24 @@ def write_recommendations(result, output, fmt=None, overwrite=False):
     return output
 
 
-def _named_users(args):
-    """The user tokens of ``--users`` or ``--users_file`` (None: every user)."""
-    if args.users is not None:
-        named = [u.strip() for u in args.users.split(",") if u.strip()]
-        if not named:
-            raise RecboleAttnError(
-                f"--users={args.users!r} names no user (comma-separated user "
-                "tokens); leave it out to recommend to every user"
-            )
-        return named
-    if not args.users_file:
-        return None
-    text = read_text(args.users_file, "users file")
+def _user_tokens(text):
+    """argparse ``type=`` of ``--users``: comma-separated user tokens, at least one."""
+    named = [u.strip() for u in text.split(",") if u.strip()]
+    if not named:
+        raise RecboleAttnError(
+            f"--users={text!r} names no user (comma-separated user tokens); leave it "
+            "out to recommend to every user"
+        )
+    return named
+
+
+def _users_file(path):
+    """The user tokens of ``--users_file``, one a line, at least one."""
+    text = read_text(path, "users file")
     named = [line.strip() for line in text.splitlines() if line.strip()]
     if not named:
         raise RecboleAttnError(
-            f"users file {args.users_file} names no user (one user token per line); "
+            f"users file {path} names no user (one user token per line); "
             "leave out --users_file to recommend to every user"
         )
     return named
@@ -343,7 +338,9 @@ def add_arguments(parser):
         help="K (default 20)",
     )
     users = parser.add_mutually_exclusive_group()
-    users.add_argument("--users", help="comma-separated user tokens (default: all)")
+    users.add_argument(
+        "--users", type=_user_tokens, help="comma-separated user tokens (default: all)"
+    )
     users.add_argument("--users_file", help="a file of user tokens, one per line")
     parser.add_argument(
         "--history",
@@ -386,7 +383,7 @@ def run(args):
     result = recommend(
         args.model_file,
         k=args.topk,
-        users=_named_users(args),
+        users=_users_file(args.users_file) if args.users_file else args.users,
         history=args.history,
         exclude_seen=args.exclude_seen,
         batch_size=args.batch_size,

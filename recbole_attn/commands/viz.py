@@ -97,13 +97,9 @@ def _labels(dataset, item_ids, label_field):
 
 
 def attention_maps(model_file, user, positions=15, label_field=None, config_dict=None):
-    """The attention matrices of ``user`` (the dataset's token) for a saved model.
-
-    Returns:
-        dict: ``model``, ``user``, ``labels`` (the items of the last ``positions`` inputs,
-        oldest first), ``maps`` (``{"A": [layer][head] P x P arrays}``; models with a
-        refiner also ``"B"``: ``A`` is then the normalized matrix before refinement).
-    """
+    """The attention matrices of ``user`` (a token) for a saved model: ``model``,
+    ``user``, ``labels`` (the last ``positions`` inputs) and ``maps``: ``{"A": [layer]
+    [head] P x P}``, with a refiner ``A`` before it and ``B`` after."""
     from recbole_attn.engine.quick_start import load_data_and_model
 
     config, model, _, (train_data, _, test_data) = load_data_and_model(

@@ -2,10 +2,9 @@
 recbole_attn.options.arguments
 ##############################
 
-What every command's parser stands on: errors of one line (:class:`OneLineParser`,
-:class:`CommandParser`), the rules of its flags as argparse types and actions
-(:func:`positive_int`, :func:`checked`, :class:`TrueOrFalse`), RecBole's ``--key=value``
-overrides, and :func:`guarded`, which turns a ``RecboleAttnError`` into one ``error:`` line.
+What every command's parser stands on: errors of one line (:class:`CommandParser`), the
+rules of its flags as argparse types and actions (:func:`checked`, :class:`TrueOrFalse`),
+RecBole's ``--key=value`` overrides, and :func:`guarded`: an error as one line.
 """
 
 import argparse
@@ -156,11 +155,9 @@ class TrueOrFalse(argparse.BooleanOptionalAction):
 
 
 def guarded(command, *args, **kwargs):
-    """Run a command: a :class:`~recbole_attn.errors.RecboleAttnError` becomes one
-    ``error:`` line and its exit status (2; 130 for an interrupted run), a Ctrl-C outside
-    training one line and 130; returns the command's exit status. A SIGTERM (what
-    schedulers and ``timeout`` send) stops the command as a Ctrl-C does, so that it
-    says what is saved and removes its temporary files; its exit status is 143."""
+    """Run a command; a ``RecboleAttnError`` is one ``error:`` line and its exit
+    status, a Ctrl-C one line and 130, a SIGTERM (schedulers, ``timeout``) a Ctrl-C
+    with the status 143. Returns the command's exit status."""
     from recbole_attn.errors import RecboleAttnError
 
     with sigterm_as_interrupt() as terminated:

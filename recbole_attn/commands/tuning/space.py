@@ -2,10 +2,9 @@
 recbole_attn.commands.tuning.space
 ##################################
 
-Search spaces in RecBole's hyper-parameter file format (``learning_rate loguniform -8,0``,
-``hidden_size choice [32,64]``, ``dropout uniform 0.1,0.5``, ``n_layers quniform 1,3,1``),
-the shipped space of every model (``properties/hyper/<Model>.hyper``, found by the model's
-name), and their Ray Tune and hyperopt forms.
+Search spaces in RecBole's hyper-parameter file format (``hidden_size choice [32,64]``,
+``dropout uniform 0.1,0.5``, ...), the space shipped for each model
+(``properties/hyper/<Model>.hyper``), and their Ray Tune and hyperopt forms.
 """
 
 import math
