@@ -1,6 +1,10 @@
-"""The generator of the files derived from the option declarations
-(:mod:`recbole_attn.options.declared`) and the model files: ``python -m
-recbole_attn.upstream.docs`` (``--check``: only say which differ). A test checks them.
+"""The files generated from the option declarations and the model files: the models'
+``properties/model/<Name>.yaml``, the base class's block of ``properties/overall.yaml``,
+the option tables of ``docs/models.md`` and the pull requests in ``docs/upstream.md``.
+A test checks that the shipped files are these::
+
+    python -m recbole_attn.upstream.docs            # rewrite them
+    python -m recbole_attn.upstream.docs --check    # only say which differ (exit 1)
 """
 
 import os
@@ -17,24 +21,9 @@ from recbole_attn.options.declared import (
 )
 from recbole_attn.upstream.sources import read_text
 
-#: the command's --help
-HELP = """\
-The files generated from the option declarations (:mod:`recbole_attn.options.declared`): every
-model's ``properties/model/<Name>.yaml``, the base class's block of
-``properties/overall.yaml``, the option tables of ``docs/models.md`` and the pull
-requests of the RecBole export shown in ``docs/upstream.md``. After a declaration (or a
-model file) changed::
-
-    python -m recbole_attn.upstream.docs            # rewrite them
-    python -m recbole_attn.upstream.docs --check    # only say which differ (exit 1)
-
-A test checks that the shipped files are these.
-"""
-
 
 def generated_files(root):
-    """path -> text of every generated file under the checkout ``root``: the models'
-    yaml, overall.yaml, docs/models.md and docs/upstream.md."""
+    """path -> text of every generated file under the checkout ``root``."""
     from recbole_attn.sequential.models import MODELS
     from recbole_attn.sequential.recommender import AttnSequentialRecommender as Base
     from recbole_attn.upstream.export import DOCS_BEGIN, DOCS_END, docs_section
@@ -63,10 +52,9 @@ def generated_files(root):
 
 
 def main(argv=None):
-    """Rewrite the generated files of the checkout this module lies in."""
     from recbole_attn.options.arguments import command_parser
 
-    parser = command_parser("python -m recbole_attn.upstream.docs", HELP)
+    parser = command_parser("python -m recbole_attn.upstream.docs", __doc__)
     parser.add_argument("--check", action="store_true", help="only say which differ")
     args = parser.parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,9 +1,12 @@
-"""``recbole-attn export-upstream``: our models (and the category metrics) written into a
-RecBole checkout as RecBole's own files, one pull request a model, with the pull-request
-descriptions; the export records what it wrote in the checkout's ``.git`` folder, rewrites
-its own files and refuses to undo a hand edit. docs/upstream.md."""
+"""``recbole-attn export-upstream --recbole_dir=DIR``: our models written into a RecBole
+checkout as RecBole's own files, one pull request a model (its model file, yaml and docs
+page, its lines in RecBole's model lists and ``test_model_auto.py``), and the category
+metrics CC, ILD and AccDivF1 in RecBole's evaluator (their own pull request); with
+``--pr_dir``, the pull-request descriptions. What it wrote is recorded in the checkout's
+``.git`` folder: a later export rewrites its own files and refuses to undo a hand edit.
+All or nothing: each file is staged before any is moved into place (docs/upstream.md).
+"""
 
-import argparse
 import hashlib
 import json
 import os
@@ -19,40 +22,6 @@ from recbole_attn.upstream.sources import imported_models, own_paths
 from recbole_attn.upstream.sources import python_files, read_text
 from recbole_attn.upstream.yaml_files import model_yaml
 
-#: the command's --help
-HELP = """
-recbole_attn.upstream.export
-############################
-
-``recbole-attn export-upstream --recbole_dir=DIR``: our models written into a RecBole
-checkout the way RecBole's own models are contributed, one pull request a model: the
-model files the plugin runs, copied (:mod:`recbole_attn.upstream.sources`), so that the
-export is never a second copy kept by hand:
-
-* ``recbole/model/sequential_recommender/<name>.py`` per model: the model file of
-  :mod:`recbole_attn.model` (a ``SequentialRecommender`` importing only torch, numpy,
-  scipy, RecBole and, where the model builds on one, another exported model's file);
-* ``recbole/properties/model/<Name>.yaml``: the model's yaml with the keys of our base
-  class that it reads, without the plugin's training keys;
-* the model's line in ``recbole/model/sequential_recommender/__init__.py``, its docs page
-  ``docs/source/user_guide/model/sequential/<name>.rst`` (and its line in
-  ``model_intro.rst``), its entry in ``asset/model_list.json`` and its cases in
-  ``tests/model/test_model_auto.py``;
-* the category metrics CC, ILD and AccDivF1 in RecBole's evaluator, their own pull
-  request: with every model (no ``--models``) or alone (``--models=``), not with
-  ``--models=NAMES`` unless ``--metrics=True`` (:mod:`recbole_attn.upstream.metric_files`);
-* with ``--pr_dir``: one pull-request description per model (``<Name>.md``) and one for
-  the metrics (``metrics.md``).
-
-No file carries a mark of the export: it records what it wrote in the checkout's
-``.git`` folder (:data:`MANIFEST`), outside any pull request. A file it wrote before is
-rewritten, unless it was edited since (``--overwrite`` replaces it); any other existing
-file of those names is refused unless it already holds what the export would write, and
-so is a pull-request description with other text. RecBole's own files get our lines once,
-recognised by their content: a second export leaves them, replaces what an earlier
-export wrote, and refuses (one line) where they were edited by hand. Every file is
-staged before any is moved into place.
-"""
 #: what the last export wrote (path -> sha256), in the checkout's .git folder
 MANIFEST = "recbole-attn-export.json"
 
@@ -103,8 +72,7 @@ def with_dependencies(names, files):
 
 
 def planned_files(names=None):
-    """``(names, {path: text})``: the models exported (default all, with the models they
-    import) and the files the export writes whole (Python files, yaml, docs pages)."""
+    """``(names, {path: text})``: the models exported and the files written whole."""
     files = python_files()
     names = with_dependencies(list(names or MODELS), files)
     out = {}
@@ -116,8 +84,7 @@ def planned_files(names=None):
 
 
 def _pr_descriptions(pr_dir, names, files, pr_notes, metrics):
-    """``{path: text}`` of the pull-request descriptions: a model's with its files and
-    those of the models it imports."""
+    """``{path: text}`` of the pull-request descriptions."""
     out = {}
     for name in names:
         needed = with_dependencies([name], python_files())
@@ -134,11 +101,8 @@ def _pr_descriptions(pr_dir, names, files, pr_notes, metrics):
 def export(
     recbole_dir, names=None, pr_dir=None, metrics=True, pr_notes=None, overwrite=False
 ):
-    """Export ``names`` (default: every model, ``[]``: none; with the models they import)
-    and, with ``metrics``, the category metrics into the RecBole checkout
-    ``recbole_dir``, all or nothing; returns the paths written (relative). Refused: a
-    file of theirs, a hand edit of ours, a description in ``pr_dir`` with other text;
-    ``overwrite`` replaces the last two."""
+    """Export ``names`` (default all, ``[]`` none) and the metrics into ``recbole_dir``;
+    returns the paths written. ``overwrite``: replace files and descriptions edited."""
     check_checkout(recbole_dir)
     names, files = ([], {}) if names == [] else planned_files(names)
     manifest = _read_manifest(recbole_dir)
@@ -191,9 +155,7 @@ def export(
 
 
 def _refuse_theirs(recbole_dir, files, written, overwrite):
-    """An :class:`ExportError` for the first file the export would write over: one it did
-    not write (unless it holds what the export writes), or one edited since it wrote it
-    (unless ``overwrite``)."""
+    """Refuse to write over a file the export did not write, or one edited since."""
     for path, text in files.items():
         full = os.path.join(recbole_dir, path)
         if not os.path.isfile(full):
@@ -230,7 +192,7 @@ def _quoted(text):
 
 
 def docs_section():
-    """docs/upstream.md's section: STOSA's and the metrics' pull-request descriptions."""
+    """docs/upstream.md's section: STOSA's and the metrics' pull requests."""
     names, files = planned_files(["STOSA"])
     stosa = pr_description("STOSA", files, dependencies=names[:-1])
     return (
@@ -244,14 +206,9 @@ def docs_section():
 
 
 def main(argv=None, prog="recbole-attn export-upstream"):
-    """``recbole-attn export-upstream``; returns the exit status."""
-    from recbole_attn.options.arguments import OneLineParser, guarded
+    from recbole_attn.options.arguments import command_parser, guarded
 
-    parser = OneLineParser(
-        prog=prog,
-        description=HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser(prog, __doc__)
     add = parser.add_argument
     add(
         "--recbole_dir", required=True, help="a RecBole checkout (git clone of RecBole)"

@@ -1,9 +1,8 @@
-"""The category-diversity metrics CC, ILD and AccDivF1 in RecBole's own evaluator: our
-evaluator files that import nothing of the plugin (base_metric, metrics, item_categories)
-at the end of RecBole's ``base_metric.py``, ``metrics.py`` and ``collector.py`` (with the
-lines of ``Collector.data_collect`` that store the category table), the options in
-``overall.yaml`` and the docs, and ``tests/metrics/test_category_metrics.py``. RecBole's
-lines stay as they are; ours are recognised by their content (a second export replaces
+"""The category-diversity metrics CC, ILD and AccDivF1 in RecBole's evaluator: our
+evaluator files that import nothing of the plugin, appended to RecBole's
+``base_metric.py``, ``metrics.py`` and ``collector.py`` (whose ``data_collect`` stores
+the category table), their options in ``overall.yaml`` and the docs, a new test file.
+RecBole's lines stay; ours are recognised by their content (a second export replaces
 them, a hand edit is refused)."""
 
 import ast
@@ -64,8 +63,8 @@ def _one_line(node):
 
 
 def blocks():
-    """``{path: (import lines, block)}`` of RecBole's evaluator files: our file below its
-    imports, and those imports but the file's own."""
+    """``{path: (import lines, block)}``: each evaluator file of ours below its
+    imports, and those imports but the RecBole file's own."""
     out = {}
     for name, theirs in EVALUATOR_MODULES.items():
         text = module_text(f"{OURS}.{name}")
@@ -86,9 +85,7 @@ def blocks():
                 "must all stand at the top of the file (after its docstring)"
             )
         itself = f"from {THEIRS}.{theirs} import "
-        lines = [
-            line for line in map(_one_line, imports) if not line.startswith(itself)
-        ]
+        lines = [x for x in map(_one_line, imports) if not x.startswith(itself)]
         body = "".join(text.splitlines(keepends=True)[imports[-1].end_lineno :])
         out[f"recbole/evaluator/{theirs}.py"] = (lines, body.strip("\n") + "\n")
     return out
@@ -202,7 +199,7 @@ def overall_lines():
 
 
 def add_overall_lines(text):
-    """RecBole's overall.yaml with the metrics' options after ``metric_decimal_place``."""
+    """overall.yaml with the metrics' options after ``metric_decimal_place``."""
     new = overall_lines()
     if new in text:
         return text
@@ -322,8 +319,7 @@ def pr_description():
 
 
 def metric_files(read, earlier=None):
-    """``({path: text}, {path: block})``: what the metric export writes in a checkout
-    (``read(path)``: a file's text or None), and what it adds to the evaluator files."""
+    """``({path: text}, {path: block added})``: what the metric export writes."""
     out, added = edited_evaluator_files(read, earlier)
     out[TEST_FILE] = test_file()
     overall = read(OVERALL)

@@ -17,8 +17,7 @@ class Model:
     ref_code: str = ""
     #: test name suffix -> config dict (besides "model"); "" is the default case
     cases: dict = field(default_factory=lambda: {"": {}})
-    #: test name suffix -> sizes that only make RecBole's case cheap on its test data
-    #: (as its SRGNN case sets ``MAX_ITEM_LIST_LENGTH: 3``), not part of the variant
+    #: test name suffix -> sizes that only make RecBole's case cheap (not the variant)
     sizes: dict = field(default_factory=dict)
     #: what else the pull request must say
     notes: str = ""

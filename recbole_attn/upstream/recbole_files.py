@@ -1,6 +1,6 @@
 """RecBole's own files that the export extends (the models' imports, the cases of
-``tests/model/test_model_auto.py``, ``asset/model_list.json``, the docs' model list), each
-edit adding our lines once; and a model's docs page and pull-request description."""
+``test_model_auto.py``, ``model_list.json``, the docs' model list), each edit adding our
+lines once; and a model's docs page and pull-request description."""
 
 import inspect
 import json
@@ -21,18 +21,17 @@ def case_names(name):
 
 
 def recbole_test_methods(names):
-    """``{method: text}``: RecBole's test methods of ``names``, one per model and case."""
+    """``{method: text}``: RecBole's test methods of ``names``, one a model and case."""
     out = {}
     for name in names:
         model = MODELS[name]
         for method, (suffix, options) in zip(case_names(name), model.cases.items()):
             config = {"model": name, **options, **model.sizes.get(suffix, {})}
             lines = "".join(f"            {k!r}: {v!r},\n" for k, v in config.items())
-            text = (
+            out[method] = (
                 f"    def {method}(self):\n        config_dict = {{\n{lines}        }}\n"
                 "        quick_test(config_dict)\n"
-            )
-            out[method] = text.replace("'", '"')
+            ).replace("'", '"')
     return out
 
 
@@ -88,8 +87,7 @@ def add_test_cases(text, names, earlier=None):
 
 
 def add_init_lines(text, names):
-    """RecBole's ``sequential_recommender/__init__.py`` with the imports of ``names`` it
-    lacks; an import of that name in another form is refused."""
+    """``sequential_recommender/__init__.py`` with the imports of ``names`` it lacks."""
     lines = []
     for name in names:
         line = f"from {SEQUENTIAL}.{name.lower()} import {name}\n"
@@ -124,8 +122,7 @@ def model_list_entry(name):
 
 
 def add_model_list_entries(text, names):
-    """``asset/model_list.json`` with an entry for each model of ``names`` it lacks, before
-    the list's end (the rest kept byte for byte)."""
+    """``asset/model_list.json`` with the entries of ``names`` it lacks, at its end."""
     present = {e.get("model") for e in json.loads(text)["data"]}
     new = [model_list_entry(n) for n in names if n not in present]
     if not new:
@@ -291,14 +288,13 @@ def added_lines(before, after):
 
 
 def recbole_edits(names):
-    """``{path: (added, removed)}`` of a pull request of ``names`` in RecBole's files."""
+    """``{path: (added, removed)}``: the lines a pull request of ``names`` adds."""
     edit = {**EDITS, TEST_CASES: lambda text, names: add_test_cases(text, names)[0]}
     return {p: added_lines(t, edit[p](t, names)) for p, t in _SHAPES.items()}
 
 
 def table(new, edits):
-    """A pull request's files: the new ones with their lines, then RecBole's with the
-    lines added (and changed)."""
+    """A pull request's files: the new ones, then RecBole's, with their lines."""
     rows = ["| file | lines |", "|---|---|"]
     for path, text in new.items():
         rows.append(f"| `{path}` (new) | {text.count(chr(10))} |")
@@ -309,9 +305,8 @@ def table(new, edits):
 
 
 def pr_description(name, files, measured=None, dependencies=()):
-    """The pull-request text of model ``name``: ``files`` its files written whole (those
-    of ``dependencies``, the models it imports, too), ``measured`` a markdown section.
-    """
+    """The pull request of ``name``: ``files`` those written whole (``dependencies``'
+    too), ``measured`` a markdown section or None."""
     model = MODELS[name]
     description, note = _docstring_parts(name)
     tests = "\n".join(f"- `{c}`" for c in case_names(name))

@@ -37,7 +37,7 @@ def module_text(module):
 
 
 def file_name(name):
-    """The module name of model ``name``, here and in RecBole (the model in lower case)."""
+    """The module of model ``name``, here and in RecBole (its name in lower case)."""
     return MODELS[name].module.rpartition(".")[2]
 
 

@@ -1,8 +1,8 @@
-"""The ``recbole/properties/model/<Name>.yaml`` of the RecBole export: the keys the model's
-files read, with the plugin's defaults, except those a model yaml cannot set inside RecBole
-(``Config`` reads ``sample.yaml``, the dataset's yaml and the quick-start settings after it,
-and no RecBole model yaml sets a training key of ``overall.yaml``); those are the model's
-reproduction settings, which its docs page shows as a user's config."""
+"""The ``recbole/properties/model/<Name>.yaml`` of the export: the keys the model's
+files read, with the plugin's defaults, but those a model yaml cannot set in RecBole
+(``Config`` reads ``sample.yaml``, the dataset's yaml and the quick-start files after
+it, and no RecBole model yaml sets a training key of ``overall.yaml``): the docs page
+shows those as the model's reproduction settings."""
 
 import os
 import re
@@ -14,7 +14,7 @@ from recbole_attn.upstream.sources import model_file, model_sources
 
 
 def _read_keys(sources):
-    """The config keys the sources read (``config["..."]``), in the order they are read."""
+    """The keys the sources read (``config["..."]``), in the order read."""
     return list(dict.fromkeys(re.findall(r"config\[\"(\w+)\"\]", "\n".join(sources))))
 
 
@@ -37,7 +37,7 @@ def _yaml_keys(path, skip=()):
 
 
 def recbole_config_keys():
-    """Every key of RecBole's own yaml files (not the models'): RecBole's and the user's."""
+    """Every key of RecBole's own yaml files (not the models')."""
     return _yaml_keys("")
 
 
@@ -101,7 +101,7 @@ def accepted_losses(name, files):
 
 
 def _meaning(name, key):
-    """A declared key's meaning for its yaml comment, without the plugin's references."""
+    """A declared key's meaning for a yaml comment, without the plugin's references."""
     from recbole_attn.options.declared import declared_options
     from recbole_attn.sequential.models import get_model_class
 
@@ -124,8 +124,7 @@ def _scalar(value):  # as RecBole's yaml files write them (strings quoted)
 
 
 def exported_keys(name, files):
-    """``{key: value}`` the exported yaml of ``name`` sets: the keys its files read that a
-    model yaml can set and the plugin has a default for."""
+    """The keys of ``name``'s files that a model yaml can set, with their defaults."""
     cannot = keys_a_model_yaml_cannot_set()
     read = _read_keys(model_sources(files, name))
     defaults = plugin_defaults(name).items()
@@ -137,9 +136,8 @@ def exported_keys(name, files):
 
 
 def reproduction_settings(name):
-    """The plugin's defaults for ``name`` that a model yaml cannot set in RecBole (T, the
-    training budget, the validation metric): the docs page gives them as a user's config.
-    """
+    """The plugin's defaults for ``name`` that a model yaml cannot set in RecBole (T,
+    the training budget, the validation metric): the docs page's user config."""
     from recbole_attn.sequential.models import get_model_class
 
     cannot = keys_a_model_yaml_cannot_set() - {"train_neg_sample_args", "training_mode"}
