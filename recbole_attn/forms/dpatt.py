@@ -1,13 +1,6 @@
-r"""
-recbole_attn.forms.dpatt
-########################
-
-DPAtt's ``dpp_diversity_form: product``: the paper's composite kernel (eq. 11) on every
-causal prefix, :math:`T^{(t)} = L_{Y_t} C_{Y_t}^{-1}`, in place of the model file's subset
-weight :math:`\det L_Y / \det C_Y` (:mod:`recbole_attn.model.dpatt`). Cost: one LU solve
-per prefix, O(B T^4) time and O(B H T^3) memory (meant for T <= 50); exact only (no
-sampled triples).
-"""
+r"""DPAtt's ``dpp_diversity_form: product``: the paper's composite kernel (eq. 11) on
+every causal prefix, :math:`T^{(t)} = L_{Y_t} C_{Y_t}^{-1}`, in place of the model
+file's :math:`\det L_Y / \det C_Y`; O(B T^4) time, exact only (docs/patt.md)."""
 
 import torch
 
@@ -20,8 +13,8 @@ DIVERSITY_FORMS = ("ratio", "product")
 
 
 def triple_minor_sums(kernel):
-    r""":math:`S_{rt} = \sum_{x \notin \{r,t\}} \det L_{\{r,t,x\}}` ``[..., T, T]`` for any
-    square (also non-symmetric) kernel: one matmul, zero diagonal."""
+    r""":math:`S_{rt} = \sum_{x \notin \{r,t\}} \det L_{\{r,t,x\}}` ``[..., T, T]`` by
+    one matmul."""
     d = torch.diagonal(kernel, dim1=-2, dim2=-1)
     tau = d.sum(-1)[..., None, None]
     sq = kernel @ kernel
@@ -40,16 +33,8 @@ def triple_minor_sums(kernel):
 
 
 def prefix_product_kernels(kernel, category, mask):
-    r"""The paper's composite kernel (eq. 11) on every causal prefix,
-    :math:`T^{(t)} = L_{Y_t} C_{Y_t}^{-1}` with :math:`Y_t` the valid positions x <= t,
-    embedded in ``[B, (H,) T(t), T, T]`` (zero outside :math:`Y_t \times Y_t`) for a
-    kernel ``[B, (H,) T, T]``.
-
-    One batched LU solve of ``B*T`` T x T systems: :math:`C` restricted to :math:`Y_t`
-    with the identity elsewhere is block diagonal, so :math:`(L \circ 1_{Y_t Y_t})
-    \tilde C_t^{-1}` is :math:`L_{Y_t} C_{Y_t}^{-1}` on the block and 0 elsewhere. The
-    inverse is taken on the prefix (the paper's T on the ground set Y): no future item.
-    """
+    """:math:`T^{(t)} = L_{Y_t} C_{Y_t}^{-1}` of every causal prefix, ``[B, (H,) T(t),
+    T, T]``."""
     n = kernel.size(-1)
     dtype = kernel.dtype
     incl = torch.ones(n, n, dtype=torch.bool, device=kernel.device).tril()  # [t, x]
@@ -66,17 +51,8 @@ def prefix_product_kernels(kernel, category, mask):
 
 
 def causal_product_numerators(kernel, category, mask, k, masks=None):
-    r"""Pair weights ``W[..., t, r]`` and floored normalizers ``Z[..., t]`` of DPAtt's
-    ``product`` form: for query t the k-DPP kernel is :math:`T^{(t)}`
-    (:func:`prefix_product_kernels`); W is its 2x2 minor at (t, r) (k = 2) or its triple
-    sum (k = 3), Z the sum of those over the prefix's pairs (/3 for k = 3).
-
-    :math:`T^{(t)}` is similar to a PSD matrix, so :math:`e_k(T^{(t)}) \ge 0`, but its
-    principal minors are not :math:`\det L_Y / \det C_Y` and can be negative: every pair
-    quantity is clamped at 0 and normalized by the sum of the clamped ones (a proper
-    distribution over pairs; exact where no minor is negative, e.g. C = I).
-    Cost: O(B T^4) time, O(B H T^3) memory.
-    """
+    """Pair weights ``W[..., t, r]`` of :math:`T^{(t)}` clamped at 0, and their sums
+    ``Z[..., t]``."""
     if masks is None:
         masks = causal_masks(mask, k, kernel.dim() == 4, kernel.dtype)
     prod = prefix_product_kernels(kernel, category, mask)  # [B, (H,) t, a, b]
@@ -106,8 +82,7 @@ class ProductDPPAttention(dpatt.DiversityDPPAttention):
 
 
 class DPAttWithForms(dpatt.DPAtt):
-    """The model file's DPAtt, or with ``dpp_diversity_form: product`` the paper's
-    composite kernel (:class:`ProductDPPAttention`)."""
+    """The model file's DPAtt, or the product form (:class:`ProductDPPAttention`)."""
 
     def __init__(self, config, dataset):
         self.diversity_form = config["dpp_diversity_form"]

@@ -1,11 +1,5 @@
-r"""
-recbole_attn.forms.parec
-########################
-
-PARec's fixed positional patterns (``positional_pattern``), the ablation of the paper's
-Table 4: the learned R of the model file (:mod:`recbole_attn.model.parec`) replaced by a
-fixed function of the distance between query and key.
-"""
+"""PARec's fixed positional patterns (``positional_pattern``, the paper's Table 4
+ablation) in place of the model file's learned R."""
 
 import math
 
@@ -19,11 +13,8 @@ PATTERNS = ("learned", "average", "linear", "exponential")
 
 
 def fixed_pattern(name, length, decay=0.5):
-    r"""Log-weights ``[n, n]`` of a fixed pattern over the distance :math:`\Delta = t - s`
-    between query t and key s (the masked softmax turns them into weights proportional to
-    :math:`w(\Delta)` over the valid prefix): ``average`` :math:`w = 1`; ``linear``
-    :math:`w = (n - \Delta)/n`; ``exponential`` :math:`w = \gamma^{\Delta}` (``decay`` =
-    :math:`\gamma`); the paper gives no formula. Entries above the diagonal are 0."""
+    r"""Log-weights ``[n, n]`` over :math:`\Delta = t - s`: ``average`` 1, ``linear``
+    :math:`(n - \Delta)/n`, ``exponential`` :math:`\gamma^{\Delta}`."""
     steps = torch.arange(length, dtype=torch.float64)
     delta = (steps.unsqueeze(1) - steps.unsqueeze(0)).clamp(min=0)
     if name == "average":
@@ -53,8 +44,8 @@ class FixedPositionalScore(parec.PositionalScore):
 
 
 class PARecWithForms(parec.PARec):
-    """The model file's PARec (or FPARec), or with ``positional_pattern`` other than
-    ``learned`` a fixed pattern (``pattern_decay``: its gamma) in every block."""
+    """The model file's PARec (or FPARec), or a fixed ``positional_pattern`` in every
+    block."""
 
     def __init__(self, config, dataset):
         self.positional_pattern = config["positional_pattern"]

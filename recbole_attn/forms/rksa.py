@@ -1,12 +1,5 @@
-r"""
-recbole_attn.forms.rksa
-#######################
-
-RKSA's other kernels: the RBF item kernel :math:`\exp(-\|\hat x_i - \hat x_j\|^2)`
-(``item_kernel: rbf``) in place of the model file's linear one, and the location
-activation :math:`f = \tanh` of eq. 7 (``location_activation: tanh``) in place of the
-identity (:mod:`recbole_attn.model.rksa`).
-"""
+r"""RKSA's other kernels: the RBF item kernel (``item_kernel: rbf``) and the location
+activation :math:`f = \tanh` of eq. 7 (``location_activation: tanh``)."""
 
 import torch
 import torch.nn.functional as F
@@ -27,7 +20,6 @@ def rbf_kernel(x, valid):
 
 
 class SkewNormalScoreWithForms(rksa.SkewNormalScore):
-    """The model file's logits with the chosen item kernel and location activation."""
 
     def __init__(self, *args, item_kernel="linear", location_activation="none"):
         super().__init__(*args)
@@ -42,7 +34,6 @@ class SkewNormalScoreWithForms(rksa.SkewNormalScore):
 
 
 class RKSAWithForms(rksa.RKSA):
-    """The model file's RKSA with ``item_kernel`` and ``location_activation``."""
 
     def __init__(self, config, dataset):
         self.score_forms = {

@@ -1,19 +1,7 @@
-"""
-recbole_attn.forms.stosa
-########################
-
-STOSA's two presets (``stosa_preset``): the model file
-(:class:`recbole_attn.model.stosa.STOSA`) is the official code's model; ``paper`` is the
-model as the paper writes it (eq. 5-12), four forms that differ (:data:`PRESETS`):
-
-* ``layer_means``: ``paper``, means and covariances both go through attention (means
-  aggregated with A, eq. 7) and FFN; ``official``, the layers pass the mean through;
-* ``input``: ``paper``, ``Dropout(LN(E + P))`` per stream with its own LayerNorm;
-  ``official``, one shared LayerNorm and ELU (+1 for covariances);
-* ``ffn``: ``paper``, pre-LN (eq. 9); ``official``, post-LN;
-* ``init``: ``recbole``, RecBole's N(0, std) with zero padding rows; ``official``,
-  N(0.01, std).
-"""
+"""STOSA's presets (``stosa_preset``): the model file is the official code's model;
+``paper`` is the model as the paper writes it (eq. 5-12), four forms that differ
+(:data:`PRESETS`: ``layer_means``, ``input``, ``ffn``, ``init``; docs/models.md,
+"STOSA")."""
 
 import torch.nn.functional as F
 from torch import nn
@@ -49,8 +37,8 @@ class PaperWassersteinAttention(stosa.WassersteinAttention):
 
 
 class PreLNFeedForward(stosa.FeedForward):
-    r"""The paper's pre-LN FFN (eq. 9): :math:`x + \mathrm{Dropout}(\mathrm{FFN}(
-    \mathrm{LN}(x)))`."""
+    r"""The paper's pre-LN FFN (eq. 9): :math:`x +
+    \mathrm{Dropout}(\mathrm{FFN}(\mathrm{LN}(x)))`."""
 
     def forward(self, x):
         return x + self.dropout(self.dense_2(F.elu(self.dense_1(self.LayerNorm(x)))))
@@ -66,8 +54,6 @@ class PaperSTOSALayer(stosa.STOSALayer):
 
 
 class STOSAWithForms(stosa.STOSA):
-    """The model file's STOSA built with the forms of ``stosa_preset``
-    (:meth:`preset_forms`; ``official``: the model file's model itself)."""
 
     def __init__(self, config, dataset, *args):
         self.forms = self.preset_forms(config)
@@ -83,7 +69,6 @@ class STOSAWithForms(stosa.STOSA):
 
     @staticmethod
     def preset_forms(config):
-        """The four forms ``stosa_preset`` names (:data:`PRESETS`)."""
         return PRESETS[config["stosa_preset"]]
 
     def make_layer(self):
@@ -113,8 +98,7 @@ class STOSAWithForms(stosa.STOSA):
         return layer_class(attention, feed_forward)
 
     def _init_weights(self, module):
-        """The model file's, or RecBole's SASRec initialization with zero padding rows
-        (``init: recbole``)."""
+        """The model file's, or RecBole's SASRec init with zero padding rows."""
         if self.forms["init"] == "official":
             return super()._init_weights(module)
         if isinstance(module, (nn.Linear, nn.Embedding)):

@@ -6,22 +6,21 @@ import torch
 
 
 def map_output(fn, output):
-    """Apply ``fn`` to a tensor or to every tensor of a tuple of tensors."""
     if isinstance(output, tuple):
         return tuple(fn(o) for o in output)
     return fn(output)
 
 
 def at_positions(output, mask):
-    """The rows ``[N, ...]`` of ``output`` where ``mask`` holds, taken by index (a
-    boolean mask's backward costs 3x on the CPU)."""
+    """The rows ``[N, ...]`` of ``output`` where ``mask`` holds, by index (cheaper
+    backward)."""
     rows = mask.flatten().nonzero().squeeze(1)
     return map_output(lambda o: o.flatten(0, 1).index_select(0, rows), output)
 
 
 def trim(item_seq, item_seq_len):
-    """Cut a right-padded batch ``[B, T]`` to its longest sequence (exact: attention is
-    causal and positions do not depend on T; at least one column)."""
+    """Cut a right-padded batch ``[B, T]`` to its longest sequence (at least one
+    column)."""
     max_len = int(item_seq_len.max()) if item_seq_len.numel() else 1
     return item_seq[:, : max(max_len, 1)]
 
@@ -48,8 +47,7 @@ def training_targets(item_seq, item_seq_len, pos_items, training_mode):
 
 
 def runs_of_equal_rows(columns):
-    """``(first row of every run, every row's run)`` of consecutive equal rows of
-    ``columns``, or None when no two are equal (O(N))."""
+    """``(first row of every run, every row's run)`` of equal consecutive rows, or None."""
     key = torch.cat([c.unsqueeze(1) if c.dim() == 1 else c for c in columns], dim=1)
     unique, inverse = torch.unique_consecutive(key, dim=0, return_inverse=True)
     if len(unique) == len(key):

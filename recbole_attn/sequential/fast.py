@@ -9,8 +9,7 @@ from torch import nn
 
 
 class _Dropout(torch.autograd.Function):
-    """``x * mask``, the mask drawn in float32 whatever the input's dtype (a bf16 draw
-    would round p)."""
+    """``x * mask``, the mask drawn in float32 (a bf16 draw would round p)."""
 
     @staticmethod
     def forward(ctx, x, p):
@@ -26,7 +25,6 @@ class _Dropout(torch.autograd.Function):
 
 
 class FastDropout(nn.Dropout):
-    """``nn.Dropout`` with the mask of :class:`_Dropout` (the same function)."""
 
     def forward(self, x):
         if not self.training or self.p == 0.0:
@@ -37,8 +35,6 @@ class FastDropout(nn.Dropout):
 
 
 def speed_up(model):
-    """Swap the slow modules of ``model`` for :class:`FastDropout` and ``F.gelu``, in
-    place (their parameters and names are kept: there are none)."""
     from recbole.model.layers import FeedForward
 
     for module in model.modules():

@@ -10,16 +10,13 @@ import torch
 
 
 class AuxLoss(NamedTuple):
-    """An auxiliary loss term: ``value``, a MEAN over ``count`` terms (query rows,
-    sequences, ...), so that length groups combine exactly."""
+    """An auxiliary loss term: a MEAN ``value`` over ``count`` terms."""
 
     value: torch.Tensor
     count: Union[int, torch.Tensor]
 
 
 def grouping_cost(lengths, bounds, overhead):
-    r""":math:`\sum_g n_g L_g^2 + K \cdot overhead` of the groups ``(bounds[g-1],
-    bounds[g]]``."""
     lengths = np.asarray(lengths)
     cost, low = 0.0, -np.inf
     for high in bounds:
@@ -32,9 +29,8 @@ def grouping_cost(lengths, bounds, overhead):
 
 
 def plan_length_groups(lengths, max_groups, overhead=0.0):
-    """The upper lengths ``[L_1 < ... < L_K]`` (K <= ``max_groups``) of the cheapest
-    grouping of ``lengths`` (ties: fewer groups), by a dynamic program over the distinct
-    lengths, O(max_groups D^2)."""
+    """The upper lengths ``[L_1 < ... < L_K]`` of the cheapest grouping of ``lengths``
+    (ties: fewer groups): a dynamic program over the distinct lengths."""
     values, counts = np.unique(np.asarray(lengths), return_counts=True)
     n = len(values)
     if n == 0:
@@ -66,8 +62,7 @@ def plan_length_groups(lengths, max_groups, overhead=0.0):
 
 
 def group_rows(item_seq_len, max_groups, overhead):
-    """The length groups of a batch, shortest first: ``(rows, length)`` pairs, or None
-    when one group is best; ``overhead`` is a fraction of ``B * L_max^2``."""
+    """``(rows, length)`` of each length group, shortest first, or None for one group."""
     batch = item_seq_len.numel()
     if max_groups < 2 or batch < 2:
         return None
@@ -86,9 +81,7 @@ def group_rows(item_seq_len, max_groups, overhead):
 
 
 def combine_group_losses(parts):
-    """The batch's losses from its groups' ``(position losses, N_g, aux terms)``:
-    position losses weighted by N_g, auxiliary ones by their counts (0 when every count
-    is 0)."""
+    """The batch's losses from its groups': each a mean weighted by its count."""
     n_losses, n_aux = len(parts[0][0]), len(parts[0][2])
     if any(len(loss) != n_losses or len(aux) != n_aux for loss, _, aux in parts):
         raise RuntimeError(

@@ -21,9 +21,8 @@ LOSS_TYPE_HINT = (
 
 
 def sampled_loss(pos_score, neg_score, loss_type, neg_log_q=None, neg_mask=None):
-    """The mean over positions of ``loss_type`` (BPR, BCE or SSM with ``neg_log_q``) of
-    a positive score ``[N]`` against ``[N, M]`` negative ones; ``neg_mask`` False leaves
-    a draw out of SSM. Half-precision scores are taken in float32."""
+    """The mean over positions of BPR, BCE or SSM (with ``neg_log_q``; ``neg_mask``
+    False: a draw left out) of scores ``[N]`` against ``[N, M]``, in float32."""
     low = (torch.float16, torch.bfloat16)
     if pos_score.dtype in low or neg_score.dtype in low:
         pos_score, neg_score = pos_score.float(), neg_score.float()
@@ -48,8 +47,7 @@ def sampled_loss(pos_score, neg_score, loss_type, neg_log_q=None, neg_mask=None)
 
 
 def chunk_rows(n_items, element_size, budget_mb):
-    """Positions per chunk: the most whose ``[rows, n_items]`` logits and their
-    log-softmax fit the budget (at least one)."""
+    """Positions per chunk whose logits and log-softmax fit the budget (at least one)."""
     return max(1, int(budget_mb * 2**20) // (2 * n_items * element_size))
 
 
@@ -59,8 +57,8 @@ def _chunk_loss(all_item_scores, targets, *output):
 
 
 def cross_entropy(all_item_scores, output, targets, n_items, budget_mb):
-    """Mean cross-entropy over all items at every row of ``output``: ``F.cross_entropy``
-    within ``budget_mb``, above it checkpointed chunks of rows."""
+    """Mean cross-entropy over all items: whole within ``budget_mb``, else by
+    checkpointed chunks."""
     parts = output if isinstance(output, tuple) else (output,)
     rows = chunk_rows(n_items, parts[0].element_size(), budget_mb)
     if targets.numel() <= rows:
@@ -84,9 +82,8 @@ LINEAR_CE_CHUNK = 2**20
 
 
 class LinearCrossEntropy(torch.autograd.Function):
-    """Mean cross-entropy of the softmax of ``hidden @ weight^T`` by chunks of rows,
-    each chunk's gradients computed with its loss: no ``[N, n_items]`` logits in memory,
-    nothing recomputed."""
+    """Mean cross-entropy of ``hidden @ weight^T`` by chunks, each chunk's gradients
+    computed with its loss."""
 
     @staticmethod
     def forward(ctx, hidden, weight, targets, rows):
@@ -115,8 +112,7 @@ class LinearCrossEntropy(torch.autograd.Function):
 
 
 def linear_cross_entropy(hidden, weight, targets, budget_mb):
-    """Mean cross-entropy over the rows of ``weight`` at every row of ``hidden``, by
-    chunks of at most :data:`LINEAR_CE_CHUNK` logits within ``budget_mb``."""
+    """Mean cross-entropy over the rows of ``weight``, by chunks within ``budget_mb``."""
     n_items = weight.size(0)
     rows = min(
         max(1, LINEAR_CE_CHUNK // n_items),

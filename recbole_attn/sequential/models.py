@@ -225,8 +225,7 @@ BCE with one negative per position; evaluation on 100 sampled negatives (uni100)
     recbole_loss_types = ("BCE", "CE")
 
     def training_interactions(self, dataset):
-        """The users' complete training histories, also where the training split keeps
-        one row per user (``all_position``)."""
+        """The users' complete training histories (also in ``all_position``)."""
         histories = training_histories(dataset)
         users = torch.repeat_interleave(histories.users, histories.lengths)
         return users.numpy(), histories.items.numpy()

@@ -17,8 +17,7 @@ MULTINOMIAL_MAX_ITEMS = 2**24
 
 
 def popularity_distribution(item_counts):
-    """``q [n_items]`` proportional to ``item_counts + 1`` over the items ``1..n-1``
-    (every item can be drawn), 0 for padding."""
+    """``q [n_items]`` proportional to ``item_counts + 1``, 0 for padding."""
     if item_counts.numel() > MULTINOMIAL_MAX_ITEMS:
         raise ConfigError(
             f"neg_sample_distribution: popularity draws from at most "
@@ -31,21 +30,18 @@ def popularity_distribution(item_counts):
 
 
 def uniform_distribution(n_items, device=None):
-    """``q [n_items]``: uniform over ``1..n-1``, 0 for the padding item 0."""
     q = torch.full((n_items,), 1.0 / (n_items - 1), device=device)
     q[0] = 0.0
     return q
 
 
 def excluded_items(item_seq, targets):
-    """``[B, K]`` the items each row's negatives avoid (0 = none): its training sequence,
-    inputs and targets."""
+    """``[B, K]`` the items each row's negatives avoid (0 = none)."""
     return torch.cat([item_seq, targets], dim=1)
 
 
 def excluded_mass(excluded, q):
-    """``[B]``: :math:`q(S_b)`, the base probability of each row's excluded items (each
-    distinct item once)."""
+    """``[B]``: :math:`q(S_b)` of each row's distinct excluded items."""
     items = excluded.sort(dim=1).values
     first = torch.ones_like(items, dtype=torch.bool)
     first[:, 1:] = items[:, 1:] != items[:, :-1]
@@ -56,8 +52,7 @@ def sample_negatives(
     targets, n_items, num=1, excluded=None, q=None, dense_budget=DENSE_BUDGET
 ):
     """``num`` negatives per position ``[B, L, num]`` from ``q`` (None: uniform),
-    avoiding each row's ``excluded`` items exactly (:math:`Q_b`; a row that excludes
-    every item falls back to ``q``)."""
+    exactly from :math:`Q_b` with ``excluded``."""
     batch, length = targets.shape
     size = length * num
     if excluded is None:
@@ -74,7 +69,6 @@ def sample_negatives(
 
 
 def _dense_draws(excluded, n_items, size, q):
-    """``[B, size]`` draws from one multinomial over a ``[B, n_items]`` weight matrix."""
     batch = excluded.size(0)
     if q is None:
         weights = torch.ones(batch, n_items, device=excluded.device)
@@ -90,16 +84,15 @@ def _dense_draws(excluded, n_items, size, q):
 
 
 def _is_excluded(draws, excluded):
-    """``[B, size]``: whether each draw is one of its row's excluded items (sorted
-    search, ``O(size log K)`` per row)."""
+    """``[B, size]``: whether each draw is excluded in its row (sorted search)."""
     ordered = excluded.sort(dim=1).values
     at = torch.searchsorted(ordered, draws).clamp(max=ordered.size(1) - 1)
     return ordered.gather(1, at) == draws
 
 
 def _rejection_draws(excluded, n_items, size, q):
-    """``[B, size]`` draws from ``q``, each excluded one redrawn (the same distribution
-    as :func:`_dense_draws`, without a ``[B, n_items]`` matrix)."""
+    """``[B, size]`` draws from ``q``, excluded ones redrawn (no ``[B, n_items]``
+    matrix)."""
     batch = excluded.size(0)
 
     def draw(count):
@@ -130,33 +123,3 @@ def log_sampling_probability(neg_items, excluded, q, n_items):
     # a row whose excluded items hold all of q's mass fell back to q itself
     kept = torch.where(mass < 1.0 - 1e-6, 1.0 - mass, torch.ones_like(mass))
     return log_q - kept.log().view(-1, 1, 1)
-
-
-class NegativeSampling:
-    """Mixin of the recommender: its negatives (``neg_sample_num``,
-    ``neg_sample_distribution``, ``neg_exclude_seen``)."""
-
-    def excluded_items(self, item_seq, targets, users=None):
-        """``[B, K]`` the items every row's negatives avoid, or None."""
-        if not self.neg_exclude_seen:
-            return None
-        return excluded_items(item_seq, targets)
-
-    def sample_negatives(self, item_seq, targets, users=None):
-        """``neg_sample_num`` negatives per position ``[B, L, M]``."""
-        return sample_negatives(
-            targets,
-            self.n_items,
-            num=self.neg_sample_num,
-            excluded=self.excluded_items(item_seq, targets, users),
-            q=self.neg_distribution,
-        )
-
-    def negatives_log_q(self, neg_items, item_seq, targets, users=None):
-        """``[B, L, M]`` log probability of each draw (SSM's log-Q correction)."""
-        return log_sampling_probability(
-            neg_items,
-            self.excluded_items(item_seq, targets, users),
-            self.neg_distribution,
-            self.n_items,
-        )

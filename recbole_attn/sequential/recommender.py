@@ -16,8 +16,7 @@ from recbole_attn.data.dataset import TRAINING_MODES, AttnSequentialDataset
 from recbole_attn.data.histories import item_counts
 from recbole_attn.sequential import batching, fast, negatives
 from recbole_attn.sequential.batching import map_output
-from recbole_attn.sequential.negatives import NegativeSampling
-from recbole_attn.sequential.prediction import Prediction
+from recbole_attn.sequential import prediction
 from recbole_attn.sequential.length_groups import combine_group_losses, group_rows
 from recbole_attn.sequential.losses import (
     SAMPLED_LOSS_TYPES,
@@ -77,9 +76,8 @@ TRAINING_OPTIONS = {
 }
 
 
-class AttnSequentialRecommender(Prediction, NegativeSampling):
-    """The plugin's training and prediction and the options they read (a model's class
-    declares its own ``options``, ``defaults`` of others' and ``option_rules``)."""
+class AttnSequentialRecommender:
+    """The plugin's training and prediction and the options they read."""
 
     #: this class's options live in overall.yaml (read by every model), not in a model's
     options_in_overall = True
@@ -113,9 +111,7 @@ class AttnSequentialRecommender(Prediction, NegativeSampling):
         else:
             self.neg_distribution = None  # uniform
 
-    # ------------------------------------------------------------------ what a model adds
     def use_loss_type(self, loss_type):
-        """Train with a ``loss_type`` the model file does not accept."""
         self.loss_type = loss_type
 
     def item_scores(self, output, items):
@@ -143,25 +139,21 @@ class AttnSequentialRecommender(Prediction, NegativeSampling):
 
     @property
     def needs_negatives(self):
-        """Whether the losses need sampled negatives."""
         return self.loss_type in SAMPLED_LOSS_TYPES
 
     def loss_names(self, count):
-        """Names of the ``count`` terms of :meth:`calculate_loss`."""
         names = (self.loss_type, *self.extra_loss_names)[:count]
         aux = count - len(names)
         return names + (
             ("aux",) if aux == 1 else tuple(f"aux{i + 1}" for i in range(aux))
         )
 
-    # ------------------------------------------------------------------ batches
     @classmethod
     def trims_batches(cls, config):
-        """Whether batches are cut to their longest sequence (:meth:`trim`): always."""
+        """Whether batches are trimmed (the memory estimate reads it): always."""
         return True
 
     def trim(self, item_seq, item_seq_len):
-        """Cut a right-padded batch to its longest sequence."""
         return batching.trim(item_seq, item_seq_len)
 
     def _users(self, interaction):
@@ -180,14 +172,35 @@ class AttnSequentialRecommender(Prediction, NegativeSampling):
         return item_seq, item_seq_len, self._users(interaction), groups
 
     def split_by_length(self, item_seq_len):
-        """The length groups of a batch, or None when it is not split."""
         if not self.length_grouping:
             return None
         return group_rows(
             item_seq_len, self.length_groups or 1, self.length_group_overhead or 0.0
         )
 
-    # ------------------------------------------------------------------ training
+    def excluded_items(self, item_seq, targets, users=None):
+        if not self.neg_exclude_seen:
+            return None
+        return negatives.excluded_items(item_seq, targets)
+
+    def sample_negatives(self, item_seq, targets, users=None):
+        return negatives.sample_negatives(
+            targets,
+            self.n_items,
+            num=self.neg_sample_num,
+            excluded=self.excluded_items(item_seq, targets, users),
+            q=self.neg_distribution,
+        )
+
+    def negatives_log_q(self, neg_items, item_seq, targets, users=None):
+        """``[B, L, M]`` log probability of each draw (SSM's log-Q)."""
+        return negatives.log_sampling_probability(
+            neg_items,
+            self.excluded_items(item_seq, targets, users),
+            self.neg_distribution,
+            self.n_items,
+        )
+
     def calculate_loss(self, interaction):
         """The model file's loss where RecBole's sampler drew the negatives; otherwise
         ``loss_type``'s at the positions of ``training_mode``, then the model's terms
@@ -226,7 +239,6 @@ class AttnSequentialRecommender(Prediction, NegativeSampling):
         return losses if len(losses) > 1 else losses[0]
 
     def _losses(self, item_seq, item_seq_len, users, targets, mask, negs):
-        """``(position losses, number of loss positions, aux terms)`` of one batch."""
         output = batching.at_positions(
             self._encode(item_seq, item_seq_len, users), mask
         )
@@ -262,12 +274,19 @@ class AttnSequentialRecommender(Prediction, NegativeSampling):
     def sampled_position_loss(
         self, pos_score, neg_score, pos_items, neg_items, neg_log_q=None
     ):
-        """``loss_type``'s sampled loss; SSM drops accidental hits unless items of the
-        user are excluded."""
+        """``loss_type``'s sampled loss; SSM drops accidental hits."""
         neg_mask = None
         if self.loss_type == "SSM" and not self.neg_exclude_seen:
             neg_mask = neg_items != pos_items.unsqueeze(-1)
         return sampled_loss(pos_score, neg_score, self.loss_type, neg_log_q, neg_mask)
+
+    # prediction: functions of sequential/prediction.py (this class's own methods, so
+    # that super(AttnSequentialRecommender, model) is the model file's)
+    last_output = prediction.last_output
+    _last = prediction.forward_last
+    predict = prediction.predict
+    full_sort_predict = prediction.full_sort_predict
+    attention_weights = prediction.attention_weights
 
 
 class ModelFileConfig:
@@ -291,7 +310,6 @@ class ModelFileConfig:
 
 
 def _select(negs, index):
-    """``negs`` ``(items, log_q or None)`` with ``index`` applied to each, or None."""
     if negs is None:
         return None
     return tuple(None if n is None else index(n) for n in negs)

@@ -55,8 +55,7 @@ SASREC_OPTIONS = {
 
 
 class SASRecLayers(SequentialRecommender):
-    """RecBole's SASRec, layer by layer (RecBole's ``TransformerLayer``), with its
-    outputs at every position (``encode``): the model SASRecAP trains."""
+    """RecBole's SASRec layer by layer, with its outputs at every position."""
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
@@ -84,7 +83,6 @@ class SASRecLayers(SequentialRecommender):
         self.apply(self._init_weights)
 
     def _init_weights(self, module):
-        """RecBole's SASRec initialization."""
         if isinstance(module, (nn.Linear, nn.Embedding)):
             module.weight.data.normal_(mean=0.0, std=self.initializer_range)
         elif isinstance(module, nn.LayerNorm):
@@ -94,8 +92,8 @@ class SASRecLayers(SequentialRecommender):
             module.bias.data.zero_()
 
     def encode(self, item_seq, item_seq_len, last_only=False):
-        """The outputs ``[B, L, H]`` at every position; ``last_only``: ``[B, H]`` at
-        every sequence's last item, its last layer computed for that row alone."""
+        """Outputs ``[B, L, H]``; ``last_only``: ``[B, H]`` at the last items, the last
+        layer for that row alone."""
         steps = torch.arange(item_seq.size(1), device=item_seq.device).unsqueeze(0)
         if self.position_alignment == "first":
             positions = steps.expand_as(item_seq)
@@ -155,9 +153,7 @@ class SASRecLayers(SequentialRecommender):
 
 
 def _last_row_layer(layer, hidden, mask, rows):
-    """RecBole's ``TransformerLayer`` ``layer`` for one query row per sequence (``rows``
-    ``[B, 1, 1]``, its mask ``[B, 1, 1, L]``): ``layer(hidden, full_mask)`` at those
-    rows, ``[B, 1, H]``."""
+    """``layer(hidden, full_mask)`` at one query row per sequence, ``[B, 1, H]``."""
     attention = layer.multi_head_attention
     row = hidden.gather(1, rows.expand(-1, 1, hidden.size(-1)))
 

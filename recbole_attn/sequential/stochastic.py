@@ -20,21 +20,18 @@ _UNBUILT = re.compile(
 
 
 def _drop_unbuilt_mean_sublayers(state_dict, prefix, *args):
-    """Load a checkpoint that holds the dead mean sublayers (recbole_attn 0.1 built them):
-    their entries are dropped, they never influenced the model's output."""
+    """Drop a 0.1 checkpoint's dead mean sublayers (they never influenced the output)."""
     for key in [k for k in state_dict if _UNBUILT.match(k[len(prefix) :])]:
         del state_dict[key]
 
 
 def pvn_hinge(pos_dist, pos_neg_dist):
-    r"""The hinge of eq. 11, :math:`[d(s, j^+) - d(j^+, j^-)]_+`, averaged over the rows
-    ``[N]`` and their negatives ``[N, M]``."""
+    """The hinge of eq. 11, :math:`[d(s, j^+) - d(j^+, j^-)]_+`, averaged."""
     return torch.relu(pos_dist.unsqueeze(-1) - pos_neg_dist).mean()
 
 
 def triplet_distances(model, output, pos_items, neg_items):
-    """STOSA's ``(d(s, j+) [N], d(s, j-) [N, M], d(j+, j-) [N, M])`` for ``neg_items``
-    ``[N, M]`` (the model file's take one negative per row)."""
+    """STOSA's ``(d(s, j+) [N], d(s, j-) [N, M], d(j+, j-) [N, M])``."""
     return stosa.triplet_wasserstein2_squared(
         *output, *model.item_gaussians(pos_items), *model.item_gaussians(neg_items)
     )
@@ -81,8 +78,7 @@ items (stosa_preset: official); stosa_preset: paper is the model as the paper wr
 
     @property
     def needs_negatives(self):
-        """The sampled losses need negatives, and so does the pvn hinge (eq. 11) under
-        any loss when its weight is not 0."""
+        """The sampled losses and the pvn hinge (weight not 0) need negatives."""
         return super().needs_negatives or self.pvn_weight > 0
 
     def encode(self, item_seq, item_seq_len, rows=None):
@@ -96,7 +92,6 @@ items (stosa_preset: official); stosa_preset: paper is the model as the paper wr
         return stosa.at(mean, rows), stosa.at(cov, rows)
 
     def item_scores(self, output, items):
-        """:math:`-W_2^2` to ``items`` ``[N]`` or ``[N, M]``."""
         mean, cov = output
         item_mean, item_cov = self.item_gaussians(items)
         if item_mean.dim() > mean.dim():
@@ -104,7 +99,6 @@ items (stosa_preset: official); stosa_preset: paper is the model as the paper wr
         return -stosa.wasserstein2_squared(mean, cov, item_mean, item_cov)
 
     def pvn_loss(self, output, pos_items, neg_items):
-        """The hinge of eq. 11 for ``neg_items`` ``[N, M]``."""
         pos_dist, _, pos_neg_dist = triplet_distances(
             self, output, pos_items, neg_items
         )
@@ -116,8 +110,7 @@ items (stosa_preset: official); stosa_preset: paper is the model as the paper wr
         return (self.pvn_weight * self.pvn_loss(output, pos_items, neg_items),)
 
     def position_losses(self, output, pos_items, neg_items=None, neg_log_q=None):
-        """A sampled loss and the pvn hinge from one set of distances; CE as every
-        model's, with the hinge as a position term."""
+        """A sampled loss and the pvn hinge from one set of distances."""
         if neg_items is None or self.loss_type == "CE":
             return super().position_losses(output, pos_items, neg_items, neg_log_q)
         pos_dist, neg_dist, pos_neg_dist = triplet_distances(
@@ -157,8 +150,7 @@ refinement reuses the backbone's tuned settings)."""
 
     @classmethod
     def yaml_classes(cls, options):
-        """The classes whose yaml files configure AWRSR, given the user's options (files
-        and overrides): its backbone's, then AWRSR's own."""
+        """The classes whose yaml configure AWRSR: its backbone's, then its own."""
         name = options["backbone"] if "backbone" in options else None
         # an unknown backbone: the default's, until the option check names the valid ones
         return [{"STOSA": STOSA}.get(name, SASRecAP), cls]
@@ -169,7 +161,6 @@ refinement reuses the backbone's tuned settings)."""
 
     @property
     def loss_type(self):
-        """The backbone's (AWRSR trains with its backbone's loss)."""
         return self.backbone.loss_type
 
     def item_weights(self):
