@@ -9,16 +9,7 @@ A test checks that the shipped files are these::
 
 import os
 
-from recbole_attn.options.declared import (
-    OVERALL_BEGIN,
-    OVERALL_END,
-    base_entries,
-    docs_markers,
-    docs_table,
-    model_yaml,
-    overall_block,
-    replace_between,
-)
+from recbole_attn.options import declared
 from recbole_attn.upstream.sources import read_text
 
 
@@ -30,24 +21,29 @@ def generated_files(root):
 
     props = os.path.join(root, "properties")
     out = {
-        os.path.join(props, "model", f"{name}.yaml"): model_yaml(cls)
+        os.path.join(props, "model", f"{name}.yaml"): declared.model_yaml(cls)
         for name, cls in MODELS.items()
     }
-    path = os.path.join(props, "overall.yaml")
-    block = overall_block(Base)
-    out[path] = replace_between(
-        read_text(path), OVERALL_BEGIN, OVERALL_END, block, path
+    tables = {"base": declared.docs_table(None, declared.base_entries(Base))}
+    tables.update({name: declared.docs_table(cls) for name, cls in MODELS.items()})
+    overall = (
+        declared.OVERALL_BEGIN,
+        declared.OVERALL_END,
+        declared.overall_block(Base),
     )
-    path = os.path.join(root, "docs", "models.md")
-    tables = {"base": docs_table(None, base_entries(Base))}
-    tables.update({name: docs_table(cls) for name, cls in MODELS.items()})
-    out[path] = read_text(path)
-    for name, table in tables.items():
-        out[path] = replace_between(out[path], *docs_markers(name), table, path)
-    path = os.path.join(root, "docs", "upstream.md")
-    out[path] = replace_between(
-        read_text(path), DOCS_BEGIN, DOCS_END, docs_section(), path
-    )
+    sections = {  # path -> [(begin marker, end marker, generated block)]
+        os.path.join(props, "overall.yaml"): [overall],
+        os.path.join(root, "docs", "models.md"): [
+            (*declared.docs_markers(name), table) for name, table in tables.items()
+        ],
+        os.path.join(root, "docs", "upstream.md"): [
+            (DOCS_BEGIN, DOCS_END, docs_section())
+        ],
+    }
+    for path, blocks in sections.items():
+        out[path] = read_text(path)
+        for begin, end, block in blocks:
+            out[path] = declared.replace_between(out[path], begin, end, block, path)
     return out
 
 
@@ -58,14 +54,12 @@ def main(argv=None):
     parser.add_argument("--check", action="store_true", help="only say which differ")
     args = parser.parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    differ = []
-    for path, text in generated_files(root).items():
-        if read_text(path) != text:
-            differ.append(path)
-            if not args.check:
-                with open(path, "w", encoding="utf-8") as f:
-                    f.write(text)
+    files = generated_files(root)
+    differ = [path for path, text in files.items() if read_text(path) != text]
     for path in differ:
+        if not args.check:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(files[path])
         print(
             ("differs: " if args.check else "rewritten: ") + os.path.relpath(path, root)
         )

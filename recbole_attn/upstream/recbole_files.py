@@ -14,10 +14,7 @@ from recbole_attn.upstream.models import MODELS, SEQUENTIAL
 
 
 def case_names(name):
-    return [
-        f"test_{name.lower()}" + (f"_{suffix}" if suffix else "")
-        for suffix in MODELS[name].cases
-    ]
+    return [f"test_{name.lower()}" + (f"_{s}" if s else "") for s in MODELS[name].cases]
 
 
 def recbole_test_methods(names):
@@ -40,8 +37,7 @@ def recbole_test_cases(names):
 
 
 def _method_span(text, method, start, end):
-    """``(begin, stop)`` of ``method`` between ``start`` and ``end`` (its trailing blank
-    lines excluded), or None."""
+    """``(begin, stop)`` of ``method`` in ``text[start:end]``, or None."""
     match = re.compile(rf"^    def {method}\(self\):\n", re.M).search(text, start, end)
     if match is None:
         return None
@@ -173,9 +169,8 @@ def _yaml_block(values):
 
 
 def settings_text(name, files):
-    """The docs page's settings a model yaml cannot hold (T, the training budget) and
-    the defaults of a model whose file it runs (AWRSR: STOSA's), which RecBole ignores.
-    """
+    """The docs page's settings a model yaml cannot hold (T, the training budget), and
+    the defaults RecBole ignores of the model whose file it runs (AWRSR: STOSA's)."""
     from recbole_attn.upstream.models import RECBOLE_NEGATIVES
     from recbole_attn.upstream.yaml_files import exported_keys, reproduction_settings
 

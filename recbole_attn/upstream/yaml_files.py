@@ -10,7 +10,7 @@ import re
 import yaml
 
 from recbole_attn.upstream.models import MODELS
-from recbole_attn.upstream.sources import model_file, model_sources
+from recbole_attn.upstream.sources import model_file, model_sources, read_text
 
 
 def _read_keys(sources):
@@ -19,20 +19,18 @@ def _read_keys(sources):
 
 
 def _yaml_keys(path, skip=()):
-    """The keys of RecBole's yaml file or files under ``properties/<path>`` (no model's
-    unless ``path`` is ``model``), but those named in ``skip``."""
+    """The keys of RecBole's yaml files at ``properties/<path>``, but ``skip`` and the
+    models' (unless ``path`` is ``model``)."""
     import recbole
 
     top = os.path.join(os.path.dirname(recbole.__file__), "properties", path)
+    walk = os.walk(top) if os.path.isdir(top) else [("", [], [top])]
     keys = set()
-    for folder, dirs, names in (
-        os.walk(top) if os.path.isdir(top) else [("", [], [top])]
-    ):
+    for folder, dirs, names in walk:
         dirs[:] = [d for d in dirs if d != "model"]
         for name in names:
             if name.endswith(".yaml") and name not in skip:
-                with open(os.path.join(folder, name), encoding="utf-8") as f:
-                    keys |= set(yaml.safe_load(f) or {})
+                keys |= set(yaml.safe_load(read_text(os.path.join(folder, name))) or {})
     return keys
 
 
