@@ -13,9 +13,8 @@ GROUPINGS = ("random", "bucket")
 
 
 def bucket_batches(lengths, batch_size, pool_batches, generator):
-    """One epoch of batches: lists of sample indices, each from one pool of
-    ``pool_batches * batch_size`` shuffled samples sorted by ``lengths``; batch order
-    shuffled. Deterministic given ``generator``'s state."""
+    """One epoch of batches of sample indices, each from one pool sorted by ``lengths``,
+    batch order shuffled."""
     lengths = torch.as_tensor(lengths)
     order = torch.randperm(len(lengths), generator=generator)
     pool = pool_batches * batch_size
@@ -33,8 +32,8 @@ def bucket_batches(lengths, batch_size, pool_batches, generator):
 
 
 class LengthBucketBatchSampler(torch.utils.data.Sampler):
-    """Batches of :func:`bucket_batches`, new ones every epoch (``generator`` is the
-    dataloader's, whose state checkpoints save and resume)."""
+    """Batches of :func:`bucket_batches`, new every epoch (``generator``: the
+    dataloader's)."""
 
     def __init__(self, lengths, batch_size, pool_batches, generator):
         self.lengths = torch.as_tensor(lengths)
@@ -54,7 +53,6 @@ class LengthBucketBatchSampler(torch.utils.data.Sampler):
 
 
 def check_grouping(config):
-    """``train_batch_grouping`` and ``bucket_pool_batches`` are valid for this run."""
     grouping = config["train_batch_grouping"]
     if grouping not in GROUPINGS:
         raise ConfigError(
@@ -75,8 +73,7 @@ def check_grouping(config):
 
 
 def bucket_train_dataloader(config, train_data):
-    """``train_data`` (RecBole's training dataloader) drawing length-bucketed batches, or
-    unchanged when ``train_batch_grouping`` is ``random``."""
+    """``train_data`` drawing length-bucketed batches, or unchanged (``random``)."""
     if check_grouping(config) == "random":
         return train_data
     if type(train_data) is not TrainDataLoader:
@@ -96,9 +93,8 @@ def bucket_train_dataloader(config, train_data):
 
 
 class BucketTrainDataLoader(TrainDataLoader):
-    """RecBole's training dataloader whose batches come from a
-    :class:`LengthBucketBatchSampler` (``bucket_sampler``; torch's ``DataLoader`` reads its
-    batches from ``_index_sampler``)."""
+    """RecBole's training dataloader with batches from a
+    :class:`LengthBucketBatchSampler`."""
 
     bucket_sampler = None
 

@@ -47,8 +47,7 @@ def _has_rows(path, encoding):
 
 
 def _check_numbers(path, fields, names, separator, encoding, seq_separator=" "):
-    """Every loaded ``float`` cell and ``float_seq`` value is a finite number (an
-    infinite time made its rows each user's latest)."""
+    """Every loaded ``float`` and ``float_seq`` value is a finite number."""
     numeric = [n for n in names if fields[n] in ("float", "float_seq")]
     if not numeric:
         return
@@ -84,8 +83,7 @@ def _check_numbers(path, fields, names, separator, encoding, seq_separator=" "):
 
 
 def _is_infinite(text):
-    """Whether ``text`` is an infinite float (``'1e999'``: NaN in pandas 2.2's
-    ``to_numeric``)."""
+    """Whether ``text`` is an infinite float (``'1e999'``: NaN in pandas 2.2)."""
     try:
         return np.isinf(float(text))
     except ValueError:
@@ -93,8 +91,7 @@ def _is_infinite(text):
 
 
 def check_sequential_order(config):
-    """A sequential model's split is in time order (RecBole raises a ``ValueError``
-    after loading)."""
+    """A sequential model's split is in time order."""
     order = (config["eval_args"] or {}).get("order")
     if order not in (None, "TO"):
         raise DataError(
@@ -146,8 +143,7 @@ def check_labeled_evaluation(config):
 
 
 def check_dataset_exists(config):
-    """The atomic files exist (before RecBole tries to download), or the command that
-    makes them."""
+    """The atomic files exist, or the command that makes them."""
     dataset, data_path = config["dataset"], config["data_path"]
     if os.path.exists(os.path.join(data_path, f".{dataset}.converting")):
         # the claim a converter holds while it publishes (data/convert/write.py)
@@ -170,8 +166,6 @@ def check_dataset_exists(config):
 
 
 def check_dataset_files(config, sequential, needs_categories=()):
-    """The dataset's checks before RecBole reads anything; ``needs_categories``: ``(who
-    needs them, what to do instead)`` of the model and the metrics."""
     check_labeled_evaluation(config)
     check_dataset_exists(config)
     if sequential:
@@ -182,8 +176,7 @@ def check_dataset_files(config, sequential, needs_categories=()):
 
 
 def check_atomic_files(config, sequential):
-    """The atomic files read as RecBole reads them; returns each file's ``{name:
-    type}``."""
+    """The atomic files read as RecBole reads them; returns each one's ``{name: type}``."""
     dataset, folder = config["dataset"], config["data_path"]
     needs_time = sequential or (config["eval_args"] or {}).get("order") == "TO"
     headers = {}
@@ -200,8 +193,7 @@ def check_atomic_files(config, sequential):
 
 
 def _check_decodes(path, encoding):
-    """A :class:`DataError` naming the first byte that does not decode with
-    ``encoding``."""
+    """A :class:`DataError` naming the first byte ``encoding`` does not decode."""
     decoder = codecs.getincrementaldecoder(encoding)()
     offset = 0
     with open(path, "rb") as f:
@@ -220,13 +212,12 @@ def _check_decodes(path, encoding):
 
 
 def _check_atomic_file(config, source, path, sequential, needs_time):
-    _check_decodes(path, config["encoding"] or "utf-8")
     separator = config["field_separator"] or "\t"
     encoding = config["encoding"] or "utf-8"
+    _check_decodes(path, encoding)
+    keys = {config[k]: k for k in ("TIME_FIELD", "USER_ID_FIELD", "ITEM_ID_FIELD")}
     uid, iid, time = (
-        config["USER_ID_FIELD"],
-        config["ITEM_ID_FIELD"],
-        config["TIME_FIELD"],
+        config[k] for k in ("USER_ID_FIELD", "ITEM_ID_FIELD", "TIME_FIELD")
     )
     fields = _parse_header(path, header_columns(path, separator, encoding))
     names = loaded_fields(config, source, fields)
@@ -243,8 +234,7 @@ def _check_atomic_file(config, source, path, sequential, needs_time):
                     if field == time
                     else "RecBole needs it"
                 )
-                + f": add it, or name the file's column with --"
-                f"{_field_key(field, uid, iid)}=..."
+                + f": add it, or name the file's column with --{keys[field]}=..."
             )
         if field not in names:
             raise DataError(
@@ -270,14 +260,9 @@ def _check_atomic_file(config, source, path, sequential, needs_time):
     return fields
 
 
-def _field_key(field, uid, iid):
-    return {uid: "USER_ID_FIELD", iid: "ITEM_ID_FIELD"}.get(field, "TIME_FIELD")
-
-
 class CheckedDataset:
-    """Mixin of our datasets: repeated (user, item) interactions (RecBole keeps them,
-    and a test item can then be one the user had) dropped keeping each pair's first or
-    last (``rm_dup_inter``), ties in file order, and counted on the console."""
+    """Mixin of our datasets: repeated (user, item) interactions dropped keeping each
+    pair's first or last (``rm_dup_inter``), ties in file order, and counted."""
 
     def _remove_duplication(self):
         keep = self.config["rm_dup_inter"]

@@ -15,7 +15,6 @@ TRAINING_MODES = ("all_position", "last_position")
 
 
 def check_training_mode(config):
-    """``config['training_mode']``, checked."""
     mode = config["training_mode"]
     if mode not in TRAINING_MODES:
         raise ConfigError(
@@ -25,8 +24,7 @@ def check_training_mode(config):
 
 
 def last_sample_per_user(interaction, uid_field):
-    """Indices of every user's last row (RecBole sorts by user and time: the longest
-    prefix)."""
+    """Indices of every user's last row (its longest prefix)."""
     uid = interaction[uid_field]
     n = uid.numel()
     if n == 0:
@@ -39,8 +37,8 @@ def last_sample_per_user(interaction, uid_field):
 
 
 class AttnSequentialDataset(CheckedDataset, SequentialDataset):
-    """RecBole's ``SequentialDataset`` whose training split follows ``training_mode``
-    and carries the users' complete training histories."""
+    """RecBole's ``SequentialDataset`` with a training split of ``training_mode`` and
+    its histories."""
 
     def __init__(self, config):
         self.training_mode = check_training_mode(config)
@@ -58,9 +56,8 @@ class AttnSequentialDataset(CheckedDataset, SequentialDataset):
 
 
 def check_sequential_model(config, model_class=None):
-    """``training_mode``, checked against the model: RecBole's models train in
-    ``last_position`` only, and on none of RecBole's own dataset classes
-    (``DIENDataset``, ...), which the pipeline does not build."""
+    """``training_mode``, checked against the model (RecBole's train in
+    ``last_position``, on none of its own dataset classes)."""
     import importlib
 
     mode = check_training_mode(config)
@@ -85,9 +82,8 @@ def check_sequential_model(config, model_class=None):
 
 
 def check_recbole_negatives(config, model_class):
-    """A model that trains on RecBole's sampled negatives or labels gets them (our
-    defaults switch RecBole's sampler off), or a :class:`ConfigError` saying how,
-    instead of RecBole's ``KeyError`` after loading."""
+    """A model that trains on RecBole's negatives or labels gets them, or a
+    :class:`ConfigError` saying how."""
     from recbole.utils import InputType, ModelType
 
     sampling = (config["train_neg_sample_args"] or {}).get("distribution", "none")
@@ -134,9 +130,8 @@ def check_recbole_negatives(config, model_class):
 
 
 def recbole_dataset_class(config):
-    """The class RecBole's ``create_dataset`` would build for a non-sequential model,
-    with :class:`CheckedDataset` (``create_dataset`` itself would unpickle a saved
-    dataset)."""
+    """The class RecBole would build for a non-sequential model, with
+    :class:`CheckedDataset`."""
     import importlib
 
     from recbole.utils import ModelType
@@ -151,8 +146,8 @@ def recbole_dataset_class(config):
 
 
 def load_dataset(config, model_class=None):
-    """The run's dataset: a sequential model's ``dataset_class``
-    (:class:`AttnSequentialDataset`), any other's :func:`recbole_dataset_class`."""
+    """The run's dataset: the model's ``dataset_class``, or
+    :func:`recbole_dataset_class`."""
     from recbole.utils import ModelType
 
     if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:

@@ -1,6 +1,5 @@
-"""The one reader of atomic-file headers, and the category field's checks with hints from
-the dataset's files: before the data loads (the field will load) and after (it holds
-categories). The evaluator's collector checks the loaded field without reading files."""
+"""The one reader of atomic-file headers, and the category field's checks with hints
+from the dataset's files, before the data loads and after."""
 
 import os
 
@@ -15,13 +14,11 @@ from recbole_attn.evaluator.collector import (
 
 
 def header_columns(path, separator="\t", encoding="utf-8"):
-    """The columns (``name:type``) of an atomic file's header line."""
     with open(path, encoding=encoding) as f:
         return f.readline().rstrip("\r\n").split(separator)
 
 
 def file_columns(config, source):
-    """``(columns, path)`` of the dataset's ``.<source>`` file; columns None without it."""
     path = os.path.join(config["data_path"] or "", f"{config['dataset']}.{source}")
     if not os.path.isfile(path):
         return None, path
@@ -30,8 +27,7 @@ def file_columns(config, source):
 
 
 def loaded_fields(config, source, fields):
-    """The ``fields`` of a file (inter, item, user) that RecBole loads: ``load_col``
-    (``'*'`` or none: all; a file it does not name: none), less ``unload_col``."""
+    """The ``fields`` of a file that ``load_col`` and ``unload_col`` let RecBole load."""
     load_col, unload_col = config["load_col"], config["unload_col"]
     names = list(fields)
     if isinstance(load_col, dict) and load_col.get(source) != "*":
@@ -81,8 +77,7 @@ def missing_field_hint(config, field, alternative):
 
 def check_category_field_loads(config, who, alternative, headers):
     """Before the data loads: ``category_field`` will load as a ``token_seq`` item
-    feature (``headers``: each file's ``{name: type}``), or a :class:`CategoryFieldError`.
-    """
+    feature, or a :class:`CategoryFieldError`."""
     field = category_field_name(config)
     types = headers.get("item", {})
     if field not in loaded_fields(config, "item", types):
@@ -102,8 +97,7 @@ def check_category_field_loads(config, who, alternative, headers):
 
 
 def check_loaded_categories(config, dataset):
-    """After the data loads: the field the requested metrics need holds categories, or a
-    :class:`CategoryFieldError`."""
+    """After the data loads: the metrics' category field holds categories."""
     metrics = needs_item_categories(config["metrics"])
     if metrics:
         try:
@@ -113,6 +107,5 @@ def check_loaded_categories(config, dataset):
 
 
 def validate_dataset(config, dataset):
-    """:func:`check_metric_options`, then :func:`check_loaded_categories`."""
     check_metric_options(config)
     check_loaded_categories(config, dataset)

@@ -1,12 +1,5 @@
-"""
-recbole_attn.data.hints
-#######################
-
-The command line that creates a missing dataset, for the pipeline's "dataset not found"
-error (:func:`converter_hint`): a ``recbole-attn convert`` command (the converters of
-:mod:`recbole_attn.data.convert`), with ``<path/to/...>`` placeholders for the raw files
-the user downloads.
-"""
+"""The ``recbole-attn convert`` command line that creates a missing dataset
+(:func:`converter_hint`), with ``<path/to/...>`` placeholders for the raw files."""
 
 import shlex
 
@@ -35,14 +28,8 @@ CONVERT = "recbole-attn convert"
 
 
 def converter_hint(name: str, data_path: str) -> str:
-    """The command that creates dataset ``name`` under ``data_path`` (RecBole's
-    ``data_path``, the converters' ``--output_dir``).
-
-    Known names (Office, Tools, Beauty, Sports, Toys, ml-1m, anime; matched
-    case-insensitively, the given spelling is kept for ``--name``) get one command line
-    with ``<path/to/...>`` placeholders for the raw files (and where they come from);
-    other names get the converters' command line with the source to choose.
-    """
+    """The command that creates dataset ``name`` (known names case-insensitively, with
+    their raw files) under ``data_path``."""
     tail = f"--name {shlex.quote(name)} --output_dir {shlex.quote(str(data_path))}"
     known = {k.lower(): k for k in [*_SEQ_DATASETS, "ml-1m", "anime", "ml-100k"]}
     key = known.get(name.lower())

@@ -12,8 +12,8 @@ HISTORIES_ATTR = "_training_histories"
 
 
 class TrainingHistories(NamedTuple):
-    """Histories in compressed form: the items of user ``users[i]`` are
-    ``items[offsets[i]:offsets[i+1]]``, oldest first."""
+    """Histories: user ``users[i]``'s items are ``items[offsets[i]:offsets[i+1]]``,
+    oldest first."""
 
     users: torch.Tensor  # [U]
     offsets: torch.Tensor  # [U + 1]
@@ -24,8 +24,8 @@ class TrainingHistories(NamedTuple):
         return self.offsets[1:] - self.offsets[:-1]
 
     def padded(self, max_length=None):
-        """Right-padded ``[U, W]`` histories (0 = padding), cut to their last
-        ``max_length`` items, and their lengths ``[U]``."""
+        """Right-padded ``[U, W]`` histories cut to their last ``max_length`` items, and
+        their lengths."""
         lengths = self.lengths
         if max_length is not None:
             lengths = lengths.clamp(max=max_length)
@@ -39,8 +39,7 @@ class TrainingHistories(NamedTuple):
 
 
 def histories_from_rows(uid, item_seq, item_seq_len, targets):
-    """Histories from RecBole's rows grouped by user in time order: the first row's
-    prefix, then every row's target."""
+    """Histories from RecBole's rows: the first row's prefix, then every row's target."""
     n = uid.numel()
     if n == 0:
         empty = torch.zeros(0, dtype=torch.long)
@@ -55,9 +54,7 @@ def histories_from_rows(uid, item_seq, item_seq_len, targets):
     offsets = torch.zeros(len(first) + 1, dtype=torch.long)
     offsets[1:] = sizes.cumsum(0)
     items = torch.zeros(int(offsets[-1]), dtype=torch.long)
-    # the prefixes
-    width = item_seq.size(1)
-    steps = torch.arange(width)
+    steps = torch.arange(item_seq.size(1))  # the prefixes
     in_prefix = steps.unsqueeze(0) < prefix_len.unsqueeze(1)
     dest = offsets[:-1].unsqueeze(1) + steps.unsqueeze(0)
     items[dest[in_prefix]] = item_seq[first][in_prefix].long()
@@ -68,8 +65,7 @@ def histories_from_rows(uid, item_seq, item_seq_len, targets):
 
 
 def training_histories(dataset):
-    """The recorded :class:`TrainingHistories` of a training split, else rebuilt from
-    its rows."""
+    """The recorded :class:`TrainingHistories` of a training split, else rebuilt."""
     recorded = getattr(dataset, HISTORIES_ATTR, None)
     if recorded is not None:
         return recorded

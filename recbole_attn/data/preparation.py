@@ -19,7 +19,6 @@ PICKLE_OPTIONS = (
 
 
 def check_no_pickles(config):
-    """A :class:`ConfigError` for any of :data:`PICKLE_OPTIONS` that is set."""
     given = [key for key in PICKLE_OPTIONS if key in config and config[key]]
     if given:
         raise ConfigError(
@@ -31,8 +30,8 @@ def check_no_pickles(config):
 
 
 def data_preparation(config, dataset):
-    """``(train, valid, test)`` dataloaders of ``dataset``, split by ``eval_args`` and
-    checked: RecBole's ``data_preparation`` without loading or saving a file."""
+    """``(train, valid, test)`` dataloaders: RecBole's ``data_preparation`` without
+    pickles, checked."""
     from recbole.data.utils import create_samplers, get_dataloader
     from recbole.sampler import KGSampler
     from recbole.utils import ModelType
@@ -73,8 +72,7 @@ def eval_modes(config):
 
 
 def check_topk(config, dataset):
-    """``topk`` within the items of a full ranking and below the candidates of a sampled
-    one (where Recall@K would be 1 for any model)."""
+    """``topk`` within a full ranking's items and below a sampled ranking's candidates."""
     modes = eval_modes(config)
     items = dataset.item_num - 1  # ids 1.. (0 is padding)
     largest = max(config["topk"])
@@ -97,8 +95,8 @@ def check_topk(config, dataset):
 
 
 def cap_eval_batch_size(config, dataset):
-    """Lower ``eval_batch_size`` (said on the console) so that one full-ranking block of
-    float32 scores stays within ``eval_scores_budget_mb``."""
+    """Lower ``eval_batch_size`` (said) to keep a full-ranking block within
+    ``eval_scores_budget_mb``."""
     full = "full" in eval_modes(config)
     budget = config["eval_scores_budget_mb"]
     if not full or not budget:
@@ -122,8 +120,8 @@ LOO_PHASES = {
 
 
 def check_split(config, dataset, splits):
-    """The users a leave-one-out split leaves out of validation or test, counted on the
-    console; none left is a :class:`DataError`."""
+    """Count the users a leave-one-out split leaves out; none left is a
+    :class:`DataError`."""
     split = (config["eval_args"] or {}).get("split") or {}
     phases = LOO_PHASES.get(split.get("LS")) if isinstance(split, dict) else None
     if not phases:

@@ -8,8 +8,8 @@ the collector hook under every trainer, and the metrics' checks as one-line erro
 from recbole.evaluator.collector import Collector
 
 from recbole_attn.errors import CategoryFieldError, MetricConfigError
-from recbole_attn.evaluator.base_metric import ITEM_CATEGORIES, CategoryMetric
-from recbole_attn.evaluator.collector import (
+from recbole_attn.evaluator.base_metric import ITEM_CATEGORIES, CategoryMetric  # noqa
+from recbole_attn.evaluator.collector import (  # noqa: F401 (the package's API)
     WITHOUT_CATEGORIES,
     category_field_name,
     check_metrics_category_field,
@@ -19,7 +19,7 @@ from recbole_attn.evaluator.collector import (
     needs_item_categories,
 )
 from recbole_attn.evaluator import metrics as _metrics
-from recbole_attn.evaluator.metrics import (
+from recbole_attn.evaluator.metrics import (  # noqa: F401 (the package's API)
     category_multi_hot,
     coverage_per_user,
     f1_score,
@@ -37,8 +37,7 @@ METRIC_DEFAULTS = {
 
 
 class _WithDefaults:
-    """A configuration whose missing or None metric options read
-    :data:`METRIC_DEFAULTS`."""
+    """A configuration whose metric options default to :data:`METRIC_DEFAULTS`."""
 
     def __init__(self, config):
         self.config = config
@@ -55,7 +54,6 @@ class _WithDefaults:
 
 
 def with_metric_defaults(config):
-    """``config`` with the metrics' options defaulting to :data:`METRIC_DEFAULTS`."""
     return config if isinstance(config, _WithDefaults) else _WithDefaults(config)
 
 
@@ -94,8 +92,8 @@ METRICS = (CC, ILD, AccDivF1, F1)
 
 
 def register_metrics():
-    """Register CC, ILD and F1 in RecBole's registry (idempotent), updating its dicts in
-    place (their importers hold them); before the first ``Config()``."""
+    """Register CC, ILD and F1 in RecBole's registry, its dicts updated in place
+    (idempotent)."""
     from recbole.evaluator import register
 
     for cls in METRICS:
@@ -108,9 +106,8 @@ def register_metrics():
 
 
 def check_metric_options(config):
-    """Check ``ild_distance`` and F1's components (a :class:`MetricConfigError`);
-    returns ``(who needs them, what to do instead)`` when a metric needs item
-    categories, else None."""
+    """Check ``ild_distance`` and F1's components; ``(who needs them, what to do
+    instead)`` when a metric needs categories."""
     metrics = needs_item_categories(config["metrics"])
     need = (metrics_who(metrics), WITHOUT_CATEGORIES) if metrics else None
     lowered = [m.lower() for m in metrics]
@@ -125,17 +122,13 @@ def check_metric_options(config):
 
 
 def _dataset_of(data):
-    """The RecBole Dataset of a dataloader (or ``data`` itself)."""
     dataset = getattr(data, "_dataset", None)
-    if dataset is None:
-        dataset = getattr(data, "dataset", data)
-    return dataset
+    return getattr(data, "dataset", data) if dataset is None else dataset
 
 
 def collect_item_categories(collector, data):
-    """Store the item→category table of ``data`` in a ``Collector`` as
-    ``data.item_categories`` when one of its metrics needs it (every
-    ``Collector.data_collect``, RecBole's trainers' included)."""
+    """Store the item→category table in a ``Collector`` when one of its metrics needs
+    it."""
     if collector.register.need(ITEM_CATEGORIES):
         try:
             table = collected_item_categories(collector.config, _dataset_of(data))
@@ -148,31 +141,5 @@ class CategoryCollector(Collector):
     """RecBole's Collector that can also collect the table without ``fit``."""
 
     def ensure_item_categories(self, data):
-        """Collect the table from ``data`` if needed and not collected yet."""
         if ITEM_CATEGORIES not in self.data_struct:
             collect_item_categories(self, data)
-
-
-__all__ = [
-    "CC",
-    "ILD",
-    "AccDivF1",
-    "F1",
-    "METRIC_DEFAULTS",
-    "ITEM_CATEGORIES",
-    "METRICS",
-    "CategoryMetric",
-    "CategoryCollector",
-    "CategoryFieldError",
-    "MetricConfigError",
-    "category_field_name",
-    "category_multi_hot",
-    "check_metric_options",
-    "check_metrics_category_field",
-    "coverage_per_user",
-    "f1_score",
-    "ild_per_user",
-    "item_category_table",
-    "needs_item_categories",
-    "register_metrics",
-]

@@ -11,7 +11,6 @@ DEFAULT_CATEGORY_FIELD = "categories"
 
 
 def category_field_name(config):
-    """``config['category_field']``, ``categories`` if unset."""
     try:
         field = config["category_field"]
     except KeyError:
@@ -26,8 +25,8 @@ NOT_LOADED = (
 
 
 def check_category_field(config, dataset, who, alternative, hint=None):
-    """The category field of ``dataset``, or a ``ValueError`` naming what ``who`` needs
-    and how to fix it (``hint(config, field, alternative)``)."""
+    """The category field of ``dataset``, or a ``ValueError`` saying what ``who`` needs
+    and (``hint``) how to fix it."""
     field = category_field_name(config)
     field2type = dataset.field2type
     if field not in field2type:
@@ -61,7 +60,6 @@ def check_category_field(config, dataset, who, alternative, hint=None):
 
 
 def needs_item_categories(metric_names):
-    """The metrics of ``metric_names`` that need item categories."""
     from recbole.evaluator.register import metric_information
 
     return [
@@ -72,7 +70,6 @@ def needs_item_categories(metric_names):
 
 
 def metrics_who(metrics):
-    """The subject of a category-field message: which ``metrics`` need the field."""
     if not metrics:
         return "the collector needs"
     if len(metrics) == 1:
@@ -85,7 +82,6 @@ WITHOUT_CATEGORIES = "remove CC, ILD and F1 from metrics"
 
 
 def check_metrics_category_field(config, dataset, metrics=None, hint=None):
-    """:func:`check_category_field` for the ``metrics`` that need categories."""
     if metrics is None:
         metrics = needs_item_categories(config["metrics"])
     who = metrics_who(metrics)

@@ -18,8 +18,8 @@ from recbole_attn.per_user_file import (  # noqa: F401  (re-exported)
 
 
 class PerUserRecorder:
-    """While :meth:`recording`, the users and target ranks of every full-ranking batch
-    and, at the end, every metric's per-user values."""
+    """Records every full-ranking batch's users and target ranks, then the metrics'
+    per-user values."""
 
     def __init__(self, trainer):
         self.trainer = trainer
@@ -59,7 +59,6 @@ class PerUserRecorder:
             evaluator.evaluate = evaluate
 
     def rows(self, dataset):
-        """``(header, rows)``: one row per user, tokens of the dataset."""
         users = torch.cat(self.users).numpy() if self.users else np.zeros(0, int)
         ranks = torch.cat(self.ranks).numpy() if self.ranks else np.zeros(0, int)
         tokens = dataset.field2id_token[dataset.uid_field][users]
@@ -78,8 +77,7 @@ def _cell(value):
 
 def per_user_values(evaluator, struct):
     """``{metric@k: [users] array}`` of every metric of ``evaluator`` with per-user
-    values (RecBole's top-K metrics, AveragePopularity, TailPercentage, our CC and ILD)
-    from the evaluation's ``struct``."""
+    values."""
     from recbole.evaluator.base_metric import TopkMetric
 
     out = {}

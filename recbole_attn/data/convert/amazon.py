@@ -26,20 +26,12 @@ import pandas as pd
 
 from recbole_attn.data.convert import cli
 from recbole_attn.data.convert.clean import clean_token, clean_tokens
-from recbole_attn.data.convert.read import (
-    ITEM,
-    RATING,
-    TIME,
-    USER,
-    BadLines,
-    ConversionError,
-)
-from recbole_attn.data.convert.read import _lines, _to_float
+from recbole_attn.data.convert.read import ITEM, RATING, BadLines, ConversionError
+from recbole_attn.data.convert.read import _frame, _lines, _to_float
 
 
 def _parse_record(line: str) -> dict:
-    """A strict-JSON line (2018 files, 2014 reviews) or a python-literal line (2014
-    metadata). Never ``eval``: ``ast.literal_eval`` only builds literals."""
+    """A JSON or a python-literal line (``ast.literal_eval``, never ``eval``)."""
     try:
         record = json.loads(line)
     except ValueError:
@@ -53,8 +45,7 @@ def _parse_record(line: str) -> dict:
 
 
 def amazon_csv_order(path: str) -> str:
-    """Column order of a ratings-only CSV: 2014's ``ratings_<Cat>.csv`` user first,
-    2018's ``<Cat>.csv`` item first."""
+    """Column order of a ratings-only CSV: user first (2014) or item first (2018)."""
     base = os.path.basename(path)
     return "user_item" if base.startswith("ratings_") else "item_user"
 
@@ -62,14 +53,10 @@ def amazon_csv_order(path: str) -> str:
 def parse_amazon_reviews(
     path: str, bad: Optional[BadLines] = None, csv_order: str = "auto"
 ) -> pd.DataFrame:
-    """Amazon review (JSON lines) or rating (CSV without header; ``csv_order`` overrides
-    the guess) file -> ``user_id, item_id, timestamp, rating``."""
+    """An Amazon review or rating file -> ``user_id, item_id, timestamp, rating``."""
     bad = bad or BadLines()
     stem = path[:-3] if path.endswith(".gz") else path
-    users: List[str] = []
-    items: List[str] = []
-    times: List[int] = []
-    ratings: List[float] = []
+    rows = []
     if stem.endswith(".csv"):
         order = amazon_csv_order(path) if csv_order == "auto" else csv_order
         if order not in ("user_item", "item_user"):
@@ -85,10 +72,7 @@ def parse_amazon_reviews(
                 bad(path, lineno, str(exc))
                 continue
             user, item = (parts[0], parts[1]) if order == "user_item" else parts[1::-1]
-            users.append(user)
-            items.append(item)
-            ratings.append(rating)
-            times.append(ts)
+            rows.append((user, item, ts, rating))
     else:
         for lineno, line in _lines(path):
             try:
@@ -105,18 +89,9 @@ def parse_amazon_reviews(
             except (ValueError, TypeError) as exc:
                 bad(path, lineno, str(exc))
                 continue
-            users.append(str(rec["reviewerID"]).strip())
-            items.append(str(rec["asin"]).strip())
-            times.append(ts)
-            ratings.append(rating)
-    df = pd.DataFrame(
-        {
-            USER: users,
-            ITEM: items,
-            TIME: np.asarray(times, dtype=np.int64),
-            RATING: np.asarray(ratings, dtype=np.float64),
-        }
-    )
+            user, item = str(rec["reviewerID"]).strip(), str(rec["asin"]).strip()
+            rows.append((user, item, ts, rating))
+    df = _frame(rows, with_rating=True)
     if df[RATING].isna().any():  # a review file without ratings
         df = df.drop(columns=[RATING])
     return df
@@ -126,8 +101,8 @@ _ASIN = re.compile(r"""["']asin["']\s*:\s*["']([^"']+)["']""")
 
 
 def amazon_meta_categories(record: dict) -> List[str]:
-    """Category tokens of one metadata record: the names of its category paths (2014: a
-    list of paths, 2018: one), roots dropped, in order, without repeats."""
+    """Category tokens of one metadata record: its paths' names, roots dropped, no
+    repeats."""
     paths = record.get("categories")
     if paths is None:
         paths = record.get("category")
@@ -145,8 +120,7 @@ def parse_amazon_meta(
     asins: Optional[set] = None,
     bad: Optional[BadLines] = None,
 ) -> Tuple[Dict[str, List[str]], Dict[str, str]]:
-    """Amazon metadata -> ``(asin -> category tokens, asin -> brand token)``; lines
-    recognisably not of ``asins`` are skipped unparsed."""
+    """Amazon metadata -> ``(asin -> category tokens, asin -> brand token)``."""
     bad = bad or BadLines()
     cats: Dict[str, List[str]] = {}
     brands: Dict[str, str] = {}
@@ -212,8 +186,6 @@ def read(args, bad: BadLines):
 
 
 def main(argv=None, prog: Optional[str] = None) -> None:
-    """Convert (``argv``: the options; ``prog``: how the converter was invoked, for
-    usage lines and the command the dataset's yaml records)."""
     cli.convert_main(argv, build_parser(prog), read, check)
 
 

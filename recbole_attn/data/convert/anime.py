@@ -33,8 +33,7 @@ from recbole_attn.data.convert.read import READ_ERRORS, open_text
 
 
 def parse_anime_ratings(path: str, bad: Optional[BadLines] = None) -> pd.DataFrame:
-    """Kaggle ``rating.csv`` (``user_id,anime_id,rating``; -1 = watched without a
-    rating), the row number as the timestamp."""
+    """Kaggle ``rating.csv``, the row number as the timestamp."""
     bad = bad or BadLines()
     rows = []
     header_seen = False
@@ -64,7 +63,6 @@ def parse_anime_ratings(path: str, bad: Optional[BadLines] = None) -> pd.DataFra
 def parse_anime_genres(
     path: str, bad: Optional[BadLines] = None
 ) -> Dict[str, List[str]]:
-    """Kaggle ``anime.csv`` -> anime -> genre tokens."""
     try:
         return _anime_genres(path, bad or BadLines())
     except (UnicodeDecodeError, *READ_ERRORS, csv.Error) as exc:
@@ -110,8 +108,6 @@ def read(args, bad: BadLines):
 
 
 def main(argv=None, prog: Optional[str] = None) -> None:
-    """Convert (``argv``: the options; ``prog``: how the converter was invoked, for
-    usage lines and the command the dataset's yaml records)."""
     cli.convert_main(argv, build_parser(prog), read)
 
 

@@ -14,8 +14,6 @@ import pandas as pd
 
 from recbole_attn.data.convert.read import ITEM, RATING, TIME, USER, ConversionError
 
-# ------------------------------------------------------------------ category tokens
-
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -28,7 +26,6 @@ def clean_token(name) -> Optional[str]:
 
 
 def clean_tokens(names: Iterable) -> List[str]:
-    """Clean names, dropping empty ones and repeats (first occurrence kept)."""
     seen: Dict[str, None] = {}
     for name in names:
         token = clean_token(name)
@@ -37,19 +34,14 @@ def clean_tokens(names: Iterable) -> List[str]:
     return list(seen)
 
 
-# ---------------------------------------------------------------------- filtering
-
-
 def chronological(df: pd.DataFrame) -> pd.DataFrame:
-    """Users in order of first appearance; within a user, a stable sort by timestamp
-    (interactions with equal timestamps keep their file order)."""
+    """Users in order of first appearance, each one's rows stably sorted by time."""
     user_code = pd.factorize(df[USER])[0]
     order = np.lexsort((df[TIME].to_numpy(), user_code))  # lexsort is stable
     return df.iloc[order].reset_index(drop=True)
 
 
 def drop_duplicates(df: pd.DataFrame) -> pd.DataFrame:
-    """Keep the first row of every (user, item) pair (the earliest, on sorted input)."""
     return df.drop_duplicates(subset=[USER, ITEM], keep="first").reset_index(drop=True)
 
 
@@ -60,9 +52,8 @@ def k_core(
     user_col: str = USER,
     item_col: str = ITEM,
 ) -> pd.DataFrame:
-    """Iterated k-core on users (``k``) and items (``item_k``, default ``k``), row order
-    kept; ``<= 1`` turns a side off. The passes that removed something:
-    ``attrs['k_core_passes']``."""
+    """Iterated k-core on users (``k``) and items (``item_k``), row order kept; ``<=
+    1``: off."""
     item_k = k if item_k is None else item_k
     passes = 0
     while True:
@@ -82,9 +73,6 @@ def k_core(
     return df
 
 
-# ---------------------------------------------------------------------- pipeline
-
-
 def _natural_key(token: str):
     return (0, int(token), "") if token.isdigit() else (1, 0, token)
 
@@ -94,8 +82,7 @@ def item_table(
     categories: Mapping[str, List[str]],
     brands: Optional[Mapping[str, str]] = None,
 ) -> List[Tuple[str, List[str], Optional[str]]]:
-    """Rows ``(item, category tokens, brand)`` of the ``.item`` file: only the given
-    (interacted) items that have at least one category, in natural id order."""
+    """Rows ``(item, category tokens, brand)`` of the interacted items with categories."""
     rows = []
     for item in sorted(set(items), key=_natural_key):
         cats = categories.get(item)
@@ -106,7 +93,6 @@ def item_table(
 
 @dataclass
 class Options:
-    """Filtering options shared by the converters (see ``cli.add_common_args``)."""
 
     k: int = 5
     item_k: Optional[int] = None
@@ -117,7 +103,6 @@ class Options:
 
 @dataclass
 class Converted:
-    """The result of :func:`convert`: the final interactions and ``.item`` rows."""
 
     inter: pd.DataFrame
     item_rows: List[Tuple[str, List[str], Optional[str]]]
@@ -131,8 +116,7 @@ def convert(
     brands: Optional[Mapping[str, str]] = None,
     options: Optional[Options] = None,
 ) -> Converted:
-    """Filter, order, de-duplicate and k-core the parsed interactions; build the item rows
-    (only interacted items with categories)."""
+    """Filter, order, de-duplicate and k-core the interactions; build the item rows."""
     opts = options or Options()
     df = inter
     if df.empty:

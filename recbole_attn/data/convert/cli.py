@@ -6,12 +6,9 @@ the options every converter takes (:func:`add_common_args`), the one ``main``
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
-from typing import Callable, Dict, List, Optional, Tuple
-
-import pandas as pd
+from typing import Callable, List, Optional
 
 from recbole_attn.options.arguments import OneLineParser
 from recbole_attn.data.convert.clean import Converted, Options, convert
@@ -20,19 +17,17 @@ from recbole_attn.data.convert.write import (
     _check_name,
     _refuse_existing,
     clear_unfinished,
+    dataset_paths,
     summary_text,
     write_dataset,
 )
 
 
 def prog(name: str) -> str:
-    """How converter ``name`` is invoked by default (its usage line and the command the
-    dataset's yaml records)."""
     return f"recbole-attn convert {name}"
 
 
 def _underscored(arg: str) -> str:
-    """``--skip-bad-lines`` -> ``--skip_bad_lines`` (the option name only, not a value)."""
     if not arg.startswith("--"):
         return arg
     name, eq, value = arg.partition("=")
@@ -40,8 +35,7 @@ def _underscored(arg: str) -> str:
 
 
 class ConverterParser(OneLineParser):
-    """The converters' parser: one-line errors, no abbreviations, and every underscored
-    option (``--skip_bad_lines``) also spelled with hyphens."""
+    """The converters' parser; options may be spelled with hyphens."""
 
     def __init__(self, **kwargs):
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
@@ -127,11 +121,7 @@ def check_fresh(args: argparse.Namespace) -> None:
     _check_name(args.name)
     clear_unfinished(args.output_dir, args.name)  # a killed conversion's files
     if not args.overwrite:
-        folder = os.path.join(args.output_dir, args.name)
-        _refuse_existing(
-            os.path.join(folder, f"{args.name}.{ext}")
-            for ext in ("inter", "item", "yaml")
-        )
+        _refuse_existing(dataset_paths(args.output_dir, args.name).values())
 
 
 def finish(
@@ -141,8 +131,6 @@ def finish(
     prog: str,
     argv: Optional[List[str]] = None,
 ) -> None:
-    """Write the dataset (the yaml records the command: ``prog`` and the options) and
-    print the summary."""
     argv = sys.argv[1:] if argv is None else argv
     command = " ".join([prog] + [shlex.quote(str(a)) for a in argv])
     paths = write_dataset(result, args.output_dir, args.name, args.overwrite, command)
@@ -150,21 +138,13 @@ def finish(
     print(summary_text(result.stats, bad))
 
 
-#: a script's reader: (args, bad lines) -> interactions, item categories, brands or None
-Reader = Callable[
-    [argparse.Namespace, BadLines],
-    Tuple[pd.DataFrame, Dict[str, List[str]], Optional[Dict[str, str]]],
-]
-
-
 def convert_main(
     argv: Optional[List[str]],
     parser: argparse.ArgumentParser,
-    read: Reader,
+    read: Callable,
     check: Optional[Callable[[argparse.Namespace], None]] = None,
 ) -> None:
-    """A converter's run: options (the script's ``check`` first), refuse an existing
-    dataset before reading anything large, read, convert, write."""
+    """A converter's run: options, refuse an existing dataset, read, convert, write."""
     args = parser.parse_args(argv)
     options = options_from_args(args)
     if check is not None:
@@ -176,8 +156,7 @@ def convert_main(
 
 
 def run_main(main: Callable[..., None], argv=None, prog: Optional[str] = None) -> int:
-    """Run a converter's main as every command runs: a :class:`ConversionError` is
-    ``error: ...`` and exit status 2."""
+    """Run a converter's main: a :class:`ConversionError` is ``error: ...``, status 2."""
     from recbole_attn.options.arguments import guarded
 
     return guarded(main, argv, prog=prog) or 0

@@ -78,8 +78,6 @@ def read(args, bad: BadLines):
 
 
 def main(argv=None, prog: Optional[str] = None) -> None:
-    """Convert (``argv``: the options; ``prog``: how the converter was invoked, for
-    usage lines and the command the dataset's yaml records)."""
     cli.convert_main(argv, build_parser(prog), read)
 
 

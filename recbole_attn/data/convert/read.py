@@ -36,7 +36,7 @@ def _require_file(path: str) -> None:
 
 
 def open_text(path: str, encoding: str = "utf-8") -> io.TextIOBase:
-    """Open a text file, transparently gunzipping ``*.gz``; a missing file is a
+    """Open a text file, gunzipping ``*.gz``; a missing file is a
     :class:`ConversionError`."""
     _require_file(path)
     if path.endswith(".gz"):
@@ -64,8 +64,7 @@ class BadLines:
 
 
 def _lines(path: str, encoding: str = "utf-8") -> Iterator[Tuple[int, str]]:
-    """``(line number, line)`` of the non-blank lines, decoded one by one (an
-    undecodable byte is reported on its line)."""
+    """``(line number, line)`` of the non-blank lines, decoded line by line."""
     _require_file(path)
     opener = gzip.open if path.endswith(".gz") else open
     lineno = 0

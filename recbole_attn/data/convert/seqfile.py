@@ -23,25 +23,14 @@ import pandas as pd
 
 from recbole_attn.data.convert import cli
 from recbole_attn.data.convert.clean import clean_tokens
-from recbole_attn.data.convert.read import (
-    ITEM,
-    TIME,
-    USER,
-    BadLines,
-    ConversionError,
-    _lines,
-)
+from recbole_attn.data.convert.read import BadLines, ConversionError, _frame, _lines
 from recbole_attn.data.convert.read import READ_ERRORS, open_text
 
 
 def parse_seqfile(path: str, bad: Optional[BadLines] = None) -> pd.DataFrame:
-    """A sequence file, one line ``uid i1 i2 ...`` per user with non-negative integer
-    ids; an item's position in its line is its timestamp. No item, a non-integer id or a
-    repeated user is malformed."""
+    """A sequence file, ``uid i1 i2 ...`` per user; an item's position is its timestamp."""
     bad = bad or BadLines()
-    users: List[str] = []
-    items: List[str] = []
-    times: List[int] = []
+    rows = []
     seen: Dict[str, int] = {}
     for lineno, line in _lines(path):
         parts = line.split()
@@ -57,13 +46,8 @@ def parse_seqfile(path: str, bad: Optional[BadLines] = None) -> pd.DataFrame:
             bad(path, lineno, f"user {uid} already has a line (line {seen[uid]})")
             continue
         seen[uid] = lineno
-        seq = [str(int(p)) for p in parts[1:]]
-        users.extend([uid] * len(seq))
-        items.extend(seq)
-        times.extend(range(1, len(seq) + 1))
-    return pd.DataFrame(
-        {USER: users, ITEM: items, TIME: np.asarray(times, dtype=np.int64)}
-    )
+        rows += [(uid, str(int(p)), t, np.nan) for t, p in enumerate(parts[1:], 1)]
+    return _frame(rows, with_rating=False)
 
 
 def parse_item2attributes(path: str) -> Dict[str, List[int]]:
@@ -95,8 +79,7 @@ def parse_item2attributes(path: str) -> Dict[str, List[int]]:
 
 
 def brand_like_ids(item2attrs: Mapping[str, List[int]]) -> set:
-    """Attribute ids that only ever appear at list position 0 (S3Rec puts the brand
-    first; SOURCES.md §2)."""
+    """Attribute ids only ever at list position 0 (S3Rec's brand; SOURCES.md §2)."""
     first = set()
     later = set()
     for attrs in item2attrs.values():
@@ -113,8 +96,7 @@ def split_attributes(
     item2attrs: Mapping[str, List[int]], mode: str = "categories"
 ) -> Tuple[Dict[str, List[str]], Optional[Dict[str, str]]]:
     """S3Rec attributes -> ``(item -> category tokens, item -> brand token)`` by
-    ``mode``: ``categories`` (brand-like first ids dropped), ``all`` or ``brand_split``
-    (docs/datasets.md)."""
+    ``mode``."""
     if mode not in ATTRIBUTE_MODES:
         raise ConversionError(
             f"unknown attributes mode {mode!r} (choose from {', '.join(ATTRIBUTE_MODES)})"
@@ -162,8 +144,6 @@ def read(args, bad: BadLines):
 
 
 def main(argv=None, prog: Optional[str] = None) -> None:
-    """Convert (``argv``: the options; ``prog``: how the converter was invoked, for
-    usage lines and the command the dataset's yaml records)."""
     cli.convert_main(argv, build_parser(prog), read)
 
 

@@ -30,8 +30,6 @@ from recbole_attn.files import (
     write_files,
 )
 
-# ------------------------------------------------------------------------ file texts
-
 
 def _num(value: float) -> str:
     value = float(value)
@@ -39,7 +37,6 @@ def _num(value: float) -> str:
 
 
 def inter_text(df: pd.DataFrame) -> str:
-    """The ``.inter`` file: ``user_id:token item_id:token timestamp:float[ rating:float]``."""
     cols = [USER, ITEM, TIME] + ([RATING] if RATING in df.columns else [])
     header = "\t".join(f"{c}:{'token' if c in (USER, ITEM) else 'float'}" for c in cols)
     out = io.StringIO()
@@ -58,8 +55,6 @@ def inter_text(df: pd.DataFrame) -> str:
 
 
 def item_text(rows, with_brand: bool = False) -> str:
-    """The ``.item`` file: ``item_id:token categories:token_seq[ brand:token]``; every
-    row has a category, a missing brand is an empty cell."""
     lines = [
         f"{ITEM}:token\t{CATEGORIES}:token_seq"
         + (f"\t{BRAND}:token" if with_brand else "")
@@ -78,8 +73,7 @@ def dataset_yaml(
     has_rating: bool = False,
     command: Optional[str] = None,
 ) -> str:
-    """The dataset's RecBole config: field mapping, ``category_field``, and a
-    ``load_col`` without the rating (implicit feedback)."""
+    """The dataset's RecBole config (field mapping, ``load_col``, ``category_field``)."""
     lines = []
     if command:
         lines.append(f"# Written by: {command}")
@@ -116,17 +110,12 @@ def dataset_yaml(
     return "\n".join(lines) + "\n"
 
 
-# ------------------------------------------------------------------ atomic writing
-
-
 def write_atomic(
     files: Mapping[str, "str | Callable[[io.TextIOBase], None]"],
     overwrite: bool = False,
     remove: Iterable[str] = (),
 ) -> None:
-    """Write files all-or-nothing (:func:`recbole_attn.files.write_files`); without
-    ``overwrite`` an existing target is a :class:`ConversionError`; then delete
-    ``remove``."""
+    """Write files all-or-nothing; without ``overwrite`` an existing one is an error."""
     write_files(
         files,
         "the conversion",
@@ -140,9 +129,6 @@ def _refuse_existing(targets: Iterable[str]) -> None:
     refuse_existing(list(targets), "the conversion", error=ConversionError)
 
 
-# ---------------------------------------------------------------------- datasets
-
-
 def write_dataset(
     result: Converted,
     output_dir: str,
@@ -150,9 +136,8 @@ def write_dataset(
     overwrite: bool = False,
     command: Optional[str] = None,
 ) -> Dict[str, str]:
-    """Write ``<output_dir>/<name>/<name>.{inter,item,yaml}`` atomically under the claim
-    ``.<name>.converting`` (:func:`clear_unfinished`), the yaml last; returns the paths.
-    No categories: no ``.item`` (a stale one is removed)."""
+    """Write the dataset's files all-or-nothing under a claim
+    (:func:`clear_unfinished`), the yaml last."""
     _check_name(name)
     folder = os.path.join(output_dir, name)
     paths = dataset_paths(output_dir, name)
@@ -189,7 +174,6 @@ def write_dataset(
 
 
 def dataset_paths(output_dir: str, name: str) -> Dict[str, str]:
-    """``{"inter", "item", "yaml"}`` -> the path of that file of dataset ``name``."""
     folder = os.path.join(output_dir, name)
     return {
         ext: os.path.join(folder, f"{name}.{ext}") for ext in ("inter", "item", "yaml")
@@ -197,7 +181,6 @@ def dataset_paths(output_dir: str, name: str) -> Dict[str, str]:
 
 
 def unfinished_marker(folder: str, name: str) -> str:
-    """The claim a conversion holds in ``folder`` while it publishes dataset ``name``."""
     return os.path.join(folder, f".{name}.converting")
 
 
@@ -215,8 +198,7 @@ def _claim(folder: str, name: str) -> str:
 
 
 def clear_unfinished(output_dir: str, name: str) -> None:
-    """Remove what a conversion killed while publishing left (its claim and files); a
-    conversion still running is a :class:`ConversionError`."""
+    """Remove what a killed conversion left; one still running is an error."""
     folder = os.path.join(output_dir, name)
     marker = unfinished_marker(folder, name)
     try:
