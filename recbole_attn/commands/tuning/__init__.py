@@ -112,9 +112,10 @@ def tune_model(
     Returns the search's ``result.json`` as a dict; ``output`` is its folder."""
     numbers = num_samples, cpus_per_trial, gpus_per_trial, max_concurrent
     _check_options(algo, scheduler, tool, ray_address, *numbers)
-    search = _prepare(model, dataset, params_file, config_file_list, config_dict, algo)
+    overrides = _absolute(config_dict)
     if gpus_per_trial:
-        search["overrides"].setdefault("use_gpu", True)
+        overrides.setdefault("use_gpu", True)
+    search = _prepare(model, dataset, params_file, config_file_list, overrides, algo)
     if tool == "ray":
         check_ray_address(ray_address)
     search.update(
@@ -140,7 +141,7 @@ def tune_model(
             _unlink_quietly(os.path.join(output, OWNER))
 
 
-def _prepare(model, dataset, params_file, config_file_list, config_dict, algo):
+def _prepare(model, dataset, params_file, config_file_list, overrides, algo):
     """The search's space, files and overrides, and what its configuration says (the
     model's class name, validation mode and metric, epochs), checked before any trial.
     """
@@ -148,7 +149,6 @@ def _prepare(model, dataset, params_file, config_file_list, config_dict, algo):
     from recbole_attn.options.check import known_run_keys
 
     params = read_params_file(params_file)
-    overrides = _absolute(config_dict)
     files = [os.path.abspath(p) for p in config_file_list or []]
     probe = make_config(model, dataset, files, overrides)
     name = probe.model_class.__name__
