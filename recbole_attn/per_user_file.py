@@ -1,18 +1,5 @@
-"""
-recbole_attn.per_user_file
-##########################
-
-The per-user file of ``recbole-attn evaluate --per_user=FILE`` (the input of
-``recbole-attn compare``; docs/compare.md): reading, checking and writing it, with the
-standard library only, so that comparing two files imports neither torch nor RecBole.
-
-``FILE`` is plain CSV, which ``pandas.read_csv(FILE)`` and ``csv.reader`` read as they
-are: a header ``user,rank,<metric@k>,...`` and one row per user (a cell is empty where a
-metric leaves the user out: ILD for a list without two categorized items). What the
-values are of (the model, the dataset and its data fingerprint, the split, the history
-masking, the checkpoint) is in ``FILE.json`` beside it (:func:`meta_path`), a JSON object
-with ``"format": "recbole-attn per-user results"``. Files written before this layout
-(the JSON in a first line ``# recbole-attn per-user results {...}``) are still read.
+"""The per-user file of ``recbole-attn evaluate --per_user=FILE`` (docs/compare.md): plain
+CSV, with what was evaluated in ``FILE.json`` beside it; read without torch or RecBole.
 """
 
 import csv
@@ -22,6 +9,7 @@ import math
 import os
 
 from recbole_attn.errors import RecboleAttnError
+from recbole_attn.files import read_text, write_files
 
 #: the first characters of a per-user file of the first layout (metadata in line 1)
 MARK = "# recbole-attn per-user results "
@@ -33,15 +21,9 @@ EXTENSION = ".csv"
 #: the range of each metric's per-user value (RecBole's top-K metrics, ours, and
 #: RecBole's popularity metrics); other columns must be finite
 RANGES = {
-    "recall": (0.0, 1.0),
-    "ndcg": (0.0, 1.0),
-    "mrr": (0.0, 1.0),
-    "hit": (0.0, 1.0),
-    "precision": (0.0, 1.0),
-    "map": (0.0, 1.0),
-    "cc": (0.0, 1.0),
-    "ild": (0.0, 1.0),
-    "tailpercentage": (0.0, 1.0),
+    **dict.fromkeys(
+        "recall ndcg mrr hit precision map cc ild tailpercentage".split(), (0.0, 1.0)
+    ),
     "averagepopularity": (0.0, math.inf),
 }
 
@@ -56,8 +38,7 @@ def meta_path(path):
 
 
 def check_extension(path, flag="--per_user"):
-    """A :class:`PerUserFileError` unless ``path`` names a ``.csv`` file (anything else
-    would be CSV under another name)."""
+    """A :class:`PerUserFileError` unless ``path`` names a ``.csv`` file."""
     if os.path.splitext(str(path))[1].lower() != EXTENSION:
         raise PerUserFileError(
             f"{flag}={path}: per-user results are written as CSV (with their metadata "
@@ -81,10 +62,7 @@ def meta_json(meta):
 
 
 def write_per_user(path, header, rows, meta, overwrite=False):
-    """Write the per-user file ``path`` and its metadata file (:func:`meta_path`),
-    both or neither, never over existing files without ``overwrite``."""
-    from recbole_attn.files import write_files
-
+    """Write ``path`` and its metadata file, both or neither."""
     write_files(
         {str(path): per_user_csv(header, rows), meta_path(path): meta_json(meta)},
         "the per-user results",
@@ -101,8 +79,6 @@ def _not_one(path, why):
 
 def _read_meta(path):
     """The metadata of ``path`` from its metadata file."""
-    from recbole_attn.files import read_text
-
     sidecar = meta_path(path)
     if str(path).endswith(".json") and os.path.isfile(str(path)[: -len(".json")]):
         raise _not_one(
@@ -125,11 +101,7 @@ def _read_meta(path):
 
 
 def read_per_user(path):
-    """``(meta, header, rows)`` of a per-user file (either layout), the cells as text;
-    a :class:`PerUserFileError` when it is not one or its values cannot be compared
-    (:func:`check_table`)."""
-    from recbole_attn.files import read_text
-
+    """``(meta, header, rows)`` of a per-user file (either layout), cells as text."""
     text = read_text(path, "per-user file")
     if text.startswith(MARK):  # the first layout: the metadata in line 1
         first, _, text = text.partition("\n")
@@ -164,10 +136,7 @@ def metric_range(column):
 
 
 def check_table(path, header, rows, lines=None):
-    """What compare needs of a per-user table: one column per metric, every row as long
-    as the header, one row per user, ranks that are integers >= 1, every value a finite
-    number in its metric's range (or empty: the metric leaves the user out). A
-    :class:`PerUserFileError` naming the file, the line and the column otherwise."""
+    """A :class:`PerUserFileError` naming the line and column unless compare can use it."""
     lines = lines or [i + 2 for i in range(len(rows))]
     twice = sorted({c for c in header if header.count(c) > 1})
     if twice:
