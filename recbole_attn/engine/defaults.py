@@ -1,27 +1,7 @@
 """Our model defaults beside RecBole's: one log line where a run's differ
 (docs/upstream.md)."""
 
-import os
-
 import yaml
-
-
-def recbole_values(keys, dataset):
-    """``{key: value}`` RecBole's own ``Config`` gives a sequential model."""
-    import recbole
-
-    root = os.path.join(os.path.dirname(recbole.__file__), "properties")
-    values = {}
-    for path in (
-        os.path.join(root, "overall.yaml"),
-        os.path.join(root, "dataset", "sample.yaml"),
-        os.path.join(root, "dataset", f"{dataset}.yaml"),
-        os.path.join(root, "quick_start_config", "sequential.yaml"),
-    ):
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                values.update(yaml.safe_load(f) or {})
-    return {k: values[k] for k in keys if k in values}
 
 
 def _exportable(name):
@@ -45,9 +25,7 @@ def differences_line(config):
         return None
     own = {}
     for cls in reversed(get_model_class(name).__mro__):
-        if "yaml_header" in vars(
-            cls
-        ):  # the model's yaml files here, base classes first
+        if "yaml_header" in vars(cls):  # the model's yaml files, base classes first
             own.update(yaml.safe_load(declared_yaml(cls)) or {})
     given = getattr(config, "given_keys", set())
     differ = [
