@@ -1,23 +1,18 @@
 """Category-diversity metrics of the top-K lists as RecBole metrics (docs/metrics.md), on
-the item→category table the collector stores under ``data.item_categories`` (row = item
-id, category token ids zero-padded); exported into RecBole's ``metrics.py``.
+the item→category table ``data.item_categories``; exported into RecBole's ``metrics.py``.
 
 Notation: ``R_u^K`` = the top-K items of user ``u``; ``c_i`` = the multi-hot category vector
 of item ``i``; ``C`` = the set of distinct categories that occur in the item table.
 
 * ``CC@K``  (category coverage) = mean_u |∪_{i ∈ R_u^K} c_i| / |C|.
 * ``ILD@K`` (intra-list distance) = mean_u of mean_{i<j ∈ R_u^K} (1 − sim(c_i, c_j)), where
-  ``sim`` is the cosine ``|c_i ∩ c_j| / sqrt(|c_i| |c_j|)`` (default, ``ild_distance:
-  cosine``) or the Jaccard index ``|c_i ∩ c_j| / |c_i ∪ c_j|`` (``ild_distance: jaccard``).
-  Pairs with an uncategorized item are skipped. A user whose top-K has no pair of two
-  categorized items (always the case for K = 1) has no ILD and is left out of the mean
-  over users; if no user has one, ILD@K = 0.
-* ``AccDivF1@K`` = 2·a·d / (a + d), the harmonic mean of accuracy and diversity (not
-  precision and recall), from dataset-level means, a = mean of the accuracy metrics
-  (``f1_accuracy_metrics``, default ``[Recall, NDCG]``), d = mean of the diversity metrics
-  (``f1_diversity_metrics``, default ``[CC, ILD]``), all at the same K. AccDivF1 computes
-  its components itself; they need not be in ``metrics``.
-"""
+  ``sim`` is the cosine ``|c_i ∩ c_j| / sqrt(|c_i| |c_j|)`` (``ild_distance: cosine``,
+  default) or Jaccard ``|c_i ∩ c_j| / |c_i ∪ c_j|`` (``jaccard``), over pairs of categorized
+  items; a user without one (always at K = 1) is left out of the mean, ILD@K = 0 if all are.
+* ``AccDivF1@K`` = 2·a·d / (a + d), the harmonic mean (not of precision and recall) of the
+  dataset-level means a of the accuracy metrics (``f1_accuracy_metrics``, default ``[Recall,
+  NDCG]``) and d of the diversity metrics (``f1_diversity_metrics``, default ``[CC, ILD]``)
+  at the same K, which AccDivF1 computes itself (they need not be in ``metrics``)."""
 
 import numpy as np
 import torch
