@@ -74,9 +74,7 @@ def dataset_yaml(
     command: Optional[str] = None,
 ) -> str:
     """The dataset's RecBole config (field mapping, ``load_col``, ``category_field``)."""
-    lines = []
-    if command:
-        lines.append(f"# Written by: {command}")
+    lines = [f"# Written by: {command}"] if command else []
     lines += [
         "# Field mapping of the converted dataset (dataset_scripts/, docs/datasets.md).",
         f"USER_ID_FIELD: {USER}",
@@ -87,26 +85,25 @@ def dataset_yaml(
         lines.append(
             f"# The .inter file also has '{RATING}'; it is not loaded (implicit feedback)."
         )
-    lines.append("load_col:")
-    lines.append(f"  inter: [{USER}, {ITEM}, {TIME}]")
-    if has_categories:
-        lines.append(f"  item: [{ITEM}, {CATEGORIES}]")
-        if has_brand:
-            lines.append(
-                f"# The .item file also has '{BRAND}' (add it to load_col.item to use it)."
-            )
-        lines.append(f"category_field: {CATEGORIES}")
+    lines += ["load_col:", f"  inter: [{USER}, {ITEM}, {TIME}]"]
+    if not has_categories:
+        lines += [
+            "# No category metadata exists for this dataset (no .item file), so the",
+            "# diversity metrics (CC, ILD, F1) are unavailable on it.",
+            "category_field: ~",
+        ]
+        return "\n".join(lines) + "\n"
+    lines.append(f"  item: [{ITEM}, {CATEGORIES}]")
+    if has_brand:
         lines.append(
-            "# Items without categories are not in the .item file; RecBole would drop their\n"
-            "# interactions by default (filter_inter_by_user_or_item: True). Keep them:"
+            f"# The .item file also has '{BRAND}' (add it to load_col.item to use it)."
         )
-        lines.append("filter_inter_by_user_or_item: False")
-    else:
-        lines.append(
-            "# No category metadata exists for this dataset (no .item file), so the\n"
-            "# diversity metrics (CC, ILD, F1) are unavailable on it."
-        )
-        lines.append("category_field: ~")
+    lines += [
+        f"category_field: {CATEGORIES}",
+        "# Items without categories are not in the .item file; RecBole would drop their",
+        "# interactions by default (filter_inter_by_user_or_item: True). Keep them:",
+        "filter_inter_by_user_or_item: False",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -153,23 +150,19 @@ def write_dataset(
         has_categories, result.with_brand, RATING in df.columns, command
     )
     created = not os.path.isdir(folder)
-    marker = None
     try:
         os.makedirs(folder, exist_ok=True)
         marker = _claim(folder, name)
-        write_atomic(files, overwrite=overwrite, remove=[paths["item"]])
-    except BaseException as exc:
-        if marker:
+        try:
+            write_atomic(files, overwrite=overwrite, remove=[paths["item"]])
+        finally:
             _unlink_quietly(marker)
-            marker = None
+    except BaseException as exc:
         if created and os.path.isdir(folder) and not os.listdir(folder):
             os.rmdir(folder)
         if isinstance(exc, OSError):
             raise ConversionError(f"cannot write {folder}: {exc}") from None
         raise
-    finally:
-        if marker:
-            _unlink_quietly(marker)
     return {k: v for k, v in paths.items() if v in files}
 
 
