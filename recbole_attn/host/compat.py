@@ -4,6 +4,7 @@
 import functools
 import importlib
 import os
+import pkgutil
 import re
 import warnings
 
@@ -164,19 +165,10 @@ _CHECKPOINT_CLASSES = (
 
 
 def _resolve(name):
-    parts = name.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        try:
-            for attr in parts[cut:]:
-                obj = getattr(obj, attr)
-        except AttributeError:
-            return None
-        return obj
-    return None
+    try:
+        return pkgutil.resolve_name(name)
+    except (ImportError, AttributeError, ValueError):
+        return None
 
 
 def _allowed_global(name):

@@ -6,19 +6,13 @@ import os
 import sys
 import warnings
 
-from recbole_attn.host import compat
-from recbole_attn.host import pandas3
-from recbole_attn.host import recbole_bugs
+from recbole_attn.host import compat, pandas3, recbole_bugs
 from recbole_attn.engine import RECBOLE_VERSION
 
 #: the keys of a model's yaml that stay RecBole's and the user's in RecBole's API
 #: (a model's ``valid_metric: MRR@20`` breaks RecBole's default ``topk: [10]``)
-EVALUATION_KEYS = (
-    "valid_metric",
-    "metrics",
-    "topk",
-    "eval_args",
-    "valid_metric_bigger",
+EVALUATION_KEYS = tuple(
+    "valid_metric metrics topk eval_args valid_metric_bigger".split()
 )
 
 _INSTALLED = []  # the names of the changes applied, in order (see installed())
@@ -151,14 +145,6 @@ def _load_plugin_defaults(config):
 
     from recbole_attn.engine.config import model_yaml_files, properties_dir
 
-    internal = config.internal_config_dict
-    with open(os.path.join(properties_dir(), "overall.yaml"), encoding="utf-8") as f:
-        overall = yaml.load(f, Loader=config.yaml_loader) or {}
-    for key, value in overall.items():
-        if key not in internal and key not in EVALUATION_KEYS:
-            internal[key] = value
-    internal["train_neg_sample_args"] = None
-
     def read(paths):
         values = {}
         for path in paths:
@@ -166,6 +152,11 @@ def _load_plugin_defaults(config):
                 values.update(yaml.load(f, Loader=config.yaml_loader) or {})
         return values
 
+    internal = config.internal_config_dict
+    for key, value in read([os.path.join(properties_dir(), "overall.yaml")]).items():
+        if key not in internal and key not in EVALUATION_KEYS:
+            internal[key] = value
+    internal["train_neg_sample_args"] = None
     # the model's own yaml and the user's options choose the files (AWRSR: its backbone's)
     options = {
         **read(model_yaml_files(config.model_class)),
@@ -247,19 +238,13 @@ def load_data_and_model(model_file):
     if is_recbole_attn_checkpoint(model_file):
         config, model, _, dataset, (train, valid, test) = load_run(model_file)
         return config, model, dataset, train, valid, test
-    with _recbole_loading(model_file):
+    if "checkpoints" not in _INSTALLED:
+        return _RECBOLE["load_data_and_model"](model_file)
+    with compat.loading_recbole_checkpoint(model_file):
         return _RECBOLE["load_data_and_model"](model_file)
 
 
 _RECBOLE = {}
-
-
-def _recbole_loading(path):
-    if "checkpoints" in _INSTALLED:
-        return compat.loading_recbole_checkpoint(path)
-    import contextlib
-
-    return contextlib.nullcontext()
 
 
 def _patch_quick_start(module):

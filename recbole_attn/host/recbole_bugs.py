@@ -152,17 +152,15 @@ def sampler_used_ids(get_used_ids):
         except ValueError as err:
             if "interacted with all items" not in str(err):
                 raise
-        dataset = self.datasets[0]
-        users = dataset.inter_feat[self.uid_field].numpy()
-        items = dataset.inter_feat[self.iid_field].numpy()
         seen = {}
-        for d in self.datasets[1:]:
-            users = np.concatenate([users, d.inter_feat[self.uid_field].numpy()])
-            items = np.concatenate([items, d.inter_feat[self.iid_field].numpy()])
-        for u, i in zip(users.tolist(), items.tolist()):
-            seen.setdefault(u, set()).add(i)
+        for d in self.datasets:
+            users, items = (
+                d.inter_feat[f].tolist() for f in (self.uid_field, self.iid_field)
+            )
+            for u, i in zip(users, items):
+                seen.setdefault(u, set()).add(i)
         full = sorted(u for u, s in seen.items() if len(s) + 1 >= self.item_num)
-        names = [str(t) for t in dataset.id2token(self.uid_field, full[:3])]
+        names = [str(t) for t in self.datasets[0].id2token(self.uid_field, full[:3])]
         more = f" (and {len(full) - 3} more)" if len(full) > 3 else ""
         raise DataError(
             _no_negative_message(
