@@ -163,12 +163,8 @@ def load_checkpoint(path, map_location="cpu"):
     return state
 
 
-def _plain_result(result):
-    return None if result is None else {k: float(v) for k, v in result.items()}
-
-
 def training_state(trainer, epoch):
-    config = trainer.config
+    config, best = trainer.config, trainer.best_valid_result
     return {
         "format": CHECKPOINT_FORMAT,
         "model": config["model"],
@@ -178,48 +174,12 @@ def training_state(trainer, epoch):
         "epoch": int(epoch),
         "cur_step": int(trainer.cur_step),
         "best_valid_score": float(trainer.best_valid_score),
-        "best_valid_result": _plain_result(trainer.best_valid_result),
+        "best_valid_result": best and {k: float(v) for k, v in best.items()},
         "saved_model_file": trainer.saved_model_file,
         "state_dict": trainer.model.state_dict(),
         "other_parameter": trainer.model.other_parameter(),
         "optimizer": trainer.optimizer.state_dict(),
     }
-
-
-def load_weights(model, path, model_name, data=None, map_location="cpu"):
-    """Load checkpoint ``path`` into ``model`` after checking model, data, shapes,
-    NaN."""
-    checkpoint = load_checkpoint(path, map_location=map_location)
-    if checkpoint.get("model", "").lower() != model_name.lower():
-        raise ConfigError(
-            f"checkpoint {path} was trained with model {checkpoint.get('model')!r}, "
-            f"not {model_name!r}; pass --model={checkpoint.get('model')}"
-        )
-    saved = checkpoint.get("data")
-    difference = saved and data and _data_difference(saved, data)
-    if difference:
-        raise CheckpointError(
-            f"checkpoint {path} was trained on {difference}; pass "
-            f"--dataset={saved['dataset']} and the --data_path of the data it was "
-            "trained on, or train a new model on this data"
-        )
-    try:
-        model.load_state_dict(checkpoint["state_dict"])
-    except RuntimeError:
-        raise CheckpointError(
-            f"checkpoint {path} does not fit this model: "
-            f"{_shape_differences(checkpoint['state_dict'], model.state_dict())}"
-            f". It was trained with {_options_text(checkpoint)}; pass the same "
-            "model options (or train a new model with these)"
-        ) from None
-    bad = non_finite_parameters(checkpoint["state_dict"])
-    if bad:
-        raise CheckpointError(
-            f"checkpoint {path} holds NaN or infinite weights ({bad}): its training "
-            "diverged; train again with a lower --learning_rate"
-        )
-    model.load_other_parameter(checkpoint.get("other_parameter"))
-    return checkpoint
 
 
 class CheckpointMixin:
@@ -245,10 +205,39 @@ class CheckpointMixin:
         self.resume_epoch = epoch
 
     def load_model_file(self, path):
-        """Load ``path``'s weights (model and data checked); the checkpoint."""
-        return load_weights(
-            self.model, path, self.config["model"], self.data_signature, self.device
-        )
+        """Load ``path``'s weights, checked (model, data, shapes, NaN); the checkpoint."""
+        model, model_name, data = self.model, self.config["model"], self.data_signature
+        checkpoint = load_checkpoint(path, map_location=self.device)
+        if checkpoint.get("model", "").lower() != model_name.lower():
+            raise ConfigError(
+                f"checkpoint {path} was trained with model {checkpoint.get('model')!r}, "
+                f"not {model_name!r}; pass --model={checkpoint.get('model')}"
+            )
+        saved = checkpoint.get("data")
+        difference = saved and data and _data_difference(saved, data)
+        if difference:
+            raise CheckpointError(
+                f"checkpoint {path} was trained on {difference}; pass "
+                f"--dataset={saved['dataset']} and the --data_path of the data it was "
+                "trained on, or train a new model on this data"
+            )
+        try:
+            model.load_state_dict(checkpoint["state_dict"])
+        except RuntimeError:
+            raise CheckpointError(
+                f"checkpoint {path} does not fit this model: "
+                f"{_shape_differences(checkpoint['state_dict'], model.state_dict())}"
+                f". It was trained with {_options_text(checkpoint)}; pass the same "
+                "model options (or train a new model with these)"
+            ) from None
+        bad = non_finite_parameters(checkpoint["state_dict"])
+        if bad:
+            raise CheckpointError(
+                f"checkpoint {path} holds NaN or infinite weights ({bad}): its training "
+                "diverged; train again with a lower --learning_rate"
+            )
+        model.load_other_parameter(checkpoint.get("other_parameter"))
+        return checkpoint
 
     def use_model_file(self, path):
         """Make ``path`` the model file; an unwritten claimed one is released."""

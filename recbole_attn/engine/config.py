@@ -13,6 +13,7 @@ from recbole_attn.data.preparation import check_no_pickles
 from recbole_attn.files import read_once, read_yaml
 from recbole_attn.errors import ConfigError, MetricConfigError, RecboleAttnError
 from recbole_attn.sequential.models import get_model_class
+from recbole_attn.options.declared import declared_options
 from recbole_attn.options.values import VALUE_RULES, convert_value
 
 PROPERTIES_DIR = os.path.join(
@@ -188,12 +189,7 @@ def use_own_ml100k(config, users):
 
 def declared_of(classes):
     """key -> declared :class:`Opt` of every option of ``classes``."""
-    from recbole_attn.options.declared import declared_options
-
-    merged = {}
-    for cls in classes:
-        merged.update(declared_options(cls))
-    return merged
+    return {k: opt for cls in classes for k, opt in declared_options(cls).items()}
 
 
 def check_no_research_options(config_file_list=None, config_dict=None):

@@ -62,13 +62,8 @@ def distributed_options(config_dict):
     }, rest
 
 
-#: set in a process that :func:`spawn` started (a fresh interpreter), before its run
+#: set in a process that :func:`spawn` started (its run was checked before it)
 SPAWNED = False
-
-
-def started_by_command():
-    """Whether :func:`spawn` started this process (the run is checked)."""
-    return SPAWNED
 
 
 def cpu_only(config):
@@ -194,8 +189,7 @@ def _process(rank, run_fn, model, dataset, kwargs, queue):
 
 
 def spawn(run_fn, model, dataset, options, config_dict, **kwargs):
-    """``run_fn`` in ``options['nproc']`` processes; process 0's result, or its
-    error."""
+    """``run_fn`` in ``options['nproc']`` processes; process 0's result, or its error."""
     import torch.multiprocessing as mp
 
     queue = mp.get_context("spawn").SimpleQueue()
@@ -208,13 +202,16 @@ def spawn(run_fn, model, dataset, options, config_dict, **kwargs):
             join=True,
         )
     except mp.ProcessRaisedException:
-        while not queue.empty():
-            kind, value = queue.get()
-            if kind == "error":
-                raise value from None
+        if error := _sent(queue, "error"):
+            raise error from None
         raise
+    return _sent(queue, "result")
+
+
+def _sent(queue, what):
+    """The first value of kind ``what`` that the processes put in ``queue``; or None."""
     while not queue.empty():
         kind, value = queue.get()
-        if kind == "result":
+        if kind == what:
             return value
     return None

@@ -17,6 +17,7 @@ DETAIL = {"detail": True}
 LOG_ROOT = "log"
 
 _LEVELS = ("debug", "info", "warning", "error", "critical")
+_FORMAT = "%(asctime)-15s %(levelname)s  %(message)s"
 
 
 #: RecBole's lines of every epoch and its closing line, replaced on the console
@@ -44,7 +45,9 @@ class _ConsoleFilter(logging.Filter):
 
 
 @contextlib.contextmanager
-def _console_off(flag):
+def console_off(flag):
+    """Inside the block, ``"quiet"``: RecBole's INFO messages go to the log file only;
+    ``"epochs"``: its epoch lines."""
     filters = [
         f
         for handler in logging.getLogger().handlers
@@ -58,16 +61,6 @@ def _console_off(flag):
     finally:
         for f in filters:
             setattr(f, flag, False)
-
-
-def epoch_lines_on_console():
-    """Inside the block, RecBole's epoch lines go to the log file only."""
-    return _console_off("epochs")
-
-
-def log_file_only():
-    """RecBole's INFO messages inside the block go to the log file only."""
-    return _console_off("quiet")
 
 
 def init_logging(config, verbose=False, log_file=True):
@@ -97,28 +90,18 @@ def init_logging(config, verbose=False, log_file=True):
                 f"cannot write the log file under {os.path.abspath(folder)} "
                 f"({reason}): {advice}, or run from another folder"
             ) from None
-        file_handler.setFormatter(
-            logging.Formatter(
-                "%(asctime)-15s %(levelname)s  %(message)s", "%a %d %b %Y %H:%M:%S"
-            )
-        )
+        file_handler.setFormatter(logging.Formatter(_FORMAT, "%a %d %b %Y %H:%M:%S"))
         file_handler.addFilter(RemoveColorFilter())
         handlers.append(file_handler)
     console = logging.StreamHandler(sys.stderr)
     if sys.stderr.isatty():
         console.setFormatter(
             colorlog.ColoredFormatter(
-                "%(log_color)s%(asctime)-15s %(levelname)s  %(message)s",
-                "%d %b %H:%M",
-                log_colors=log_colors_config,
+                "%(log_color)s" + _FORMAT, "%d %b %H:%M", log_colors=log_colors_config
             )
         )
     else:  # a file or a pipe: no colour codes
-        console.setFormatter(
-            logging.Formatter(
-                "%(asctime)-15s %(levelname)s  %(message)s", "%d %b %H:%M"
-            )
-        )
+        console.setFormatter(logging.Formatter(_FORMAT, "%d %b %H:%M"))
         console.addFilter(RemoveColorFilter())
     if not verbose:
         console.addFilter(_ConsoleFilter())
@@ -136,10 +119,8 @@ class _LogFile(logging.FileHandler):
     def handleError(self, record):
         err = sys.exc_info()[1]
         logging.getLogger().removeHandler(self)
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.close()
-        except (OSError, ValueError):
-            pass
         self.stream = None
         reason, _ = write_failure(err, self.baseFilename)
         print(

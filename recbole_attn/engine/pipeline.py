@@ -5,10 +5,8 @@ from logging import getLogger
 
 from recbole.utils import init_seed
 
-from recbole_attn.engine import allocator
-from recbole_attn.engine import distributed
+from recbole_attn.engine import allocator, check_recbole_version, distributed
 from recbole_attn.engine.checkpoint import data_signature
-from recbole_attn.engine import check_recbole_version
 from recbole_attn.engine.config import make_config
 from recbole_attn.data.bucketing import bucket_train_dataloader
 from recbole_attn.data.checks import check_dataset_exists, check_dataset_files
@@ -23,7 +21,7 @@ from recbole_attn.errors import ConfigError, MetricConfigError
 from recbole_attn.evaluator import check_metric_options
 from recbole_attn.engine.defaults import differences_line
 from recbole_attn.files import check_writable_folder
-from recbole_attn.engine.logs import DETAIL, init_logging, log_file_only
+from recbole_attn.engine.logs import DETAIL, init_logging, console_off
 from recbole_attn.engine.memory import check_memory
 from recbole_attn.engine.threads import set_threads
 from recbole_attn.engine.trainer import AttnTrainer, LoadedTrainer
@@ -103,7 +101,7 @@ def prepare(
     """The checked configuration of a run (on RecBole's one release)."""
     check_recbole_version()
     config = make_config(model, dataset, config_file_list, config_dict)
-    if not distributed.started_by_command():  # else checked once, before
+    if not distributed.SPAWNED:  # else checked once, before
         check_before_loading(config, writes=writes, processes=processes)
     return config
 
@@ -138,7 +136,7 @@ def build_run(
         logger.info(line, extra=DETAIL)
     logger.info(config, extra=DETAIL)
 
-    with log_file_only():
+    with console_off("quiet"):
         data = load_dataset(config, model_class)  # checked by prepare()
         logger.info(data)
         check_loaded_categories(config, data)
@@ -156,9 +154,8 @@ def build_run(
                 f"(RecBole's words); change the option it names"
             ) from None
         logger.info(net)
-    signature = data_signature(data)
-    if loaded:  # evaluates a checkpoint: writes nothing, trains nothing
-        trainer = LoadedTrainer(config, net, data=signature)
-    else:
-        trainer = AttnTrainer(config, net, data=signature)
+    # a loaded checkpoint's trainer evaluates it: writes nothing, trains nothing
+    trainer = (LoadedTrainer if loaded else AttnTrainer)(
+        config, net, data_signature(data)
+    )
     return config, net, trainer, data, (train_data, valid_data, test_data)

@@ -45,8 +45,7 @@ def idle_cores(read=_read_stat, sleep=time.sleep, interval=INTERVAL):
 
 def choose_threads(threads, device, idle=None):
     """``(count, why)``: ``threads`` when set, else the idle cores."""
-    idle = idle or idle_cores
-    default = TORCH_DEFAULT
+    idle, default = idle or idle_cores, TORCH_DEFAULT
     if threads is not None:
         return int(threads), "threads"
     if torch.device(device).type != "cpu":

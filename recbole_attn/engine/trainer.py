@@ -15,7 +15,7 @@ from recbole_attn.engine.checkpoint import CheckpointMixin, non_finite_parameter
 from recbole_attn.evaluator import CategoryCollector
 from recbole_attn.errors import ConfigError, TrainingError
 from recbole_attn.files import claim_file, remove_stale_temporaries_in, run_stem
-from recbole_attn.engine.logs import EpochLines, epoch_lines_on_console
+from recbole_attn.engine.logs import EpochLines, console_off
 
 
 def check_learner(config, model):
@@ -113,7 +113,7 @@ class AttnTrainer(CheckpointMixin, Trainer):
 
         if verbose and valid_data:
             self.logger.info(lines.budget_line())
-        with epoch_lines_on_console():
+        with console_off("epochs"):
             result = super().fit(
                 train_data,
                 valid_data,
