@@ -138,8 +138,7 @@ def metric_range(column):
 def check_table(path, header, rows, lines=None):
     """A :class:`PerUserFileError` naming the line and column unless compare can use it."""
     lines = lines or [i + 2 for i in range(len(rows))]
-    twice = sorted({c for c in header if header.count(c) > 1})
-    if twice:
+    if twice := sorted({c for c in header if header.count(c) > 1}):
         raise PerUserFileError(
             f"{path}: the column {twice[0]} appears {header.count(twice[0])} times in "
             "its header; a per-user file has one column per metric"

@@ -214,8 +214,7 @@ class CheckpointMixin:
                 f"not {model_name!r}; pass --model={checkpoint.get('model')}"
             )
         saved = checkpoint.get("data")
-        difference = saved and data and _data_difference(saved, data)
-        if difference:
+        if difference := saved and data and _data_difference(saved, data):
             raise CheckpointError(
                 f"checkpoint {path} was trained on {difference}; pass "
                 f"--dataset={saved['dataset']} and the --data_path of the data it was "
@@ -230,8 +229,7 @@ class CheckpointMixin:
                 f". It was trained with {_options_text(checkpoint)}; pass the same "
                 "model options (or train a new model with these)"
             ) from None
-        bad = non_finite_parameters(checkpoint["state_dict"])
-        if bad:
+        if bad := non_finite_parameters(checkpoint["state_dict"]):
             raise CheckpointError(
                 f"checkpoint {path} holds NaN or infinite weights ({bad}): its training "
                 "diverged; train again with a lower --learning_rate"

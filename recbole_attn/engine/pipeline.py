@@ -129,8 +129,7 @@ def build_run(
         )
     for message in config.warnings:
         logger.warning(message)
-    recbole_differs = differences_line(config)  # the same model name inside RecBole
-    if recbole_differs:
+    if recbole_differs := differences_line(config):  # the same model name in RecBole
         logger.info(recbole_differs)
     for line in (set_threads(config), allocator.described()):  # the machine's use
         logger.info(line, extra=DETAIL)

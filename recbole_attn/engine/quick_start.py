@@ -117,15 +117,12 @@ def run(
         )
     finally:
         trainer.release()  # the claimed model file, if nothing was saved into it
-    logger = getLogger()
     # the CLI prints both; the log file keeps them
-    logger.info(
-        set_color("best valid ", "yellow") + f": {result['best_valid_result']}",
-        extra=DETAIL,
-    )
-    logger.info(
-        set_color("test result", "yellow") + f": {result['test_result']}", extra=DETAIL
-    )
+    for label, key in (
+        ("best valid ", "best_valid_result"),
+        ("test result", "test_result"),
+    ):
+        getLogger().info(set_color(label, "yellow") + f": {result[key]}", extra=DETAIL)
     return result
 
 

@@ -145,8 +145,7 @@ class AttnTrainer(CheckpointMixin, Trainer):
             )
 
     def _check_weights(self, epoch_idx):
-        bad = non_finite_parameters(self.model)
-        if bad:
+        if bad := non_finite_parameters(self.model):
             raise TrainingError(
                 f"the model's weights became NaN or infinite in epoch {epoch_idx + 1} "
                 f"({bad}; learning_rate {self.config['learning_rate']}): lower "

@@ -205,8 +205,7 @@ def recbole_checkpoint_globals(path):
             "weights-only loader cannot read. Retrain it, or, only if you trust the file, "
             "set TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for that one load."
         )
-    refused = [name for name in names if not _allowed_global(name)]
-    if refused:
+    if refused := [name for name in names if not _allowed_global(name)]:
         raise CheckpointError(
             f"{path} holds {', '.join(refused)}, which a RecBole checkpoint does not: "
             "not loaded (weights-only loading). Only if you trust the file, set "

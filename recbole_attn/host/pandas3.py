@@ -141,10 +141,6 @@ def normalized_fields(dataset):
     )
 
 
-def discretized_fields(dataset):
-    return dataset.config["numerical_features"] or []
-
-
 def refusing_float_seq(method, keys, fields):
     """RecBole's ``method`` refusing ``float_seq`` fields by name."""
     from recbole.utils import FeatureType
@@ -177,5 +173,5 @@ def install():
     Dataset._discretization = refusing_float_seq(
         Dataset._discretization,
         "numerical_features / discretization",
-        discretized_fields,
+        lambda dataset: dataset.config["numerical_features"] or [],
     )

@@ -82,8 +82,7 @@ def _key_names(sampler, keys):
 
 
 def _check_exhausted(sampler, keys):
-    full = _exhausted_keys(sampler, keys)
-    if full:
+    if full := _exhausted_keys(sampler, keys):
         names = _key_names(sampler, full[:3])
         more = f" (and {len(full) - 3} more)" if len(full) > 3 else ""
         _, size = _sampler_support(sampler)
@@ -128,15 +127,12 @@ def sample_by_key_ids(self, key_ids, num):
             if rounds == SAMPLING_ROUNDS:
                 _check_exhausted(self, key_ids[check_list])
             value_ids[check_list] = self.sampling(len(check_list))
+            used = self.used_ids[key_ids[check_list]]
             check_list = np.array(
                 [
                     i
-                    for i, used, v in zip(
-                        check_list,
-                        self.used_ids[key_ids[check_list]],
-                        value_ids[check_list],
-                    )
-                    if v in used
+                    for i, u, v in zip(check_list, used, value_ids[check_list])
+                    if v in u
                 ]
             )
     return torch.tensor(value_ids, dtype=torch.long)

@@ -84,8 +84,7 @@ def check_options(config, options):
         value = config[key] if key in config else None
         if value is None:
             continue
-        expected = option.problem(value)
-        if expected:
+        if expected := option.problem(value):
             raise ConfigError(
                 f"{key} must be {expected}, got {value!r} (set --{key}=... or {key}: "
                 "in a config file)"
@@ -98,8 +97,7 @@ def check_model_options(config, classes, declared):
     bases = [cls for model_class in classes for cls in reversed(model_class.__mro__)]
     for cls in dict.fromkeys(bases):
         for rule in vars(cls).get("option_rules", ()):
-            message = rule(config)
-            if message:
+            if message := rule(config):
                 raise ConfigError(message)
 
 
@@ -189,18 +187,10 @@ def known_run_keys(config):
 
 
 def unknown_key_warnings(config, properties_dir):
-    return unknown_keys(
-        config.given_keys,
-        known_run_keys(config),
-        model_keys(properties_dir),
-        config.model_class.__name__,
-    )
-
-
-def unknown_keys(given, known, owners, model_name):
-    """Warnings for ``given`` keys not ``known``: the closest key, or who reads it."""
-    messages = []
-    for key in sorted(set(given) - set(known)):
+    """Warnings for the keys the run does not read: the closest key, or who reads it."""
+    known, owners = known_run_keys(config), model_keys(properties_dir)
+    model_name, messages = config.model_class.__name__, []
+    for key in sorted(set(config.given_keys) - known):
         if key in owners:
             models = ", ".join(sorted(set(owners[key]))[:5])
             messages.append(

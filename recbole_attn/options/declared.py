@@ -188,20 +188,13 @@ def _line(key, value, comment):
 
 def _entries(model_class):
     """``[(key, value, comment)]`` of the model's yaml."""
-    every = declared_options(model_class)
-    defaults = {}
-    for cls in _yaml_classes(model_class):
-        defaults.update(_own(cls, "defaults"))
+    every, classes = declared_options(model_class), _yaml_classes(model_class)
+    # the classes' own options, then the keys they only give defaults for
+    values = {k: o.default for cls in classes for k, o in _own(cls, "options").items()}
+    for cls in classes:
+        values.update(_own(cls, "defaults"))
     rows = []
-    seen = set()
-    for cls in _yaml_classes(model_class):
-        for key, opt in _own(cls, "options").items():
-            value, note = _value_note(defaults.get(key, opt.default))
-            rows.append((key, value, _comment(opt, note)))
-            seen.add(key)
-    for key, given in defaults.items():
-        if key in seen:
-            continue
+    for key, given in values.items():
         value, note = _value_note(given)
         opt = every.get(key)
         rows.append((key, value, _comment(opt, note) if opt else note))

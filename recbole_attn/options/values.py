@@ -155,30 +155,24 @@ class Names(Option):
 
 #: key -> :class:`Option` of the keys every run reads, checked where set and not None
 VALUE_RULES = {
-    "epochs": Integer(1),
-    "train_batch_size": Integer(1),
-    "eval_batch_size": Integer(1),
-    "eval_scores_budget_mb": Number("positive"),
-    "stopping_step": Integer(1),
-    "eval_step": Integer(1),
-    "MAX_ITEM_LIST_LENGTH": Integer(1),
-    "hidden_size": Integer(1),
-    "inner_size": Integer(1),
-    "embedding_size": Integer(1),
-    "n_layers": Integer(0),  # 0: embeddings only (an ablation; tests use it)
-    "num_layers": Integer(1),
-    "n_heads": Integer(1),
-    "worker": Integer(0),
-    "seed": Integer(0),
-    "learning_rate": Number("positive"),
-    "layer_norm_eps": Number("positive"),
-    "initializer_range": Number("positive"),
+    **dict.fromkeys(
+        "epochs train_batch_size eval_batch_size stopping_step eval_step "
+        "MAX_ITEM_LIST_LENGTH hidden_size inner_size embedding_size num_layers n_heads "
+        "threads".split(),
+        Integer(1),
+    ),
+    # n_layers 0: embeddings only (an ablation; tests use it)
+    **dict.fromkeys(("n_layers", "worker", "seed", "metric_decimal_place"), Integer(0)),
+    **dict.fromkeys(
+        "eval_scores_budget_mb learning_rate layer_norm_eps initializer_range".split(),
+        Number("positive"),
+    ),
     "weight_decay": Number(),
-    "hidden_dropout_prob": Number("probability"),
-    "attn_dropout_prob": Number("probability"),
-    "dropout_prob": Number("probability"),
+    **dict.fromkeys(
+        ("hidden_dropout_prob", "attn_dropout_prob", "dropout_prob"),
+        Number("probability"),
+    ),
     "topk": TopK(),
-    "threads": Integer(1),
     "learner": Learner(),
     "eval_args": EvalArgs(),
     # RecBole's data keys: a wrong type was a traceback from inside its dataset
@@ -188,14 +182,11 @@ VALUE_RULES = {
     "field_separator": Text(),
     "seq_separator": Text(),
     "benchmark_filename": Names(),
-    "metric_decimal_place": Integer(0),
     # RecBole's switches: any other value was taken as its truth value, silently
-    "use_gpu": Flag(),
-    "reproducibility": Flag(),
-    "repeatable": Flag(),
-    "show_progress": Flag(),
-    "enable_amp": Flag(),
-    "enable_scaler": Flag(),
+    **dict.fromkeys(
+        "use_gpu reproducibility repeatable show_progress enable_amp enable_scaler".split(),
+        Flag(),
+    ),
     # RecBole's KD_DAGFM: another phase failed later (RecBole PR #2208)
     "phase": OneOf("teacher_training", "distillation", "finetuning"),
 }
