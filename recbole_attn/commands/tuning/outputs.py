@@ -7,6 +7,7 @@ What a search writes into its output folder: the trial table (``trials.csv``,
 ``result.json``.
 """
 
+import contextlib
 import csv
 import json
 import os
@@ -14,11 +15,7 @@ import os
 import yaml
 
 from recbole_attn.errors import RecboleAttnError
-from recbole_attn.files import (
-    remove_stale_temporaries,
-    write_failure,
-    write_replacing,
-)
+from recbole_attn.files import remove_stale_temporaries, write_failure, write_replacing
 
 #: what a search writes into its output folder (an earlier search's are never replaced
 #: without ``overwrite``)
@@ -56,16 +53,17 @@ def _table(trials, params):
     return header, rows
 
 
-def _write_csv(output, header, rows):
-    """``trials.csv``."""
+def _write_tables(output, header, rows, lines):
+    """``trials.csv``, and ``trials.md``: its ``lines``."""
+    table = [header, *rows]
+    _write(os.path.join(output, "trials.csv"), lambda f: csv.writer(f).writerows(table))
+    text = "\n".join(lines)
+    _write(os.path.join(output, "trials.md"), lambda f: f.write(text))
 
-    def write(f):
-        """The header and the rows."""
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)
 
-    _write(os.path.join(output, "trials.csv"), write)
+def _markdown(cells):
+    """A row of a Markdown table."""
+    return "| " + " | ".join(str(v) for v in cells) + " |"
 
 
 def write_interrupted(output, trials, params, total, model, dataset):
@@ -73,19 +71,16 @@ def write_interrupted(output, trials, params, total, model, dataset):
     ``trials.md`` (none selected, nothing tested) and in ``interrupted.json``, which the
     same command reads to continue the search."""
     header, rows = _table(trials, params)
-    _write_csv(output, header, rows)
     lines = [
         f"# {model} on {dataset}: interrupted after {len(trials)} of {total} trials",
         "",
         "The search was stopped; nothing was selected or tested yet. The same command "
         'continues it (docs/tuning.md, "A stopped search").',
         "",
-        "| " + " | ".join(header) + " |",
+        _markdown(header),
         "|" + "---|" * len(header),
     ]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
-    text = "\n".join(lines) + "\n"
-    _write(os.path.join(output, "trials.md"), lambda f: f.write(text))
+    _write_tables(output, header, rows, lines + [_markdown(row) for row in rows] + [""])
     record = {"model": model, "dataset": dataset, "total": total, "trials": trials}
     _write(
         os.path.join(output, INTERRUPTED),
@@ -113,22 +108,18 @@ def write_outputs(output, result, overrides, params):
     overrides and the selected values; ``--config_files`` accepts it), ``result.json``.
     """
     header, rows = _table(result["trials"], params)
-    _write_csv(output, header, rows)
-    text = _trials_page(result, header, rows)
-    _write(os.path.join(output, "trials.md"), lambda f: f.write(text))
+    _write_tables(output, header, rows, _trials_page(result, header, rows))
     _write(os.path.join(output, "best.yaml"), _best_yaml(result, overrides))
     _write(  # last: a complete result.json is a complete search
         os.path.join(output, "result.json"),
         lambda f: json.dump(result, f, indent=2, default=str),
     )
-    try:  # the search is complete: nothing left to continue
+    with contextlib.suppress(FileNotFoundError):  # nothing left to continue
         os.remove(os.path.join(output, INTERRUPTED))
-    except FileNotFoundError:
-        pass
 
 
 def _trials_page(result, header, rows):
-    """``trials.md``: every trial, the selected one marked, its results."""
+    """The lines of ``trials.md``: every trial, the selected one marked, its results."""
     best = result["best_params"]
     lines = [
         f"# {result['model']} on {result['dataset']}: {len(rows)} trials, "
@@ -138,12 +129,13 @@ def _trials_page(result, header, rows):
         f"Selected on validation {result['valid_metric']}; only the selected "
         "configuration was evaluated on test.",
         "",
-        "| " + " | ".join(header[:-1]) + " | selected |",
+        _markdown(header[:-1] + ["selected"]),
         "|" + "---|" * len(header),
     ]
     for trial, row in zip(result["trials"], rows):
-        mark = "**yes**" if trial["params"] == best else ""
-        lines.append("| " + " | ".join(str(v) for v in row[:-1]) + f" | {mark} |")
+        lines.append(
+            _markdown(row[:-1] + ["**yes**" if trial["params"] == best else ""])
+        )
     lines += [
         "",
         f"Best configuration: `{json.dumps(best)}`",
@@ -153,7 +145,7 @@ def _trials_page(result, header, rows):
         f"Test: `{json.dumps(result['test_result'])}`",
         "",
     ]
-    return "\n".join(lines)
+    return lines
 
 
 def _best_yaml(result, overrides):

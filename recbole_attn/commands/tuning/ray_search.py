@@ -13,6 +13,7 @@ import re
 import socket
 
 from recbole_attn.errors import RecboleAttnError
+from recbole_attn.engine.logs import ANSI_COLOR
 from recbole_attn.commands.tuning.space import ray_space, total_trials
 from recbole_attn.commands.tuning.trial import STATUS_FILE, _plain, train_trial
 
@@ -24,8 +25,7 @@ def ray_trial(
     from ray import tune
 
     config_dict = {**(config_dict or {}), "threads": max(1, int(threads))}
-    # one checkpoint folder per trial: RecBole names files by model and second, so
-    # concurrent trials would overwrite each other's best model
+    # RecBole names checkpoints by model and second: concurrent trials need a folder each
     base = config_dict.get("checkpoint_dir") or os.path.join(os.getcwd(), "saved")
     config_dict["checkpoint_dir"] = os.path.join(
         base, tune.get_context().get_trial_id()
@@ -33,14 +33,13 @@ def ray_trial(
 
     def report(epoch, valid_score, best_valid_score, metrics, saved_model_file):
         """Tune's report of one evaluation (what schedulers such as ASHA read)."""
-        valid = {f"valid/{k}": v for k, v in metrics.items()}
         tune.report(
             dict(
                 valid_score=valid_score,
                 best_valid_score=best_valid_score,
                 epoch=epoch,
                 saved_model_file=saved_model_file,
-                **valid,
+                **{f"valid/{k}": v for k, v in metrics.items()},
             )
         )
 
@@ -64,7 +63,7 @@ def _ray_lost_line(error):
         name = type(candidate).__name__ if candidate is not None else ""
         if name not in _RAY_LOST:
             continue
-        text = re.sub(r"\x1b\[[0-9;]*m", "", str(candidate))
+        text = ANSI_COLOR.sub("", str(candidate))
         line = _RAY_LOST[name]
         used = re.search(r"was running was ([0-9.]+ ?GB / [0-9.]+ ?GB)", text)
         limit = re.search(r"memory usage threshold of ([0-9]+(?:\.[0-9]+)?)", text)
@@ -86,7 +85,7 @@ def trial_error_line(error, path=None):
     if lost:
         return f"a trial failed: {lost}{where}"
     cause = getattr(error, "cause", None) or error
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(cause)).strip()
+    text = ANSI_COLOR.sub("", str(cause)).strip()
     lines = [line for line in text.splitlines() if line.strip()]
     last = lines[-1].strip() if lines else type(cause).__name__
     if cause is not error or ":" not in last:
@@ -146,28 +145,21 @@ def _read_exactly(conn, size, timeout):
     return data
 
 
-class _Without(logging.Filter):
-    """Drops the records whose message ``pattern`` finds (``re.search``)."""
-
-    def __init__(self, pattern):
-        """A filter of the messages ``pattern`` finds."""
-        super().__init__()
-        self.pattern = re.compile(pattern)
-
-    def filter(self, record):
-        """False for a record to drop."""
-        return not self.pattern.search(str(record.msg))
+def _without(pattern):
+    """A logging filter that drops the records whose message ``pattern`` finds."""
+    search = re.compile(pattern).search
+    return lambda record: not search(str(record.msg))
 
 
 #: Ray's console lines a search says better itself: the notice of token authentication
 #: on the local cluster (its warning that it is DISABLED is kept), Tune's ~150-line
 #: trace of a failed trial (:func:`trial_error_line`), and Tune's lines on a Ctrl-C
 _QUIET = {
-    "ray._private.authentication.authentication_token_setup": _Without(
+    "ray._private.authentication.authentication_token_setup": _without(
         "is enabled for this Ray cluster"
     ),
-    "ray.tune.execution.tune_controller": _Without("^Trial task failed for trial"),
-    "ray.tune.tune": _Without("^(Stop signal received|Experiment has been int)"),
+    "ray.tune.execution.tune_controller": _without("^Trial task failed for trial"),
+    "ray.tune.tune": _without("^(Stop signal received|Experiment has been int)"),
 }
 
 
@@ -182,69 +174,66 @@ def _quiet_ray():
 
 
 def _init_ray(address, num_cpus):
-    """Start Ray here, or connect to ``address``; the SIGTERM handler ``ray.init``
-    replaces (the command's: SIGTERM as Ctrl-C) is put back."""
+    """``ray.init`` on ``address`` (a cluster), else here unless Ray runs already; the
+    SIGTERM handler ``ray.init`` replaces (the command's: SIGTERM as Ctrl-C) is put
+    back."""
     import signal
     import threading
 
-    main_thread = threading.current_thread() is threading.main_thread()
-    before = signal.getsignal(signal.SIGTERM) if main_thread else None
-    try:
-        _start_ray(address, num_cpus)
-    finally:
-        if main_thread and before is not None:
-            signal.signal(signal.SIGTERM, before)
-
-
-def _start_ray(address, num_cpus):
-    """``ray.init`` on ``address`` (a cluster), else here unless Ray runs already."""
     _quiet_ray()
     import ray
 
-    if address:
+    quiet = {"log_to_driver": False, "configure_logging": False}
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main_thread else None
+    try:
+        if not address:
+            if not ray.is_initialized():
+                ray.init(num_cpus=num_cpus, include_dashboard=False, **quiet)
+            return
         if ray.is_initialized():
             ray.shutdown()
         try:
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
+            ray.init(address=address, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as err:
             raise RecboleAttnError(
                 f"cannot connect to the Ray cluster at {address!r}: "
                 f"{str(err).splitlines()[0]}; start one with `ray start --head`"
             ) from None
-    elif not ray.is_initialized():
-        ray.init(
-            num_cpus=num_cpus,
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-        )
+    finally:
+        if main_thread and before is not None:
+            signal.signal(signal.SIGTERM, before)
 
 
-def _stop_reason(folder, ran, epochs, eval_step):
-    """Why a trial stopped: its own word (it returned: all epochs or early stopping),
-    else all epochs or ASHA's stop (ASHA ends a trial at its last epoch, ``max_t``)."""
-    status_path = os.path.join(folder, STATUS_FILE)
+def _row(params, best_valid_score, ran, saved, search):
+    """A row of the trial table. Why the trial stopped: its own word (it returned: all
+    epochs or early stopping), else all epochs or ASHA's stop (at its last epoch)."""
+    status_path = os.path.join(os.path.dirname(saved), STATUS_FILE)
     if os.path.isfile(status_path):
         with open(status_path) as f:
-            return json.load(f)["stop_reason"]
-    return "all epochs" if ran + eval_step > epochs else "stopped by ASHA"
+            reason = json.load(f)["stop_reason"]
+    elif ran + search["eval_step"] > search["epochs"]:
+        reason = "all epochs"
+    else:
+        reason = "stopped by ASHA"
+    return {
+        "params": _plain(params),
+        "best_valid_score": float(best_valid_score),
+        "epochs": ran,
+        "stop_reason": reason,
+        "saved_model_file": saved,
+    }
 
 
-def _trial_row(trial, params_names, epochs, eval_step):
+def _trial_row(trial, names, search):
     """A finished Ray trial as a row of the trial table (what a stopped search keeps)."""
     result = trial.last_result or {}
-    saved = result.get("saved_model_file")
-    if saved is None or result.get("best_valid_score") is None:
+    saved, best = result.get("saved_model_file"), result.get("best_valid_score")
+    if saved is None or best is None:
         return None
+    params = {k: trial.config.get(k) for k in names}
     ran = int(result.get("epoch", -1)) + 1
-    return {
-        "params": _plain({k: trial.config.get(k) for k in params_names}),
-        "best_valid_score": float(result["best_valid_score"]),
-        "epochs": ran,
-        "stop_reason": _stop_reason(os.path.dirname(saved), ran, epochs, eval_step),
-        "saved_model_file": saved,
-        "trial_id": trial.trial_id,
-    }
+    return {**_row(params, best, ran, saved, search), "trial_id": trial.trial_id}
 
 
 #: the ids of the trials Ray Tune completed in this process
@@ -260,12 +249,9 @@ def _progress_callback(search, finished):
     total, echo = total_trials(search), search["echo"]
 
     class Progress(Callback):
-        """Ray Tune's callback of the progress lines."""
-
         done = len(finished)
 
         def _line(self, trial, what):
-            """The progress line of a trial that ended."""
             Progress.done += 1
             params = {k: trial.config.get(k) for k in names}
             result = trial.last_result or {}
@@ -281,12 +267,11 @@ def _progress_callback(search, finished):
             """Its line, and its row among the finished."""
             self._line(trial, "finished")
             completed.add(trial.trial_id)
-            row = _trial_row(trial, names, search["epochs"], search["eval_step"])
+            row = _trial_row(trial, names, search)
             if row is not None:
                 finished.append(row)
 
         def on_trial_error(self, iteration, trials, trial, **info):
-            """Its line (the search then says why it failed)."""
             self._line(trial, "failed")
 
     return Progress()
@@ -351,12 +336,9 @@ def _search_ray(search, finished=None):
             run_config.callbacks = [progress]
         return _results(tuner.fit(), search, finished)
     searcher, num_samples = _searcher(search)
+    scheduler = FIFOScheduler()
     if search["scheduler"] == "asha":
-        scheduler = ASHAScheduler(
-            time_attr="training_iteration", max_t=search["epochs"], grace_period=1
-        )
-    else:
-        scheduler = FIFOScheduler()
+        scheduler = ASHAScheduler(max_t=search["epochs"], grace_period=1)
     tuner = tune.Tuner(
         trainable,
         param_space=ray_space(search["params"], search["algo"]),
@@ -397,20 +379,10 @@ def _results(grid, search, finished):
             raise KeyboardInterrupt  # unfinished: Ray Tune was stopped
         history = result.metrics_dataframe
         scores = history["valid_score"]
+        best = scores.max() if search["mode"] == "max" else scores.min()
         ran = int(history["epoch"].max()) + 1
-        saved = result.metrics["saved_model_file"]
-        reason = _stop_reason(
-            os.path.dirname(saved), ran, search["epochs"], search["eval_step"]
-        )
+        params = {k: result.config[k] for k in names}
         trials.append(
-            {
-                "params": _plain({k: result.config[k] for k in names}),
-                "best_valid_score": float(
-                    scores.max() if search["mode"] == "max" else scores.min()
-                ),
-                "epochs": ran,
-                "stop_reason": reason,
-                "saved_model_file": saved,
-            }
+            _row(params, best, ran, result.metrics["saved_model_file"], search)
         )
     return trials

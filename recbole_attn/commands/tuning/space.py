@@ -26,11 +26,6 @@ class Param:
     values: list = field(default_factory=list)  # choice
     bounds: tuple = ()  # (low, high[, q]); loguniform: natural-log bounds
 
-    @property
-    def continuous(self):
-        """Whether the values are a range (not a ``choice`` list)."""
-        return self.kind != "choice"
-
 
 def shipped_spaces():
     """Model name -> path of the search space the package ships
@@ -127,7 +122,7 @@ def check_space(params, known, model_name, algo):
             "a searched parameter must be one the run reads"
         )
     if algo == "exhaustive":
-        continuous = [p.name for p in params if p.continuous]
+        continuous = [p.name for p in params if p.kind != "choice"]
         if continuous:
             raise RecboleAttnError(
                 f"--algo=exhaustive tries every combination of 'choice' values, but "
@@ -136,15 +131,10 @@ def check_space(params, known, model_name, algo):
             )
 
 
-def grid_size(params):
-    """The number of combinations of the ``choice`` values."""
-    return math.prod(len(p.values) for p in params)
-
-
 def total_trials(search):
     """The trials of a search: every combination (exhaustive), else its samples."""
     if search["algo"] == "exhaustive":
-        return grid_size(search["params"])
+        return math.prod(len(p.values) for p in search["params"])
     return search["num_samples"]
 
 
