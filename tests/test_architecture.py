@@ -161,7 +161,7 @@ def test_zero_is_a_value_not_a_default(tiny_config):
 def test_string_overrides_are_literals_not_evaluated():
     """RecBole 1.2.1 eval()ed overrides inside a function with locals named key, param
     and value; ours reads Python literals and true/false only."""
-    from recbole_attn.engine.config import convert_value
+    from recbole_attn.options.values import convert_value
 
     assert convert_value("value") == "value" and convert_value("key") == "key"
     assert convert_value("[5, 10]") == [5, 10] and convert_value("1e-3") == 0.001

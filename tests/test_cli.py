@@ -508,7 +508,7 @@ def test_repeated_runs_do_not_nest_the_console_streams(tiny_data_path):
 
 
 def test_value_conversion_is_silent(recwarn):
-    from recbole_attn.engine.config import convert_value
+    from recbole_attn.options.values import convert_value
 
     assert convert_value("2in") == "2in" and convert_value("[5, 10]") == [5, 10]
     assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning)]

@@ -14,7 +14,7 @@ from recbole_attn.files import read_once, read_yaml
 from recbole_attn.errors import ConfigError, MetricConfigError, RecboleAttnError
 from recbole_attn.sequential.models import get_model_class
 from recbole_attn.options.declared import declared_options
-from recbole_attn.options.values import VALUE_RULES, convert_value
+from recbole_attn.options.values import VALUE_RULES, convert_values
 
 PROPERTIES_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -42,12 +42,7 @@ def user_options(config_file_list=None, config_dict=None):
     for path in config_file_list or []:
         if os.path.isfile(path):
             options.update(read_yaml(path) or {})
-    options.update(
-        {
-            k: convert_value(v) if isinstance(v, str) else v
-            for k, v in (config_dict or {}).items()
-        }
-    )
+    options.update(convert_values(config_dict or {}))
     return options
 
 
@@ -115,10 +110,7 @@ class AttnConfig(Config):
             super()._init_device()
 
     def _convert_config_dict(self, config_dict):
-        for key, param in config_dict.items():
-            if isinstance(param, str):
-                config_dict[key] = convert_value(param)
-        return config_dict
+        return convert_values(config_dict)
 
 
 def make_config(model, dataset, config_file_list=None, config_dict=None):

@@ -9,7 +9,7 @@ from torch.nn.parallel import DistributedDataParallel
 from recbole_attn.errors import ConfigError, RecboleAttnError
 from recbole_attn.options.check import check_options
 from recbole_attn.options.declared import Integer
-from recbole_attn.options.values import convert_value
+from recbole_attn.options.values import convert_values
 
 #: config keys of a multi-process run (RecBole's names), taken out of the overrides by ``run``
 DISTRIBUTED_KEYS = ("nproc", "world_size", "ip", "port", "offset")
@@ -26,9 +26,7 @@ RULES = {
 
 def _checked(options, keys):
     """``options`` as the values they spell, ``keys`` checked against :data:`RULES`."""
-    options = {
-        k: convert_value(v) if isinstance(v, str) else v for k, v in options.items()
-    }
+    options = convert_values(options)
     check_options(options, {k: RULES[k] for k in keys})
     return options
 

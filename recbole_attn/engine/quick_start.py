@@ -99,21 +99,14 @@ def run(
     )
     if resume_checkpoint:
         load_checkpoint(resume_checkpoint)  # readable? (before loading the data)
-    config, net, trainer, (train_data, valid_data, test_data) = build(
+    config, _, trainer, splits = build(
         model, dataset, config_file_list, config_dict, verbose=verbose
     )
     try:
-        resume_checkpoint = resume_checkpoint or config["resume_checkpoint"]
-        if resume_checkpoint:
+        if resume_checkpoint := resume_checkpoint or config["resume_checkpoint"]:
             trainer.resume_checkpoint(resume_checkpoint)
         result = train_and_evaluate(
-            config,
-            trainer,
-            train_data,
-            valid_data,
-            test_data,
-            saved=saved,
-            show_progress=show_progress(config),
+            config, trainer, *splits, saved=saved, show_progress=show_progress(config)
         )
     finally:
         trainer.release()  # the claimed model file, if nothing was saved into it

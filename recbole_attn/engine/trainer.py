@@ -59,8 +59,7 @@ class AttnTrainer(CheckpointMixin, Trainer):
         self.saved_model_file = distributed.broadcast(self.saved_model_file, config)
         self.resume_file = self.saved_model_file[: -len(".pth")] + "-last.pth"
         self._init_evaluation(config, data)
-        self._train_generator = None
-        self._pending_generator_state = None
+        self._train_generator = self._pending_generator_state = None
         self.last_valid_result = None
         self.epoch = None  # the epoch being trained
         # the last epoch's training losses and seconds of training and validation

@@ -22,16 +22,11 @@ def installed_version(module_name):
 
 def set_numpy_aliases():
     """The numpy aliases RecBole reads (``np.float``, ...), from numpy 2's names."""
-    for name, value in {
-        "bool": np.bool_,
-        "int": np.int_,
-        "float": np.float64,
-        "complex": np.complex128,
-        "object": np.object_,
-        "str": np.str_,
-        "long": np.int_,
-        "unicode": np.str_,
-    }.items():
+    aliases = dict(bool=np.bool_, int=np.int_, long=np.int_, float=np.float64)
+    aliases.update(
+        complex=np.complex128, object=np.object_, str=np.str_, unicode=np.str_
+    )
+    for name, value in aliases.items():
         setattr(np, name, value)
 
 

@@ -170,11 +170,8 @@ def known_keys(model_names, run_files):
 def model_keys(properties_dir):
     """key -> names of the models (ours and RecBole's) whose yaml sets it."""
     owners = {}
-    for folder in (
-        os.path.join(properties_dir, "model"),
-        os.path.join(_recbole_properties(), "model"),
-    ):
-        for model, keys in _model_yaml_keys(folder).items():
+    for root in (properties_dir, _recbole_properties()):
+        for model, keys in _model_yaml_keys(os.path.join(root, "model")).items():
             for key in keys:
                 owners.setdefault(key, []).append(model)
     return owners

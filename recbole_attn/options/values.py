@@ -25,6 +25,13 @@ def convert_value(text):
         return {"true": True, "false": False}.get(text.strip().lower(), text)
 
 
+def convert_values(options):
+    """``options`` with each string as the value it spells (:func:`convert_value`)."""
+    return {
+        k: convert_value(v) if isinstance(v, str) else v for k, v in options.items()
+    }
+
+
 class TopK(Option):
     """A positive integer or a non-empty list of them."""
 
