@@ -64,32 +64,31 @@ def parse_anime_genres(
     path: str, bad: Optional[BadLines] = None
 ) -> Dict[str, List[str]]:
     try:
-        return _anime_genres(path, bad or BadLines())
+        with open_text(path) as f:
+            return _anime_genres(path, csv.reader(f), bad or BadLines())
     except (UnicodeDecodeError, *READ_ERRORS, csv.Error) as exc:
         raise ConversionError(f"{path}: cannot read: {exc}") from None
 
 
-def _anime_genres(path: str, bad: BadLines) -> Dict[str, List[str]]:
+def _anime_genres(path: str, reader, bad: BadLines) -> Dict[str, List[str]]:
     genres: Dict[str, List[str]] = {}
-    with open_text(path) as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if not header or "anime_id" not in header or "genre" not in header:
-            raise ConversionError(
-                f"{path}, line 1: expected a header with anime_id and genre columns"
-            )
-        id_col, genre_col = header.index("anime_id"), header.index("genre")
-        lineno = reader.line_num
-        for row in reader:
-            start, lineno = lineno + 1, reader.line_num
-            if not any(cell.strip() for cell in row):
-                continue
-            if len(row) != len(header) or not row[id_col].strip().isdigit():
-                bad(path, start, f"expected {len(header)} columns with an integer id")
-                continue
-            tokens = clean_tokens(row[genre_col].split(","))
-            if tokens:
-                genres[str(int(row[id_col]))] = tokens
+    header = next(reader, None)
+    if not header or "anime_id" not in header or "genre" not in header:
+        raise ConversionError(
+            f"{path}, line 1: expected a header with anime_id and genre columns"
+        )
+    id_col, genre_col = header.index("anime_id"), header.index("genre")
+    lineno = reader.line_num
+    for row in reader:
+        start, lineno = lineno + 1, reader.line_num
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header) or not row[id_col].strip().isdigit():
+            bad(path, start, f"expected {len(header)} columns with an integer id")
+            continue
+        tokens = clean_tokens(row[genre_col].split(","))
+        if tokens:
+            genres[str(int(row[id_col]))] = tokens
     return genres
 
 

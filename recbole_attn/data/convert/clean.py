@@ -26,12 +26,8 @@ def clean_token(name) -> Optional[str]:
 
 
 def clean_tokens(names: Iterable) -> List[str]:
-    seen: Dict[str, None] = {}
-    for name in names:
-        token = clean_token(name)
-        if token is not None and token not in seen:
-            seen[token] = None
-    return list(seen)
+    tokens = (clean_token(name) for name in names)
+    return list(dict.fromkeys(token for token in tokens if token is not None))
 
 
 def chronological(df: pd.DataFrame) -> pd.DataFrame:
@@ -83,12 +79,12 @@ def item_table(
     brands: Optional[Mapping[str, str]] = None,
 ) -> List[Tuple[str, List[str], Optional[str]]]:
     """Rows ``(item, category tokens, brand)`` of the interacted items with categories."""
-    rows = []
-    for item in sorted(set(items), key=_natural_key):
-        cats = categories.get(item)
-        if cats:
-            rows.append((item, list(cats), (brands or {}).get(item)))
-    return rows
+    brands = brands or {}
+    return [
+        (item, list(categories[item]), brands.get(item))
+        for item in sorted(set(items), key=_natural_key)
+        if categories.get(item)
+    ]
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The command line shared by the dataset converters (``recbole-attn convert <name>``):
 the options every converter takes (:func:`add_common_args`), the one ``main``
-(:func:`convert_main`: parse, refuse an existing dataset, read, convert, write with
-:func:`finish`) and :func:`run_main`. The pipeline: docs/datasets.md."""
+(:func:`convert_main`: parse, refuse an existing dataset, read, convert, write) and
+:func:`run_main`. The pipeline: docs/datasets.md."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 from typing import Callable, List, Optional
 
 from recbole_attn.options.arguments import OneLineParser
-from recbole_attn.data.convert.clean import Converted, Options, convert
+from recbole_attn.data.convert.clean import Options, convert
 from recbole_attn.data.convert.read import BadLines, ConversionError
 from recbole_attn.data.convert.write import (
     _check_name,
@@ -72,14 +72,12 @@ def add_common_args(parser: argparse.ArgumentParser, ratings: bool = True) -> No
     parser.add_argument(
         "--item_k_core",
         type=int,
-        default=None,
         help="a different threshold for items (default: --k_core)",
     )
     if ratings:
         parser.add_argument(
             "--min_rating",
             type=float,
-            default=None,
             help="keep only interactions rated at least this (default: keep all)",
         )
         parser.add_argument(
@@ -116,28 +114,6 @@ def options_from_args(args: argparse.Namespace) -> Options:
     )
 
 
-def check_fresh(args: argparse.Namespace) -> None:
-    """Fail fast (before parsing large inputs) when the dataset exists already."""
-    _check_name(args.name)
-    clear_unfinished(args.output_dir, args.name)  # a killed conversion's files
-    if not args.overwrite:
-        _refuse_existing(dataset_paths(args.output_dir, args.name).values())
-
-
-def finish(
-    result: Converted,
-    args: argparse.Namespace,
-    bad: Optional[BadLines],
-    prog: str,
-    argv: Optional[List[str]] = None,
-) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    command = " ".join([prog] + [shlex.quote(str(a)) for a in argv])
-    paths = write_dataset(result, args.output_dir, args.name, args.overwrite, command)
-    print(f"wrote {', '.join(paths.values())}")
-    print(summary_text(result.stats, bad))
-
-
 def convert_main(
     argv: Optional[List[str]],
     parser: argparse.ArgumentParser,
@@ -149,10 +125,17 @@ def convert_main(
     options = options_from_args(args)
     if check is not None:
         check(args)
-    check_fresh(args)
+    _check_name(args.name)  # fail fast, before parsing large inputs
+    clear_unfinished(args.output_dir, args.name)  # a killed conversion's files
+    if not args.overwrite:
+        _refuse_existing(dataset_paths(args.output_dir, args.name).values())
     bad = BadLines(args.skip_bad_lines)
-    inter, categories, brands = read(args, bad)
-    finish(convert(inter, categories, brands, options), args, bad, parser.prog, argv)
+    result = convert(*read(args, bad), options)
+    argv = sys.argv[1:] if argv is None else argv
+    command = " ".join([parser.prog] + [shlex.quote(str(a)) for a in argv])
+    paths = write_dataset(result, args.output_dir, args.name, args.overwrite, command)
+    print(f"wrote {', '.join(paths.values())}")
+    print(summary_text(result.stats, bad))
 
 
 def run_main(main: Callable[..., None], argv=None, prog: Optional[str] = None) -> int:

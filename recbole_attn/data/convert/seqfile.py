@@ -80,12 +80,8 @@ def parse_item2attributes(path: str) -> Dict[str, List[int]]:
 
 def brand_like_ids(item2attrs: Mapping[str, List[int]]) -> set:
     """Attribute ids only ever at list position 0 (S3Rec's brand; SOURCES.md §2)."""
-    first = set()
-    later = set()
-    for attrs in item2attrs.values():
-        if attrs:
-            first.add(attrs[0])
-            later.update(attrs[1:])
+    first = {attrs[0] for attrs in item2attrs.values() if attrs}
+    later = {a for attrs in item2attrs.values() for a in attrs[1:]}
     return first - later
 
 

@@ -55,16 +55,12 @@ def inter_text(df: pd.DataFrame) -> str:
 
 
 def item_text(rows, with_brand: bool = False) -> str:
-    lines = [
-        f"{ITEM}:token\t{CATEGORIES}:token_seq"
-        + (f"\t{BRAND}:token" if with_brand else "")
+    header = [f"{ITEM}:token", f"{CATEGORIES}:token_seq", f"{BRAND}:token"]
+    lines = [header] + [
+        [str(item), " ".join(cats), brand or ""] for item, cats, brand in rows
     ]
-    for item, cats, brand in rows:
-        line = f"{item}\t{' '.join(cats)}"
-        if with_brand:
-            line += "\t" + (brand or "")
-        lines.append(line)
-    return "\n".join(lines) + "\n"
+    width = 3 if with_brand else 2
+    return "".join("\t".join(line[:width]) + "\n" for line in lines)
 
 
 def dataset_yaml(
