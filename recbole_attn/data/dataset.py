@@ -93,9 +93,8 @@ def check_recbole_negatives(config, model_class):
         sampled = [loss for loss in losses if loss != "CE"]
         if sampling == "none":
             return
-        if config["training_mode"] != "last_position" or config["loss_type"] not in (
-            sampled
-        ):
+        last_position = config["training_mode"] == "last_position"
+        if not last_position or config["loss_type"] not in sampled:
             raise ConfigError(
                 f"train_neg_sample_args: RecBole's sampler draws the negatives {name} "
                 "trains on RecBole's way only (training_mode: last_position, loss_type: "
@@ -139,8 +138,8 @@ def recbole_dataset_class(config):
     module = importlib.import_module("recbole.data.dataset")
     name = f"{config['model']}Dataset"
     if not hasattr(module, name):
-        by_type = {ModelType.KNOWLEDGE: "KnowledgeBasedDataset"}
-        name = by_type.get(config["MODEL_TYPE"], "Dataset")
+        knowledge = config["MODEL_TYPE"] == ModelType.KNOWLEDGE
+        name = "KnowledgeBasedDataset" if knowledge else "Dataset"
     base = getattr(module, name)
     return type(base.__name__, (CheckedDataset, base), {})
 

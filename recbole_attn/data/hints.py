@@ -3,25 +3,17 @@
 
 import shlex
 
+#: S3Rec's datasets: name -> the stem of its sequence and attribute files
+_S3REC = {"Beauty": "Beauty", "Sports": "Sports_and_Outdoors", "Toys": "Toys_and_Games"}
+_S3REC_DATA = "aHuiWang/CIKM2020-S3Rec data/"
 _SEQ_DATASETS = {
     # name: (sequence file, attribute file or None, where the files come from)
     "Office": ("Office_Products.txt", None, "zfan20/GraphDA or zfan20/STOSA data/"),
     "Tools": ("Tools_and_Home_Improvement.txt", None, "zfan20/GraphDA data/"),
-    "Beauty": (
-        "Beauty.txt",
-        "Beauty_item2attributes.json",
-        "aHuiWang/CIKM2020-S3Rec data/",
-    ),
-    "Sports": (
-        "Sports_and_Outdoors.txt",
-        "Sports_and_Outdoors_item2attributes.json",
-        "aHuiWang/CIKM2020-S3Rec data/",
-    ),
-    "Toys": (
-        "Toys_and_Games.txt",
-        "Toys_and_Games_item2attributes.json",
-        "aHuiWang/CIKM2020-S3Rec data/",
-    ),
+    **{
+        name: (f"{stem}.txt", f"{stem}_item2attributes.json", _S3REC_DATA)
+        for name, stem in _S3REC.items()
+    },
 }
 
 CONVERT = "recbole-attn convert"

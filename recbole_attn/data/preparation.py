@@ -43,24 +43,20 @@ def data_preparation(config, dataset):
     cap_eval_batch_size(config, dataset)
     train_dataset, valid_dataset, test_dataset = built
     train_sampler, valid_sampler, test_sampler = create_samplers(config, dataset, built)
+    extra, shuffle = (), config["shuffle"]
     if config["MODEL_TYPE"] == ModelType.KNOWLEDGE:
-        kg_sampler = KGSampler(
-            dataset,
-            config["train_neg_sample_args"]["distribution"],
-            config["train_neg_sample_args"]["alpha"],
-        )
-        train_data = get_dataloader(config, "train")(
-            config, train_dataset, train_sampler, kg_sampler, shuffle=True
-        )
-    else:
-        train_data = get_dataloader(config, "train")(
-            config, train_dataset, train_sampler, shuffle=config["shuffle"]
-        )
-    valid_data = get_dataloader(config, "valid")(
-        config, valid_dataset, valid_sampler, shuffle=False
+        args = config["train_neg_sample_args"]
+        extra = (KGSampler(dataset, args["distribution"], args["alpha"]),)
+        shuffle = True
+    train_data = get_dataloader(config, "train")(
+        config, train_dataset, train_sampler, *extra, shuffle=shuffle
     )
-    test_data = get_dataloader(config, "test")(
-        config, test_dataset, test_sampler, shuffle=False
+    valid_data, test_data = (
+        get_dataloader(config, phase)(config, part, sampler, shuffle=False)
+        for phase, part, sampler in (
+            ("valid", valid_dataset, valid_sampler),
+            ("test", test_dataset, test_sampler),
+        )
     )
     return train_data, valid_data, test_data
 
