@@ -30,11 +30,8 @@ def check_category_field(config, dataset, who, alternative, hint=None):
     field = category_field_name(config)
     field2type = dataset.field2type
     if field not in field2type:
-        item_fields = [
-            f
-            for f, src in dataset.field2source.items()
-            if src in (FeatureSource.ITEM, FeatureSource.ITEM_ID)
-        ]
+        item = (FeatureSource.ITEM, FeatureSource.ITEM_ID)
+        item_fields = [f for f, src in dataset.field2source.items() if src in item]
         raise ValueError(
             f"{who} the item category field {field!r} (category_field), but dataset "
             f"{config['dataset']!r} has no such field. Loaded item fields: {item_fields}; "

@@ -205,10 +205,7 @@ def f1_components(config):
                 )
         return [name.lower() for name in map(str, value)]
 
-    return (
-        names("f1_accuracy_metrics"),
-        names("f1_diversity_metrics"),
-    )
+    return names("f1_accuracy_metrics"), names("f1_diversity_metrics")
 
 
 class AccDivF1(AbstractMetric):

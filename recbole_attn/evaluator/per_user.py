@@ -1,20 +1,13 @@
 """Per-user results of one evaluation (``recbole-attn evaluate --per_user=FILE``, the
 input of ``compare``; docs/compare.md): every evaluated user's token, target rank and
 value of every metric that has one, computed by the evaluation's own metric objects, so
-that each column's mean is the printed metric. The file format:
-:mod:`recbole_attn.per_user_file`, re-exported here."""
+that each column's mean is the printed metric (file format:
+:mod:`recbole_attn.per_user_file`)."""
 
 import contextlib
 
 import numpy as np
 import torch
-
-from recbole_attn.per_user_file import (  # noqa: F401  (re-exported)
-    MARK,
-    meta_path,
-    read_per_user,
-    write_per_user,
-)
 
 
 class PerUserRecorder:
