@@ -94,16 +94,7 @@ class DPAttWithForms(dpatt.DPAtt):
         super().__init__(config, dataset)
 
     def attention_layer(self):
-        if self.diversity_form != "product":
-            return super().attention_layer()
-        return ProductDPPAttention(
-            self.n_heads,
-            self.hidden_size,
-            self.hidden_dropout_prob,
-            self.attn_dropout_prob,
-            self.layer_norm_eps,
-            k=self.dpp_k,
-            lam=self.dpp_lambda,
-            triple_samples=self.dpp_triple_samples,
-            jitter=self.dpp_cat_jitter,
-        )
+        layer = super().attention_layer()
+        if self.diversity_form == "product":  # the same layer with the paper's weights
+            layer.__class__ = ProductDPPAttention
+        return layer

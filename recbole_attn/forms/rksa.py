@@ -10,6 +10,7 @@ from recbole_attn.model import rksa
 ITEM_KERNELS = ("linear", "rbf")
 #: ``location_activation``: f of eq. 7
 LOCATION_ACTIVATIONS = ("none", "tanh")
+SCORE_FORMS = {"item_kernel": ITEM_KERNELS, "location_activation": LOCATION_ACTIVATIONS}
 
 
 def rbf_kernel(x, valid):
@@ -36,14 +37,8 @@ class SkewNormalScoreWithForms(rksa.SkewNormalScore):
 class RKSAWithForms(rksa.RKSA):
 
     def __init__(self, config, dataset):
-        self.score_forms = {
-            "item_kernel": config["item_kernel"],
-            "location_activation": config["location_activation"],
-        }
-        for key, values in (
-            ("item_kernel", ITEM_KERNELS),
-            ("location_activation", LOCATION_ACTIVATIONS),
-        ):
+        self.score_forms = {key: config[key] for key in SCORE_FORMS}
+        for key, values in SCORE_FORMS.items():
             if self.score_forms[key] not in values:
                 raise ValueError(f"{key} must be one of {list(values)}")
         super().__init__(config, dataset)

@@ -4,6 +4,7 @@
 "STOSA")."""
 
 import torch.nn.functional as F
+from recbole.model.sequential_recommender.sasrec import SASRec
 from torch import nn
 
 from recbole_attn.model import awrsr, stosa
@@ -16,12 +17,7 @@ PRESETS = {
         "ffn": "paper",
         "init": "recbole",
     },
-    "official": {
-        "layer_means": "official",
-        "input": "official",
-        "ffn": "official",
-        "init": "official",
-    },
+    "official": dict.fromkeys(("layer_means", "input", "ffn", "init"), "official"),
 }
 
 
@@ -60,12 +56,9 @@ class STOSAWithForms(stosa.STOSA):
         super().__init__(config, dataset, *args)
         if self.forms["input"] == "paper":  # one LayerNorm per stream
             del self.input_layer_norm
-            self.mean_layer_norm = nn.LayerNorm(
-                self.hidden_size, eps=self.layer_norm_eps
-            )
-            self.cov_layer_norm = nn.LayerNorm(
-                self.hidden_size, eps=self.layer_norm_eps
-            )
+            eps = self.layer_norm_eps
+            self.mean_layer_norm = nn.LayerNorm(self.hidden_size, eps=eps)
+            self.cov_layer_norm = nn.LayerNorm(self.hidden_size, eps=eps)
 
     @staticmethod
     def preset_forms(config):
@@ -83,8 +76,8 @@ class STOSAWithForms(stosa.STOSA):
             self.attn_dropout_prob,
             self.layer_norm_eps,
         )
-        ffn_class = PreLNFeedForward if self.forms["ffn"] == "paper" else None
-        ffn_class = ffn_class or stosa.FeedForward
+        paper_ffn = self.forms["ffn"] == "paper"
+        ffn_class = PreLNFeedForward if paper_ffn else stosa.FeedForward
         feed_forward = {
             name: ffn_class(
                 self.hidden_size,
@@ -101,13 +94,7 @@ class STOSAWithForms(stosa.STOSA):
         """The model file's, or RecBole's SASRec init with zero padding rows."""
         if self.forms["init"] == "official":
             return super()._init_weights(module)
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            module.weight.data.normal_(mean=0.0, std=self.initializer_range)
-        elif isinstance(module, nn.LayerNorm):
-            module.bias.data.zero_()
-            module.weight.data.fill_(1.0)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            module.bias.data.zero_()
+        SASRec._init_weights(self, module)
         if isinstance(module, nn.Embedding) and module.padding_idx is not None:
             module.weight.data[module.padding_idx].zero_()
 

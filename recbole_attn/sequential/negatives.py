@@ -61,11 +61,8 @@ def sample_negatives(
         else:
             draws = torch.multinomial(q, batch * size, replacement=True)
         return draws.view(batch, length, num)
-    if batch * n_items <= dense_budget:
-        draws = _dense_draws(excluded, n_items, size, q)
-    else:
-        draws = _rejection_draws(excluded, n_items, size, q)
-    return draws.view(batch, length, num)
+    draw = _dense_draws if batch * n_items <= dense_budget else _rejection_draws
+    return draw(excluded, n_items, size, q).view(batch, length, num)
 
 
 def _dense_draws(excluded, n_items, size, q):

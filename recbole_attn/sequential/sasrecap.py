@@ -7,6 +7,7 @@ import torch
 from recbole.model.abstract_recommender import SequentialRecommender
 from recbole.model.layers import TransformerLayer
 from recbole.model.loss import BPRLoss
+from recbole.model.sequential_recommender.sasrec import SASRec
 from torch import nn
 
 from recbole_attn.options.values import VALUE_RULES
@@ -55,7 +56,8 @@ SASREC_OPTIONS = {
 
 
 class SASRecLayers(SequentialRecommender):
-    """RecBole's SASRec layer by layer, with its outputs at every position."""
+    """RecBole's SASRec layer by layer, with its outputs at every position (item scores:
+    :class:`DotProductScores`)."""
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
@@ -82,14 +84,7 @@ class SASRecLayers(SequentialRecommender):
         self.dropout = nn.Dropout(self.hidden_dropout_prob)
         self.apply(self._init_weights)
 
-    def _init_weights(self, module):
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            module.weight.data.normal_(mean=0.0, std=self.initializer_range)
-        elif isinstance(module, nn.LayerNorm):
-            module.bias.data.zero_()
-            module.weight.data.fill_(1.0)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            module.bias.data.zero_()
+    _init_weights = SASRec._init_weights
 
     def encode(self, item_seq, item_seq_len, last_only=False):
         """Outputs ``[B, L, H]``; ``last_only``: ``[B, H]`` at the last items, the last
@@ -117,12 +112,6 @@ class SASRecLayers(SequentialRecommender):
 
     def forward(self, item_seq, item_seq_len):
         return self.encode(item_seq, item_seq_len, last_only=True)
-
-    def item_scores(self, output, items):
-        items_emb = self.item_embedding(items)
-        if items_emb.dim() > output.dim():
-            output = output.unsqueeze(-2)
-        return (output * items_emb).sum(-1)
 
     def all_item_scores(self, output):
         return output @ self.item_embedding.weight.transpose(0, 1)
@@ -160,11 +149,8 @@ def _last_row_layer(layer, hidden, mask, rows):
     def heads(x):  # [B, n, H] -> [B, h, n, d]
         return attention.transpose_for_scores(x).permute(0, 2, 1, 3)
 
-    query, key, value = (
-        heads(attention.query(row)),
-        heads(attention.key(hidden)),
-        heads(attention.value(hidden)),
-    )
+    query = heads(attention.query(row))
+    key, value = heads(attention.key(hidden)), heads(attention.value(hidden))
     scores = query @ key.transpose(-1, -2) / attention.sqrt_attention_head_size
     probs = attention.attn_dropout(attention.softmax(scores + mask))
     context = (probs @ value).permute(0, 2, 1, 3).reshape(row.shape)
