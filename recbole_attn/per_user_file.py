@@ -13,9 +13,7 @@ from recbole_attn.files import read_text, write_files
 
 #: the first characters of a per-user file of the first layout (metadata in line 1)
 MARK = "# recbole-attn per-user results "
-#: the ``format`` of the metadata file
 FORMAT = "recbole-attn per-user results"
-#: the one extension of a per-user file
 EXTENSION = ".csv"
 
 #: the range of each metric's per-user value (RecBole's top-K metrics, ours, and
@@ -80,11 +78,9 @@ def _not_one(path, why):
 def _read_meta(path):
     """The metadata of ``path`` from its metadata file."""
     sidecar = meta_path(path)
-    if str(path).endswith(".json") and os.path.isfile(str(path)[: -len(".json")]):
-        raise _not_one(
-            path,
-            f"it is the metadata of {str(path)[: -len('.json')]}: give that .csv file",
-        )
+    csv_path = str(path).removesuffix(".json")
+    if csv_path != str(path) and os.path.isfile(csv_path):
+        raise _not_one(path, f"it is the metadata of {csv_path}: give that .csv file")
     if not os.path.exists(sidecar):
         raise _not_one(
             path,

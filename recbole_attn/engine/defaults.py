@@ -4,27 +4,19 @@
 import yaml
 
 
-def _exportable(name):
-    """Whether ``name`` is one of our models with a :mod:`recbole_attn.model` base."""
-    from recbole_attn.sequential.models import MODELS
-
-    model = MODELS.get(name)
-    return model is not None and any(
-        base.__module__.startswith("recbole_attn.model.") for base in model.__mro__
-    )
-
-
 def differences_line(config):
     """A log line of our yaml's keys that RecBole would set otherwise; or None."""
-    from recbole_attn.sequential.models import get_model_class
+    from recbole_attn.sequential.models import MODELS
     from recbole_attn.options.declared import model_yaml as declared_yaml
 
     name = config["model"]
     theirs = getattr(config, "internal_config_dict", None)
-    if not _exportable(name) or not theirs:
+    mro = MODELS[name].__mro__ if name in MODELS else ()
+    exported = any(c.__module__.startswith("recbole_attn.model.") for c in mro)
+    if not (exported and theirs):  # ours, with a recbole_attn.model base
         return None
     own = {}
-    for cls in reversed(get_model_class(name).__mro__):
+    for cls in reversed(mro):
         if "yaml_header" in vars(cls):  # the model's yaml files, base classes first
             own.update(yaml.safe_load(declared_yaml(cls)) or {})
     given = getattr(config, "given_keys", set())

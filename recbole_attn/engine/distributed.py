@@ -14,8 +14,6 @@ from recbole_attn.options.values import convert_values
 #: config keys of a multi-process run (RecBole's names), taken out of the overrides by ``run``
 DISTRIBUTED_KEYS = ("nproc", "world_size", "ip", "port", "offset")
 
-
-#: what the multi-process keys must be
 RULES = {
     "nproc": Integer(1),
     "world_size": Integer(1),

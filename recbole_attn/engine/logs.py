@@ -25,7 +25,6 @@ _EPOCH_RECORD = re.compile(
     r"^(epoch \d+ (training|evaluating)|valid result|Saving current"
     r"|Finished training, best eval result in epoch)"
 )
-#: the ANSI colour codes of a coloured text
 ANSI_COLOR = re.compile(r"\x1b\[[0-9;]*m")
 
 
