@@ -41,13 +41,7 @@ def drop_duplicates(df: pd.DataFrame) -> pd.DataFrame:
     return df.drop_duplicates(subset=[USER, ITEM], keep="first").reset_index(drop=True)
 
 
-def k_core(
-    df: pd.DataFrame,
-    k: int,
-    item_k: Optional[int] = None,
-    user_col: str = USER,
-    item_col: str = ITEM,
-) -> pd.DataFrame:
+def k_core(df: pd.DataFrame, k: int, item_k: Optional[int] = None) -> pd.DataFrame:
     """Iterated k-core on users (``k``) and items (``item_k``), row order kept; ``<=
     1``: off."""
     item_k = k if item_k is None else item_k
@@ -55,11 +49,9 @@ def k_core(
     while True:
         keep = np.ones(len(df), dtype=bool)
         if k > 1:
-            keep &= df.groupby(user_col)[user_col].transform("size").to_numpy() >= k
+            keep &= df.groupby(USER)[USER].transform("size").to_numpy() >= k
         if item_k > 1:
-            keep &= (
-                df.groupby(item_col)[item_col].transform("size").to_numpy() >= item_k
-            )
+            keep &= df.groupby(ITEM)[ITEM].transform("size").to_numpy() >= item_k
         if keep.all():
             break
         df = df[keep]
