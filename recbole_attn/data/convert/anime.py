@@ -36,19 +36,15 @@ def parse_anime_ratings(path: str, bad: Optional[BadLines] = None) -> pd.DataFra
     """Kaggle ``rating.csv``, the row number as the timestamp."""
     bad = bad or BadLines()
     rows = []
-    header_seen = False
-    position = 0
-    for lineno, line in _lines(path):
+    lines = _lines(path)
+    lineno, line = next(lines)
+    if [p.strip() for p in line.split(",")][:3] != ["user_id", "anime_id", "rating"]:
+        raise ConversionError(
+            f"{path}, line {lineno}: expected the header "
+            f"'user_id,anime_id,rating', got {line!r}"
+        )
+    for position, (lineno, line) in enumerate(lines, start=1):
         parts = [p.strip() for p in line.split(",")]
-        if not header_seen:
-            header_seen = True
-            if parts[:3] != ["user_id", "anime_id", "rating"]:
-                raise ConversionError(
-                    f"{path}, line {lineno}: expected the header "
-                    f"'user_id,anime_id,rating', got {line!r}"
-                )
-            continue
-        position += 1
         try:
             if len(parts) != 3 or not (parts[0].isdigit() and parts[1].isdigit()):
                 raise ValueError(f"expected 'user_id,anime_id,rating', got {line!r}")
