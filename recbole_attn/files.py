@@ -152,7 +152,8 @@ def safe_yaml(text, where):
 
 def _check_yaml_nodes(root, where):
     sizes, open_nodes = {}, set()
-    int_tag, float_tag = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+    numbers = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+    merge_tag = "tag:yaml.org,2002:merge"
 
     def line(node):
         return node.start_mark.line + 1
@@ -168,7 +169,7 @@ def _check_yaml_nodes(root, where):
         open_nodes.add(id(node))
         total = 1
         if isinstance(node, yaml.ScalarNode):
-            if node.tag in (int_tag, float_tag) and len(node.value) > MAX_NUMBER_CHARS:
+            if node.tag in numbers and len(node.value) > MAX_NUMBER_CHARS:
                 raise ConfigError(
                     f"{where}, line {line(node)}: a number of {len(node.value):,} "
                     f"characters; numbers are at most {MAX_NUMBER_CHARS}"
@@ -178,10 +179,7 @@ def _check_yaml_nodes(root, where):
         elif isinstance(node, yaml.MappingNode):
             seen = {}
             for key, value in node.value:
-                if (
-                    isinstance(key, yaml.ScalarNode)
-                    and key.tag != "tag:yaml.org,2002:merge"
-                ):
+                if isinstance(key, yaml.ScalarNode) and key.tag != merge_tag:
                     if (key.tag, key.value) in seen:
                         raise ConfigError(
                             f"{where}: {key.value} is given twice, on lines "

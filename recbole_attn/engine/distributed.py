@@ -80,9 +80,7 @@ def init_cpu_process_group(config):
     cfg["device"] = torch.device("cpu")
     cfg["single_spec"] = False
     if cfg["local_rank"] != 0:  # as RecBole: only the first process talks
-        cfg["state"] = "error"
-        cfg["show_progress"] = False
-        cfg["verbose"] = False
+        cfg.update(state="error", show_progress=False, verbose=False)
 
 
 def is_distributed(config):

@@ -116,8 +116,7 @@ def sample_by_key_ids(self, key_ids, num):
             if rounds == SAMPLING_ROUNDS:
                 _check_exhausted(self, [key_id])
             value_ids[check_list] = value = self.sampling(len(check_list))
-            mask = np.isin(value, used)
-            check_list = check_list[mask]
+            check_list = check_list[np.isin(value, used)]
     else:
         value_ids = np.zeros(total_num, dtype=np.int64)
         check_list = np.arange(total_num)

@@ -60,13 +60,6 @@ RESEARCH_WING_KEYS = {
 }
 
 
-def research_wing_error(key, what):
-    return ConfigError(
-        f"{key} is a research-only option ({what}); the product commands and models do "
-        f"not set it: train it with {RESEARCH_RUNNER}"
-    )
-
-
 def check_research_wing_keys(config, declared):
     """A :class:`ConfigError` for a research-only key the model does not declare."""
     for key, (product, what) in RESEARCH_WING_KEYS.items():
@@ -74,7 +67,10 @@ def check_research_wing_keys(config, declared):
         if callable(product):
             product = product(config)
         if value is not None and value != product and key not in declared:
-            raise research_wing_error(key, what)
+            raise ConfigError(
+                f"{key} is a research-only option ({what}); the product commands and "
+                f"models do not set it: train it with {RESEARCH_RUNNER}"
+            )
 
 
 def check_options(config, options):

@@ -51,9 +51,8 @@ def did_you_mean(name, candidates):
 
 def unknown_model_message(name):
     """The one-line error for a model name that no run resolves."""
-    seq = recbole_model_names(("sequential_recommender",)).get(
-        "sequential_recommender", []
-    )
+    sub = "sequential_recommender"
+    seq = recbole_model_names((sub,)).get(sub, [])
     theirs = [n for n in seq if n not in MODEL_NAMES]
     return (
         f"unknown model {name!r}{did_you_mean(name, known_model_names())}. "
