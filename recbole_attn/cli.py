@@ -1,7 +1,4 @@
 """
-recbole_attn.cli
-################
-
 ``recbole-attn`` (also ``python -m recbole_attn``, ``python run_recbole_attn.py``): one
 argparse parser, a subcommand per module of :mod:`recbole_attn.commands` (its arguments
 and its run); without a command word, a training run (or with ``--params_file`` a search).

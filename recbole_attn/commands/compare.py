@@ -1,7 +1,4 @@
 """
-recbole_attn.commands.compare
-#############################
-
 Models compared metric by metric with paired tests over the same users (docs/compare.md):
 per-user files (``evaluate --per_user``) or checkpoints; the first is the baseline. Paired t
 and Wilcoxon p-values are corrected over the table (Holm, or ``--correction=bh``).
@@ -66,9 +63,9 @@ def paired(base, other):
     n = len(base)
     diff = other - base
     nan = float("nan")
-    mean_base = float(base.mean()) if n else nan
-    mean_other = float(other.mean()) if n else nan
-    mean_diff = float(diff.mean()) if n else nan
+    mean_base, mean_other, mean_diff = (
+        float(x.mean()) if n else nan for x in (base, other, diff)
+    )
     low = high = p_t = p_w = nan
     if n > 1:
         with warnings.catch_warnings():
@@ -116,9 +113,9 @@ def load_inputs(paths, echo=print):
                 f"{path} holds {len(rows)} user(s); a paired test over users needs at "
                 "least two"
             )
-        loaded.append(
-            (_label(path, meta), meta, table_values(header, rows), header[2:])
-        )
+        stem = os.path.splitext(os.path.basename(path.rstrip("/")))[0]
+        label = f"{meta.get('model', '?')} ({stem})"  # its model and its file's stem
+        loaded.append((label, meta, table_values(header, rows), header[2:]))
     return loaded
 
 
@@ -131,12 +128,6 @@ def _evaluate(path, echo):
     echo(f"evaluating {model_file} ...")
     table = evaluate(model_file, {"state": "ERROR"}, per_user=True)["per_user"]
     return table["meta"], table["header"], table["rows"]
-
-
-def _label(path, meta):
-    """An input's name in the table: its model and its file's stem."""
-    stem = os.path.splitext(os.path.basename(path.rstrip("/")))[0]
-    return f"{meta.get('model', '?')} ({stem})"
 
 
 def check_comparable(loaded):
@@ -239,15 +230,11 @@ def table_text(result):
     return "\n".join(lines)
 
 
-#: what ``--output`` writes, by its extension
-OUTPUT_KINDS = {".json": "JSON", ".csv": "CSV"}
-
-
 def output_kind(path):
     """``.json`` or ``.csv``: how ``path`` is written; a :class:`RecboleAttnError` for
     any other name (before any work)."""
     extension = os.path.splitext(path)[1].lower()
-    if extension not in OUTPUT_KINDS:
+    if extension not in (".json", ".csv"):
         raise RecboleAttnError(
             f"--output={path}: the comparison is written as JSON (.json) or CSV "
             "(.csv); give a file name ending in one of them"
@@ -306,7 +293,6 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--metrics",
-        default=None,
         help="comma-separated, e.g. ndcg@10,recall@10 "
         "(default: every metric all inputs have)",
     )
@@ -318,9 +304,7 @@ def add_arguments(parser):
         ),
         default=0.05,
     )
-    parser.add_argument(
-        "--output", default=None, help="a .json (strict JSON) or .csv file"
-    )
+    parser.add_argument("--output", help="a .json (strict JSON) or .csv file")
     parser.add_argument("--overwrite", action="store_true")
 
 

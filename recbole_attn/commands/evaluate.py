@@ -1,8 +1,4 @@
-"""
-recbole_attn.commands.evaluate
-##############################
-
-The validation and test metrics of a saved model. Overrides --key=value change the
+"""The validation and test metrics of a saved model. Overrides --key=value change the
 evaluation, e.g. --metrics="['Recall','NDCG','CC']" --topk=[5,10] --eval_mask_history=True
 --eval_args="{'mode': 'uni100'}" (--data_path=DIR if the data moved).
 """
@@ -23,7 +19,6 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--per_user",
-        default=None,
         help="also write every test user's target rank and metric values to this .csv "
         "file, and what was evaluated to FILE.json beside it (full ranking; the input "
         "of recbole-attn compare; docs/compare.md)",
@@ -38,7 +33,7 @@ def add_arguments(parser):
 def run(args):
     """Evaluate the model (its per-user file checked first), print and write."""
     from recbole_attn.files import check_output_file
-    from recbole_attn.per_user_file import check_extension, meta_path
+    from recbole_attn.per_user_file import check_extension, meta_path, write_per_user
 
     if args.per_user:  # before the model loads
         check_extension(args.per_user)
@@ -55,7 +50,12 @@ def run(args):
     print(f"valid: {result['valid_result']}")
     print(f"test: {result['test_result']}")
     if args.per_user:
-        _write_per_user(args.per_user, result["per_user"], args.overwrite)
+        table = result["per_user"]
+        rows = table["rows"]
+        write_per_user(
+            args.per_user, table["header"], rows, table["meta"], args.overwrite
+        )
+        print(f"per-user results: {args.per_user} ({len(rows)} users)")
     return 0
 
 
@@ -78,12 +78,3 @@ def newest_model_file(path):
         file=sys.stderr,
     )
     return chosen
-
-
-def _write_per_user(path, table, overwrite):
-    """The per-user file and its ``.json``."""
-    from recbole_attn.per_user_file import write_per_user
-
-    rows = table["rows"]
-    write_per_user(path, table["header"], rows, table["meta"], overwrite)
-    print(f"per-user results: {path} ({len(rows)} users)")

@@ -1,7 +1,4 @@
 """
-recbole_attn.commands.recommend
-###############################
-
 The top-K items of every user (or of the users named) from a trained model, with rank and
 score, as the dataset's own tokens in CSV or JSON Lines; ties go to the smaller item id
 (``recbole-attn recommend --model_file=saved/<file>.pth --topk=20 --output=recs.csv``).
@@ -61,8 +58,7 @@ def _user_ids(dataset, users):
 
 
 def _tokens(dataset, field, ids):
-    """The tokens of ``ids`` as a list of str (RecBole's ``id2token`` returns a bare
-    string for one id)."""
+    """The tokens of ``ids`` as a list of str (``id2token`` of one id is a bare str)."""
     import numpy as np
     import torch
 
@@ -72,15 +68,14 @@ def _tokens(dataset, field, ids):
     return [str(t) for t in np.atleast_1d(dataset.id2token(field, ids))]
 
 
-def _padded(sequences, width=None):
-    """Right-padded LongTensor ``[B, width]`` (0 = padding) of item id lists."""
+def _padded(sequences, width=0):
+    """Right-padded LongTensor ``[B, width or the longest]`` (0 = padding) of id lists."""
     import torch
+    from torch.nn.functional import pad
+    from torch.nn.utils.rnn import pad_sequence
 
-    width = width or max([len(s) for s in sequences] + [1])
-    out = torch.zeros(len(sequences), width, dtype=torch.long)
-    for i, seq in enumerate(sequences):
-        out[i, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
-    return out
+    out = pad_sequence([torch.as_tensor(s, dtype=torch.long) for s in sequences], True)
+    return pad(out, (0, width - out.shape[1])) if width else out
 
 
 def top_k(scores, k, seen=None):
@@ -136,14 +131,25 @@ def recommend(
     histories = user_histories(splits, history)
     ids = _chosen_users(dataset, histories, users, history)
     field, categories = _category_tokens(config, dataset)
-    batches = _batches(ids, batch_size, dataset.item_num, show_progress)
+    # batches of users within SCORE_BUDGET_MB of scores, a progress bar on stderr
+    size = batch_size or max(1, SCORE_BUDGET_MB * 2**20 // (4 * dataset.item_num))
+    batches = [ids[start : start + size] for start in range(0, len(ids), size)]
+    if show_progress:
+        from tqdm import tqdm
+
+        batches = tqdm(batches, desc="recommend", unit="batch", file=sys.stderr)
     item_tokens = _tokens(dataset, dataset.iid_field, range(dataset.item_num))
     model.eval()
     rows = []
     for chunk in batches:
         items, values = _top_of_batch(model, config, histories, chunk, k, exclude_seen)
         users = _tokens(dataset, dataset.uid_field, chunk)
-        rows += _rows(users, items, values, item_tokens, categories)
+        for user, user_items, user_values in zip(users, items, values):
+            for rank, (item, score) in enumerate(zip(user_items, user_values), 1):
+                if score == -float("inf"):  # fewer than k items left to recommend
+                    break
+                cats = categories[item] if categories is not None else None
+                rows.append((user, rank, item_tokens[item], score, cats))
     return {
         "model": config["model"],
         "dataset": config["dataset"],
@@ -189,18 +195,6 @@ def _category_tokens(config, dataset):
     return field, [[names[c] for c in row if c > 0] for row in table.tolist()]
 
 
-def _batches(ids, size, n_items, show_progress):
-    """``ids`` in batches of ``size`` (default: within :data:`SCORE_BUDGET_MB`), with a
-    progress bar on standard error."""
-    size = size or max(1, SCORE_BUDGET_MB * 2**20 // (4 * max(n_items, 1)))
-    batches = [ids[start : start + size] for start in range(0, len(ids), size)]
-    if show_progress:
-        from tqdm import tqdm
-
-        return tqdm(batches, desc="recommend", unit="batch", file=sys.stderr)
-    return batches
-
-
 def _top_of_batch(model, config, histories, chunk, k, exclude_seen):
     """``(items, scores)`` lists ``[B, k]`` of the users ``chunk``: the model's scores
     of their histories, the history's items left out with ``exclude_seen``."""
@@ -225,18 +219,6 @@ def _top_of_batch(model, config, histories, chunk, k, exclude_seen):
         seen.scatter_(1, _padded(seqs).to(scores.device), True)
     items, values = top_k(scores, k, seen)
     return items.cpu().tolist(), values.cpu().tolist()
-
-
-def _rows(users, items, values, item_tokens, categories):
-    """The result rows of one batch, as tokens (fewer than k when items ran out)."""
-    rows = []
-    for user, user_items, user_values in zip(users, items, values):
-        for rank, (item, score) in enumerate(zip(user_items, user_values), 1):
-            if score == -float("inf"):  # fewer than k items left to recommend
-                break
-            cats = categories[item] if categories is not None else None
-            rows.append((user, rank, item_tokens[item], score, cats))
-    return rows
 
 
 def _text(result, fmt):
@@ -287,35 +269,20 @@ def output_format(output, fmt=None):
     return fmt or by_name
 
 
-def write_recommendations(result, output, fmt=None, overwrite=False):
-    """Write ``result`` (:func:`recommend`) to ``output`` as CSV or JSON Lines
-    (:func:`output_format`), atomically; an existing file only with ``overwrite``."""
-    fmt = output_format(output, fmt)
-    write_files({output: _text(result, fmt)}, "the recommendations", overwrite)
-    return output
+def _named(parts, what, how, leave):
+    """The user tokens of ``parts`` (stripped, blanks left out), at least one."""
+    named = [u.strip() for u in parts if u.strip()]
+    if not named:
+        raise RecboleAttnError(
+            f"{what} names no user ({how}); leave {leave} to recommend to every user"
+        )
+    return named
 
 
 def _user_tokens(text):
     """argparse ``type=`` of ``--users``: comma-separated user tokens, at least one."""
-    named = [u.strip() for u in text.split(",") if u.strip()]
-    if not named:
-        raise RecboleAttnError(
-            f"--users={text!r} names no user (comma-separated user tokens); leave it "
-            "out to recommend to every user"
-        )
-    return named
-
-
-def _users_file(path):
-    """The user tokens of ``--users_file``, one a line, at least one."""
-    text = read_text(path, "users file")
-    named = [line.strip() for line in text.splitlines() if line.strip()]
-    if not named:
-        raise RecboleAttnError(
-            f"users file {path} names no user (one user token per line); "
-            "leave out --users_file to recommend to every user"
-        )
-    return named
+    how = "comma-separated user tokens"
+    return _named(text.split(","), f"--users={text!r}", how, "it out")
 
 
 def add_arguments(parser):
@@ -355,10 +322,9 @@ def add_arguments(parser):
         default=True,
         help="exclude the items of the history (default True)",
     )
-    parser.add_argument("--format", choices=FORMATS, default=None)
+    parser.add_argument("--format", choices=FORMATS)
     parser.add_argument(
         "--batch_size",
-        default=None,
         type=checked(
             int,
             lambda size: size >= 1,
@@ -366,9 +332,7 @@ def add_arguments(parser):
             "leave it out for a batch that fits the default memory budget",
         ),
     )
-    parser.add_argument(
-        "--data_path", default=None, help="where the dataset is now, if it moved"
-    )
+    parser.add_argument("--data_path", help="where the dataset is now, if it moved")
     parser.add_argument("--overwrite", action="store_true")
 
 
@@ -378,19 +342,26 @@ def run(args):
         raise RecboleAttnError(
             f"--output {args.output} is a folder; give a file name (.csv or .jsonl)"
         )
-    output_format(args.output, args.format)  # before the model loads
+    fmt = output_format(args.output, args.format)  # before the model loads
     refuse_existing([args.output], "the recommendations", args.overwrite)
+    users = args.users
+    if args.users_file:
+        lines = read_text(args.users_file, "users file").splitlines()
+        what, how = f"users file {args.users_file}", "one user token per line"
+        users = _named(lines, what, how, "out --users_file")
     result = recommend(
         args.model_file,
         k=args.topk,
-        users=_users_file(args.users_file) if args.users_file else args.users,
+        users=users,
         history=args.history,
         exclude_seen=args.exclude_seen,
         batch_size=args.batch_size,
         config_dict={"data_path": args.data_path} if args.data_path else None,
         show_progress=sys.stderr.isatty(),
     )
-    write_recommendations(result, args.output, args.format, args.overwrite)
+    write_files(
+        {args.output: _text(result, fmt)}, "the recommendations", args.overwrite
+    )
     users_done = len({r[0] for r in result["rows"]})
     print(
         f"wrote {args.output}: top-{args.topk} of {users_done} users from "

@@ -1,7 +1,4 @@
 """
-recbole_attn.commands.run
-#########################
-
 ``recbole-attn --model=... --dataset=...`` (the command without a command word, ``run``):
 train and test one model, or with ``--params_file`` search its hyperparameters
 (:mod:`recbole_attn.commands.tuning`); every other ``--key=value`` is a config override.
@@ -95,7 +92,6 @@ def add_arguments(parser):
     parser.add_argument("--dataset", "-d", default="ml-100k", help="dataset name")
     parser.add_argument(
         "--config_files",
-        default=None,
         type=lambda text: text.split(",") if text else None,
         help="comma-separated yaml files, applied last",
     )
@@ -109,12 +105,12 @@ def add_arguments(parser):
 
 
 def _add_search_arguments(group):
-    """The search's flags (used with ``--params_file``)."""
+    """The search's flags (used with ``--params_file``): how it searches, where and with
+    what the trials run, and where it writes."""
     from recbole_attn.commands.tuning import ALGOS, SCHEDULERS, TOOLS
 
     group.add_argument(
         "--params_file",
-        default=None,
         help="RecBole hyper-parameter file, or the name of a shipped search space "
         "(STOSA, PAtt, ...: properties/hyper/<name>.hyper): search instead of one run "
         "(select on validation, test the selected configuration once)",
@@ -137,7 +133,7 @@ def _add_search_arguments(group):
         "--num_samples", type=positive_int, default=4, help="trials (random, bayes)"
     )
     group.add_argument(
-        "--max_concurrent", type=positive_int, default=None, help="trials at once (Ray)"
+        "--max_concurrent", type=positive_int, help="trials at once (Ray)"
     )
     group.add_argument(
         "--scheduler",
@@ -152,21 +148,14 @@ def _add_search_arguments(group):
         metavar="SEARCH_SEED",
         help="seed of the search algorithm",
     )
-    _add_trial_arguments(group)
-
-
-def _add_trial_arguments(group):
-    """Where and with what the trials run, and where the search writes."""
     group.add_argument("--cpus_per_trial", type=positive_int, default=1)
     group.add_argument("--gpus_per_trial", type=float, default=0)
     group.add_argument(
         "--ray_address",
-        default=None,
         help="auto or HOST:PORT: run the trials on an existing Ray cluster",
     )
     group.add_argument(
         "--output",
-        default=None,
         help="folder of the trial table, best.yaml and result.json "
         "(default: a new tune/<model>-<dataset>-<time>-<token>)",
     )

@@ -1,7 +1,4 @@
 """
-recbole_attn.commands.viz
-#########################
-
 Attention heatmaps of one user of a saved model (STOSA Fig. 5, AWRSR Fig. 3): every layer
 and head over the user's last test inputs, items on the axes; a refiner's ``A`` and ``B``
 side by side. RecBole's SASRec is drawn through SASRecAP. Needs matplotlib (``.[plot]``).
@@ -10,7 +7,6 @@ side by side. RecBole's SASRec is drawn through SASRecAP. Needs matplotlib (``.[
 import os
 import re
 import sys
-
 
 from recbole_attn.errors import RecboleAttnError
 from recbole_attn.files import refuse_existing
@@ -46,12 +42,11 @@ def _attention_model(config, model, dataset):
 
     # the architecture of the RecBole SASRec: SASRecAP's layer options (its own
     # declarations, the loss aside) and the sequence length
-    keys = [
-        k
+    overrides = {
+        k: config[k]
         for k in declared_options(SASRecAP)
-        if k in SHARED_OPTIONS or k == "hidden_act"
-    ]
-    overrides = {k: config[k] for k in keys if k != "loss_type"}
+        if (k in SHARED_OPTIONS or k == "hidden_act") and k != "loss_type"
+    }
     overrides["MAX_ITEM_LIST_LENGTH"] = config["MAX_ITEM_LIST_LENGTH"]
     overrides.update(data_path=config["data_path"], training_mode="all_position")
     twin = SASRecAP(
@@ -215,7 +210,6 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--label_field",
-        default=None,
         help="item field for the axis labels (default: ids)",
     )
     parser.add_argument(

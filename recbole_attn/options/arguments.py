@@ -1,7 +1,4 @@
 """
-recbole_attn.options.arguments
-##############################
-
 What every command's parser stands on: errors of one line (:class:`CommandParser`), the
 rules of its flags as argparse types and actions (:func:`checked`, :class:`TrueOrFalse`),
 RecBole's ``--key=value`` overrides, and :func:`guarded`: an error as one line.
@@ -32,12 +29,10 @@ class OneLineParser(argparse.ArgumentParser):
     is an error rather than another option."""
 
     def __init__(self, *args, **kwargs):
-        """argparse's parser, without abbreviations."""
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        """One line: the error and where the help is."""
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
@@ -121,7 +116,6 @@ def checked(convert, rule, message):
     ``rule``; a value against it is the error line ``message.format(value=value)``."""
 
     def value(text):
-        """``text`` converted and checked."""
         from recbole_attn.errors import RecboleAttnError
 
         result = convert(text)
@@ -137,7 +131,6 @@ class TrueOrFalse(argparse.BooleanOptionalAction):
     """``--flag``, ``--no-flag``, or RecBole's spelling ``--flag=True|False``."""
 
     def __init__(self, *args, **kwargs):
-        """argparse's action, with an optional value."""
         super().__init__(*args, **kwargs)
         self.nargs = "?"
 
@@ -184,7 +177,6 @@ def sigterm_as_interrupt():
         return
 
     def interrupt(signum, frame):
-        """The first SIGTERM as a Ctrl-C."""
         if not terminated:  # a second SIGTERM while stopping does not cut the clean-up
             terminated.append(signum)
             raise KeyboardInterrupt

@@ -1,7 +1,4 @@
 """
-recbole_attn.commands.tuning
-############################
-
 Hyperparameter search (docs/tuning.md) on Ray Tune or RecBole's ``HyperTuning`` over a
 space in RecBole's hyper-parameter file format. Unlike RecBole's objective, a trial reports
 validation scores only: the best on validation is the one configuration tested.
@@ -32,7 +29,6 @@ ALGOS = ("random", "bayes", "exhaustive")
 SCHEDULERS = ("fifo", "asha")
 TOOLS = ("ray", "hyperopt")
 
-
 #: beside the claimed (empty) ``result.json``: who claimed it (``files.owner_tag``), so
 #: that the claim of a search that was killed (no clean-up ran) is known for one
 OWNER = ".search.owner"
@@ -61,15 +57,8 @@ def _claim_output(output, overwrite):
         os.remove(claim)  # a killed search's: this one takes its place
     # a search that was stopped there left its own files: the same command continues it
     stopped = killed or os.path.isfile(os.path.join(output, INTERRUPTED))
-    refuse_existing(
-        [
-            os.path.join(output, n)
-            for n in OUTPUTS
-            if not (stopped and n != "result.json")
-        ],
-        what,
-        overwrite,
-    )
+    kept = ["result.json"] if stopped else OUTPUTS
+    refuse_existing([os.path.join(output, n) for n in kept], what, overwrite)
     os.makedirs(output, exist_ok=True)
     if overwrite:
         return None, stopped
@@ -130,7 +119,12 @@ def tune_model(
         echo=echo or print,
         given_output=bool(output),
     )
-    output, claim, stopped = _output_folder(output, overwrite, search)
+    if output:
+        output = os.path.abspath(output)
+        claim, stopped = _claim_output(output, overwrite)
+    else:  # a new folder no concurrent search can take
+        folder = os.path.join("tune", run_stem(search["name"], search["dataset"]))
+        output, claim, stopped = claim_folder(os.path.abspath(folder)), None, False
     search["overrides"].setdefault("checkpoint_dir", os.path.join(output, "saved"))
     search["storage_path"] = storage_path or os.path.join(output, "ray")
     try:  # a failed search leaves no claim behind
@@ -205,11 +199,8 @@ def _search_and_test(search, output, stopped, ray_address, num_cpus):
 
 def _check_options(algo, scheduler, tool, ray_address, *numbers):
     """The search's options from Python, by the rules of its command-line flags."""
-    for name, value, allowed in (
-        ("algo", algo, ALGOS),
-        ("scheduler", scheduler, SCHEDULERS),
-        ("tool", tool, TOOLS),
-    ):
+    choices = {"algo": ALGOS, "scheduler": SCHEDULERS, "tool": TOOLS}
+    for (name, allowed), value in zip(choices.items(), (algo, scheduler, tool)):
         if value not in allowed:
             raise RecboleAttnError(
                 f"{name} must be one of {list(allowed)}, got {value!r}"
@@ -218,11 +209,8 @@ def _check_options(algo, scheduler, tool, ray_address, *numbers):
     for name, value in zip(names, numbers):
         minimum = 0 if name == "gpus_per_trial" else 1
         value = 1 if name == "max_concurrent" and not value else value
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or value < minimum
-        ):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or value < minimum:
             raise RecboleAttnError(
                 f"{name} must be a number >= {minimum}, got {value!r}"
             )
@@ -231,16 +219,6 @@ def _check_options(algo, scheduler, tool, ray_address, *numbers):
             "--tool=hyperopt runs trials one after the other in this process: it has no "
             "--scheduler=asha and no --ray_address (use --tool=ray)"
         )
-
-
-def _output_folder(output, overwrite, search):
-    """``(folder, claim, stopped)``: ``output`` claimed, or a new folder under tune/."""
-    if output:
-        output = os.path.abspath(output)
-        return (output, *_claim_output(output, overwrite))
-    # a new folder no concurrent search can take
-    folder = os.path.join("tune", run_stem(search["name"], search["dataset"]))
-    return claim_folder(os.path.abspath(folder)), None, False
 
 
 def _select_and_test(trials, mode):
@@ -260,11 +238,9 @@ def _select_and_test(trials, mode):
 def _interrupted(output, finished, search):
     """What a stopped search keeps (its finished trials), and the error that says how
     to continue it."""
-    params = search["params"]
     total = total_trials(search)
-    write_interrupted(
-        output, finished, params, total, search["name"], search["dataset"]
-    )
+    name, dataset = search["name"], search["dataset"]
+    write_interrupted(output, finished, search["params"], total, name, dataset)
     again = "the same command" + (
         "" if search["given_output"] else f" and --output={output}"
     )

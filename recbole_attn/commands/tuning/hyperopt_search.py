@@ -1,7 +1,4 @@
 """
-recbole_attn.commands.tuning.hyperopt_search
-############################################
-
 The search in this process with RecBole's own ``HyperTuning`` (hyperopt; no Ray, one trial
 after the other); ``exhaustive`` walks the grid itself (RecBole's exhaustive search hands
 hyperopt >= 0.2.7 an old ``RandomState``).

@@ -1,8 +1,4 @@
-"""
-recbole_attn.commands.tuning.outputs
-####################################
-
-What a search writes into its output folder: the trial table (``trials.csv``,
+"""What a search writes into its output folder: the trial table (``trials.csv``,
 ``trials.md``), the selected configuration (``best.yaml``, for ``--config_files``) and
 ``result.json``.
 """

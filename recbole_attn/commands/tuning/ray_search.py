@@ -1,11 +1,9 @@
 """
-recbole_attn.commands.tuning.ray_search
-#######################################
-
 The search on Ray Tune (here or on a cluster): a trial reports its validation score after
 every evaluation, so that schedulers such as ASHA can stop bad trials early.
 """
 
+import contextlib
 import json
 import logging
 import os
@@ -134,14 +132,9 @@ def _read_exactly(conn, size, timeout):
     """Up to ``size`` bytes, fewer when the peer closes or is silent for ``timeout``."""
     data = b""
     conn.settimeout(timeout)
-    while len(data) < size:
-        try:
-            chunk = conn.recv(size - len(data))
-        except socket.timeout:
-            break
-        if not chunk:
-            break
-        data += chunk
+    with contextlib.suppress(socket.timeout):
+        while len(data) < size and (chunk := conn.recv(size - len(data))):
+            data += chunk
     return data
 
 

@@ -1,7 +1,4 @@
 """
-recbole_attn.commands.tuning.space
-##################################
-
 Search spaces in RecBole's hyper-parameter file format (``hidden_size choice [32,64]``,
 ``dropout uniform 0.1,0.5``, ...), the space shipped for each model
 (``properties/hyper/<Model>.hyper``), and their Ray Tune and hyperopt forms.

@@ -1,7 +1,4 @@
 """
-recbole_attn.commands.tuning.trial
-##################################
-
 One trial of a search: train one configuration (:func:`train_trial`, through the pipeline's
 ``train_and_evaluate``), validate after every evaluation, never touch the test split.
 """
@@ -43,7 +40,6 @@ def train_trial(params, model, dataset, config_file_list, config_dict, report=No
     )
 
     def on_evaluated(epoch_idx, valid_score):
-        """``report`` the evaluation just made."""
         if report is not None:
             metrics = {k: float(v) for k, v in trainer.last_valid_result.items()}
             report(
