@@ -1,5 +1,4 @@
-"""A run's configuration: model class, yaml files, :class:`AttnConfig`, checks before
-loading."""
+"""A run's configuration: model class, yaml files, :class:`AttnConfig`, early checks."""
 
 import os
 

@@ -1,5 +1,4 @@
-"""Our model defaults beside RecBole's: one log line where a run's differ
-(docs/upstream.md)."""
+"""One log line where our model defaults differ from RecBole's (docs/upstream.md)."""
 
 import yaml
 

@@ -1,5 +1,4 @@
-"""A run's console and log file, and the trainer's line per epoch
-(:class:`EpochLines`)."""
+"""A run's console and log file, and its line per epoch (:class:`EpochLines`)."""
 
 import contextlib
 import logging

@@ -1,5 +1,4 @@
-"""Will a run fit the machine? A lower bound of its memory, checked before the model is
-built."""
+"""Will a run fit the machine? A lower bound of its memory, checked before the model."""
 
 import numpy as np
 

@@ -1,5 +1,4 @@
-"""RecBole's quick_start names (``run``, ``load_data_and_model``, ...) over our
-pipeline."""
+"""RecBole's quick_start names (``run``, ``load_data_and_model``...) on our pipeline."""
 
 import contextlib
 from logging import getLogger

@@ -1,5 +1,4 @@
-"""Run a function right after a module is first imported (``import recbole_attn``
-patches RecBole then)."""
+"""Run a function once a module is first imported (``import recbole_attn``: RecBole)."""
 
 import importlib.abc
 import sys

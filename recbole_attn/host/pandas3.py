@@ -1,5 +1,4 @@
-"""RecBole 1.2.1's dataset methods on pandas >= 3, by assignment and
-``Series.map(len)``."""
+"""RecBole 1.2.1's dataset methods on pandas >= 3 (assignment, ``Series.map(len)``)."""
 
 import functools
 
