@@ -4,7 +4,9 @@ user, a loss at every position; docs/models.md) and the checks of a model agains
 dataset before it loads."""
 
 import torch
+from recbole.data import dataset as recbole_datasets
 from recbole.data.dataset import SequentialDataset
+from recbole.utils import InputType, ModelType
 
 from recbole_attn.data.checks import CheckedDataset, has_label
 
@@ -58,8 +60,6 @@ class AttnSequentialDataset(CheckedDataset, SequentialDataset):
 def check_sequential_model(config, model_class=None):
     """``training_mode``, checked against the model (RecBole's train in
     ``last_position``, on none of its own dataset classes)."""
-    import importlib
-
     mode = check_training_mode(config)
     if model_class is None or hasattr(model_class, "dataset_class"):
         return mode
@@ -72,7 +72,7 @@ def check_sequential_model(config, model_class=None):
             f"with {name}, or the all-position SASRec of this package, SASRecAP."
         )
     own = f"{config['model']}Dataset"
-    if hasattr(importlib.import_module("recbole.data.dataset"), own):
+    if hasattr(recbole_datasets, own):
         raise ConfigError(
             f"{config['model']} trains on RecBole's own {own}, which recbole-attn's "
             "sequential pipeline does not build: this model is not supported by "
@@ -84,8 +84,6 @@ def check_sequential_model(config, model_class=None):
 def check_recbole_negatives(config, model_class):
     """A model that trains on RecBole's negatives or labels gets them, or a
     :class:`ConfigError` saying how."""
-    from recbole.utils import InputType, ModelType
-
     sampling = (config["train_neg_sample_args"] or {}).get("distribution", "none")
     name = model_class.__name__
     if hasattr(model_class, "dataset_class"):  # recbole_attn's models
@@ -131,24 +129,17 @@ def check_recbole_negatives(config, model_class):
 def recbole_dataset_class(config):
     """The class RecBole would build for a non-sequential model, with
     :class:`CheckedDataset`."""
-    import importlib
-
-    from recbole.utils import ModelType
-
-    module = importlib.import_module("recbole.data.dataset")
     name = f"{config['model']}Dataset"
-    if not hasattr(module, name):
+    if not hasattr(recbole_datasets, name):
         knowledge = config["MODEL_TYPE"] == ModelType.KNOWLEDGE
         name = "KnowledgeBasedDataset" if knowledge else "Dataset"
-    base = getattr(module, name)
+    base = getattr(recbole_datasets, name)
     return type(base.__name__, (CheckedDataset, base), {})
 
 
 def load_dataset(config, model_class=None):
     """The run's dataset: the model's ``dataset_class``, or
     :func:`recbole_dataset_class`."""
-    from recbole.utils import ModelType
-
     if config["MODEL_TYPE"] == ModelType.SEQUENTIAL:
         return getattr(model_class, "dataset_class", AttnSequentialDataset)(config)
     return recbole_dataset_class(config)(config)

@@ -9,6 +9,8 @@ import contextlib
 import numpy as np
 import torch
 
+from recbole_attn.errors import ConfigError
+
 
 class PerUserRecorder:
     """Records every full-ranking batch's users and target ranks, then the metrics'
@@ -28,8 +30,6 @@ class PerUserRecorder:
             if len(positive_u) != len(scores) or not torch.equal(
                 positive_u.cpu(), torch.arange(len(scores))
             ):
-                from recbole_attn.errors import ConfigError
-
                 raise ConfigError(
                     "per-user results need one target per user (a leave-one-out split, "
                     "eval_args split {'LS': 'valid_and_test'})"
