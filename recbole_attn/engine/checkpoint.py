@@ -270,8 +270,7 @@ class CheckpointMixin:
             return "nothing was saved (no evaluation had finished)"
         return (
             f"the state after epoch {self.resume_epoch + 1}/{self.epochs} is saved: "
-            "continue with the same command and "
-            f"--resume_checkpoint={self.resume_file}"
+            f"continue with the same command and --resume_checkpoint={self.resume_file}"
         )
 
     def interrupted_text(self, testing=False, saved=True):

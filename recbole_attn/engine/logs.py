@@ -211,7 +211,4 @@ class EpochLines:
         where = (
             f" in epoch {self.best_epoch + 1}" if self.best_epoch is not None else ""
         )
-        return (
-            f"training {stop}; best {t.valid_metric} "
-            f"{t.best_valid_score:.4f}{where}"
-        )
+        return f"training {stop}; best {t.valid_metric} {t.best_valid_score:.4f}{where}"

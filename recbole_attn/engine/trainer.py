@@ -138,9 +138,8 @@ class AttnTrainer(CheckpointMixin, Trainer):
         if not bool(torch.isfinite(loss).all()):
             raise TrainingError(
                 f"the training loss became {float(loss.detach())} in epoch "
-                f"{self.epoch + 1} "
-                f"(learning_rate {self.config['learning_rate']}): lower --learning_rate "
-                f"(or check the data); {self.saved_state_text()}"
+                f"{self.epoch + 1} (learning_rate {self.config['learning_rate']}): "
+                f"lower --learning_rate (or check the data); {self.saved_state_text()}"
             )
 
     def _check_weights(self, epoch_idx):
