@@ -5,6 +5,7 @@ registration (with the options' defaults and ``F1``, the name PAtt gives ``AccDi
 the collector hook under every trainer, and the metrics' checks as one-line errors
 (docs/metrics.md)."""
 
+from recbole.evaluator import register
 from recbole.evaluator.collector import Collector
 
 from recbole_attn.errors import CategoryFieldError, MetricConfigError
@@ -94,8 +95,6 @@ METRICS = (CC, ILD, AccDivF1, F1)
 def register_metrics():
     """Register CC, ILD and F1 in RecBole's registry, its dicts updated in place
     (idempotent)."""
-    from recbole.evaluator import register
-
     for cls in METRICS:
         name = cls.__name__.lower()
         register.metrics_dict[name] = cls

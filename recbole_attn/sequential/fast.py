@@ -5,6 +5,7 @@ distribution) and ``F.gelu`` (docs/models.md, "Training")."""
 
 import torch
 import torch.nn.functional as F
+from recbole.model.layers import FeedForward
 from torch import nn
 
 
@@ -35,8 +36,6 @@ class FastDropout(nn.Dropout):
 
 
 def speed_up(model):
-    from recbole.model.layers import FeedForward
-
     for module in model.modules():
         if type(module) is nn.Dropout:
             module.__class__ = FastDropout

@@ -10,7 +10,7 @@ import shlex
 import sys
 from typing import Callable, List, Optional
 
-from recbole_attn.options.arguments import OneLineParser
+from recbole_attn.options.arguments import OneLineParser, guarded
 from recbole_attn.data.convert.clean import Options, convert
 from recbole_attn.data.convert.read import BadLines, ConversionError
 from recbole_attn.data.convert.write import (
@@ -140,6 +140,4 @@ def convert_main(
 
 def run_main(main: Callable[..., None], argv=None, prog: Optional[str] = None) -> int:
     """Run a converter's main: a :class:`ConversionError` is ``error: ...``, status 2."""
-    from recbole_attn.options.arguments import guarded
-
     return guarded(main, argv, prog=prog) or 0
