@@ -69,8 +69,7 @@ def paired(base, other):
     low = high = p_t = p_w = nan
     if n > 1:
         with warnings.catch_warnings():
-            # scipy's notes on degenerate samples (no variance, all zero): the values
-            # it returns for them are what the table shows
+            # scipy's notes on degenerate samples: the values it returns are shown
             warnings.simplefilter("ignore", RuntimeWarning)
             test = stats.ttest_rel(other, base)
             p_t = float(test.pvalue)

@@ -245,16 +245,12 @@ def _text(result, fmt):
     return "".join(json.dumps(record) + "\n" for record in records)
 
 
-#: the extensions of the formats a recommendation file is written in
-EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl"}
-
-
 def output_format(output, fmt=None):
     """The format ``output`` is written in: its extension's, or ``fmt`` (``--format``)
     for a name of another extension; an extension of no format written here, or one
     that contradicts ``fmt``, is an error."""
     extension = os.path.splitext(str(output))[1].lower()
-    by_name = EXTENSIONS.get(extension)
+    by_name = {f".{f}": f for f in FORMATS}.get(extension)
     if fmt and by_name and fmt != by_name:
         raise RecboleAttnError(
             f"--format={fmt} and --output {output} disagree: a {extension} file holds "

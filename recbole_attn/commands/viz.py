@@ -209,8 +209,7 @@ def add_arguments(parser):
         help="last positions drawn (default 15)",
     )
     parser.add_argument(
-        "--label_field",
-        help="item field for the axis labels (default: ids)",
+        "--label_field", help="item field for the axis labels (default: ids)"
     )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace heatmaps already in --output"

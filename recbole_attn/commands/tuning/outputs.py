@@ -13,12 +13,10 @@ import yaml
 from recbole_attn.errors import RecboleAttnError
 from recbole_attn.files import remove_stale_temporaries, write_failure, write_replacing
 
-#: what a search writes into its output folder (an earlier search's are never replaced
-#: without ``overwrite``)
+#: what a search writes into its output folder (never replaced without ``overwrite``)
 OUTPUTS = ("trials.csv", "trials.md", "best.yaml", "result.json", "saved", "ray")
 #: written by a search that was stopped (Ctrl-C, SIGTERM): its finished trials, which
-#: the same command continues from (the folder is then the search's own, not an earlier
-#: search's results)
+#: the same command continues from (the folder is then that search's own)
 INTERRUPTED = "interrupted.json"
 
 

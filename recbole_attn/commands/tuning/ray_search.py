@@ -319,10 +319,7 @@ def _search_ray(search, finished=None):
     experiment = os.path.join(search["storage_path"], "recbole_attn")
     if search.get("continue") and tune.Tuner.can_restore(experiment):
         tuner = tune.Tuner.restore(
-            experiment,
-            trainable=trainable,
-            resume_unfinished=True,
-            restart_errored=True,
+            experiment, trainable, resume_unfinished=True, restart_errored=True
         )
         run_config = getattr(getattr(tuner, "_local_tuner", None), "_run_config", None)
         if run_config is not None:  # this process's progress lines and rows
@@ -359,9 +356,8 @@ def _results(grid, search, finished):
     done = {t.get("trial_id") for t in finished} | completed
     analysis = getattr(grid, "_experiment_analysis", None)
     statuses = {t.trial_id: t.status for t in getattr(analysis, "trials", None) or ()}
-    if len(grid) < total_trials(search) or any(
-        status not in ("TERMINATED", "ERROR") for status in statuses.values()
-    ):
+    unfinished = set(statuses.values()) - {"TERMINATED", "ERROR"}
+    if len(grid) < total_trials(search) or unfinished:
         raise KeyboardInterrupt
     names = [p.name for p in search["params"]]
     trials = []

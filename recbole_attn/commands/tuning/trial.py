@@ -42,13 +42,8 @@ def train_trial(params, model, dataset, config_file_list, config_dict, report=No
     def on_evaluated(epoch_idx, valid_score):
         if report is not None:
             metrics = {k: float(v) for k, v in trainer.last_valid_result.items()}
-            report(
-                epoch_idx,
-                float(valid_score),
-                float(trainer.best_valid_score),
-                metrics,
-                trainer.saved_model_file,
-            )
+            best, saved = float(trainer.best_valid_score), trainer.saved_model_file
+            report(epoch_idx, float(valid_score), best, metrics, saved)
 
     try:
         result = train_and_evaluate(
