@@ -4,8 +4,10 @@ space in RecBole's hyper-parameter file format. Unlike RecBole's objective, a tr
 validation scores only: the best on validation is the one configuration tested.
 """
 
+import contextlib
 import os
 import time
+from pathlib import Path
 
 from recbole_attn.errors import Interrupted, RecboleAttnError
 from recbole_attn.files import ExistingOutputError, _unlink_quietly, claim_folder
@@ -43,11 +45,8 @@ def _claim_output(output, overwrite):
     owner = os.path.join(output, OWNER)
     killed = False
     if os.path.isfile(claim) and os.path.getsize(claim) == 0 and not overwrite:
-        try:
-            with open(owner, encoding="utf-8") as f:
-                killed = owner_gone(f.read())
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            killed = owner_gone(Path(owner).read_text(encoding="utf-8"))
         if not killed:
             raise ExistingOutputError(
                 f"{what} is being written by another search (its result.json is "
@@ -70,8 +69,7 @@ def _claim_output(output, overwrite):
             f"{what} is being written by another search (it claimed result.json a "
             "moment ago); choose another --output"
         ) from None
-    with open(owner, "w", encoding="utf-8") as f:
-        f.write(owner_tag() + "\n")
+    Path(owner).write_text(owner_tag() + "\n", encoding="utf-8")
     return claim, stopped
 
 
