@@ -226,15 +226,13 @@ def _check_atomic_file(config, source, path, sequential, needs_time):
     required["user"] = [uid] if names else []
     for field in required[source]:
         if field not in fields:
+            why = "RecBole needs it"
+            if field == time:
+                who = "a sequential model" if sequential else "time order"
+                why = f"{who} needs the time of every interaction"
             raise DataError(
-                f"{path} has no column {field!r} (columns: {list(fields)}); "
-                + (
-                    f"{'a sequential model' if sequential else 'time order'} "
-                    "needs the time of every interaction"
-                    if field == time
-                    else "RecBole needs it"
-                )
-                + f": add it, or name the file's column with --{keys[field]}=..."
+                f"{path} has no column {field!r} (columns: {list(fields)}); {why}: add "
+                f"it, or name the file's column with --{keys[field]}=..."
             )
         if field not in names:
             raise DataError(

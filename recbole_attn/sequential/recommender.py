@@ -44,9 +44,7 @@ TRAINING_OPTIONS = {
         "need it)",
     ),
     "neg_exclude_seen": Opt(
-        True,
-        Flag(),
-        "negatives avoid the items of the user's training sequence",
+        True, Flag(), "negatives avoid the items of the user's training sequence"
     ),
     "position_alignment": Opt(
         "first",

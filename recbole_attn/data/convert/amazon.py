@@ -116,9 +116,7 @@ def amazon_meta_categories(record: dict) -> List[str]:
 
 
 def parse_amazon_meta(
-    path: str,
-    asins: Optional[set] = None,
-    bad: Optional[BadLines] = None,
+    path: str, asins: Optional[set] = None, bad: Optional[BadLines] = None
 ) -> Tuple[Dict[str, List[str]], Dict[str, str]]:
     """Amazon metadata -> ``(asin -> category tokens, asin -> brand token)``."""
     bad = bad or BadLines()
