@@ -116,10 +116,11 @@ class SASRecLayers(SequentialRecommender):
     def all_item_scores(self, output):
         return output @ self.item_embedding.weight.transpose(0, 1)
 
+    def interaction_output(self, interaction):
+        return self.forward(interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN])
+
     def calculate_loss(self, interaction):
-        output = self.forward(
-            interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
-        )
+        output = self.interaction_output(interaction)
         pos_items = interaction[self.POS_ITEM_ID]
         if self.loss_type == "CE":
             return nn.functional.cross_entropy(self.all_item_scores(output), pos_items)
@@ -129,16 +130,11 @@ class SASRecLayers(SequentialRecommender):
         )
 
     def predict(self, interaction):
-        output = self.forward(
-            interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
-        )
+        output = self.interaction_output(interaction)
         return self.item_scores(output, interaction[self.ITEM_ID])
 
     def full_sort_predict(self, interaction):
-        output = self.forward(
-            interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
-        )
-        return self.all_item_scores(output)
+        return self.all_item_scores(self.interaction_output(interaction))
 
 
 def _last_row_layer(layer, hidden, mask, rows):
