@@ -315,9 +315,8 @@ def write_files(files, what="the output", overwrite=False, remove=(), error=None
     error = error or ExistingOutputError
     # what cannot be written is not an existing file (ExistingOutputError is one)
     failure = RecboleAttnError if error is ExistingOutputError else error
-    targets = list(files)
     if not overwrite:
-        refuse_existing(targets, what, error=error)
+        refuse_existing(files, what, error=error)
     temps, published = {}, []
     try:
         for target, content in files.items():
@@ -345,7 +344,7 @@ def write_files(files, what="the output", overwrite=False, remove=(), error=None
                     f"{what}: writing {target} failed ({reason}); nothing was "
                     f"written: {advice}"
                 ) from None
-        for target in targets:
+        for target in files:
             if overwrite:
                 os.replace(temps.pop(target), target)
                 continue

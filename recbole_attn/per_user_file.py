@@ -45,24 +45,13 @@ def check_extension(path, flag="--per_user"):
         )
 
 
-def per_user_csv(header, rows):
-    """The CSV text of a per-user table."""
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return text.getvalue()
-
-
-def meta_json(meta):
-    """The text of the metadata file."""
-    return json.dumps({"format": FORMAT, **meta}, indent=1, sort_keys=True) + "\n"
-
-
 def write_per_user(path, header, rows, meta, overwrite=False):
     """Write ``path`` and its metadata file, both or neither."""
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows([header, *rows])
+    meta_text = json.dumps({"format": FORMAT, **meta}, indent=1, sort_keys=True) + "\n"
     write_files(
-        {str(path): per_user_csv(header, rows), meta_path(path): meta_json(meta)},
+        {str(path): text.getvalue(), meta_path(path): meta_text},
         "the per-user results",
         overwrite,
     )
