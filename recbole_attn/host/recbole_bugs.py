@@ -1,7 +1,9 @@
 """RecBole 1.2.1's own bugs a run can reach, fixed (docs/environment.md lists each with
 its issue); :func:`recbole_original` still reaches RecBole's code."""
 
+import copy
 import functools
+import random
 
 import numpy as np
 import torch
@@ -24,8 +26,6 @@ def _no_negative_message(what, holder, count, fixes, hang=True):
 def mask_item_neg_sample(self, item_set, n_items):
     """RecBole's ``MaskItemSequence._neg_sample`` without its endless loop (#2193):
     with no item left, 0 for CE (never read), a :class:`DataError` for BPR."""
-    import random
-
     item = random.randint(1, n_items - 1)
     draws = 1
     while item in item_set:
@@ -200,7 +200,6 @@ def pop_calculate_loss(self, interaction):
 
 def collector_data_struct(get_data_struct):
     """RecBole's ``Collector.get_data_struct``, non-tensor values set aside."""
-    import copy
 
     @functools.wraps(get_data_struct)
     def data_struct(self):
