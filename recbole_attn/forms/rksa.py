@@ -37,7 +37,10 @@ class SkewNormalScoreWithForms(rksa.SkewNormalScore):
 class RKSAWithForms(rksa.RKSA):
 
     def __init__(self, config, dataset):
-        self.score_forms = {key: config[key] for key in SCORE_FORMS}
+        self.score_forms = {
+            "item_kernel": config["item_kernel"],
+            "location_activation": config["location_activation"],
+        }
         for key, values in SCORE_FORMS.items():
             if self.score_forms[key] not in values:
                 raise ValueError(f"{key} must be one of {list(values)}")
