@@ -108,6 +108,28 @@ def test_recboles_config_and_trainer_compute_our_category_metrics(tiny_config):
     _close(dict(theirs), ours)
 
 
+def test_recboles_trainer_without_the_category_field_says_what_to_change(tiny_config):
+    """RecBole's own run of CC on an item field it does not load: the one-line error
+    names the field and what to change in the dataset's files, as recbole-attn's does.
+    """
+    from recbole_attn.errors import CategoryFieldError
+
+    config = {
+        **tiny_config,
+        **PROTOCOL,
+        "epochs": 1,
+        "metrics": ["Recall", "CC"],
+        "load_col": {"inter": ["user_id", "item_id", "timestamp"]},
+        "train_neg_sample_args": None,
+        "training_mode": "last_position",
+    }
+    with pytest.raises(CategoryFieldError) as raised:
+        _recbole_run("SASRec", config)
+    assert "'categories'" in str(raised.value) and "To fix: " in str(raised.value)
+    assert "load_col" in str(raised.value).split("To fix: ")[1]
+    assert "the field was not loaded" not in str(raised.value)
+
+
 @pytest.mark.parametrize("model", ["STOSA", "PAtt", "AWRSR"])
 def test_our_models_by_name_in_run_recbole_give_what_recbole_attn_gives(
     model, tiny_config
