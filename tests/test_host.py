@@ -123,8 +123,21 @@ def test_recboles_trainer_without_the_category_field_says_what_to_change(tiny_co
         "train_neg_sample_args": None,
         "training_mode": "last_position",
     }
-    with pytest.raises(CategoryFieldError) as raised:
-        _recbole_run("SASRec", config)
+    from recbole.config import Config
+    from recbole.data import create_dataset, data_preparation
+    from recbole.model.sequential_recommender import SASRec
+    from recbole.trainer import Trainer
+
+    built = Config(model="SASRec", dataset="tiny", config_dict=config)
+    dataset = create_dataset(built)
+    train, valid, _ = data_preparation(built, dataset)
+    trainer = Trainer(built, SASRec(built, train.dataset))
+    try:
+        with pytest.raises(CategoryFieldError) as raised:
+            trainer.fit(train, valid, saved=False)
+    finally:  # its TensorBoard writer would write after the test left the folder
+        trainer.tensorboard.close()
+        logging.getLogger().handlers.clear()
     assert "'categories'" in str(raised.value) and "To fix: " in str(raised.value)
     assert "load_col" in str(raised.value).split("To fix: ")[1]
     assert "the field was not loaded" not in str(raised.value)
