@@ -125,12 +125,12 @@ def _dataset_of(data):
     return getattr(data, "dataset", data) if dataset is None else dataset
 
 
-def collect_item_categories(collector, data):
+def collect_item_categories(collector, data, hint=None):
     """Store the item→category table in a ``Collector`` when one of its metrics needs
-    it."""
+    it (``hint``: how to fix a missing field, from the dataset's files)."""
     if collector.register.need(ITEM_CATEGORIES):
         try:
-            table = collected_item_categories(collector.config, _dataset_of(data))
+            table = collected_item_categories(collector.config, _dataset_of(data), hint)
         except ValueError as error:
             raise CategoryFieldError(str(error)) from None
         collector.data_struct.set(ITEM_CATEGORIES, table)

@@ -85,7 +85,8 @@ def check_metrics_category_field(config, dataset, metrics=None, hint=None):
     return check_category_field(config, dataset, who, WITHOUT_CATEGORIES, hint)
 
 
-def collected_item_categories(config, dataset):
-    """The table stored under ``data.item_categories``, its field checked first."""
-    field = check_metrics_category_field(config, dataset)
+def collected_item_categories(config, dataset, hint=None):
+    """The table stored under ``data.item_categories``, its field checked first
+    (``hint``: how to fix it, from the dataset's files)."""
+    field = check_metrics_category_field(config, dataset, hint=hint)
     return item_category_table(dataset, field)

@@ -222,13 +222,11 @@ def _category_metrics():
 
     @functools.wraps(data_collect)
     def data_collect_(self, train_data):
-        from recbole_attn.data.fields import check_loaded_categories
+        from recbole_attn.data.fields import missing_field_hint
         from recbole_attn.evaluator import collect_item_categories
 
         data_collect(self, train_data)
-        # the field's check with the hint of what to change in the dataset's files
-        check_loaded_categories(self.config, getattr(train_data, "dataset", train_data))
-        collect_item_categories(self, train_data)
+        collect_item_categories(self, train_data, hint=missing_field_hint)
 
     Collector.data_collect = data_collect_
 
