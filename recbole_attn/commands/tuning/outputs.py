@@ -145,13 +145,10 @@ def _trials_page(result, header, rows):
 def _best_yaml(result, overrides):
     """The writer of ``best.yaml``: the overrides (command-line strings as the values
     they spell) and the selected values."""
-    from recbole_attn.options.values import convert_value
+    from recbole_attn.options.values import convert_values
 
-    chosen = {
-        k: convert_value(v) if isinstance(v, str) else v
-        for k, v in overrides.items()
-        if k != "checkpoint_dir"
-    }
+    chosen = convert_values(overrides)
+    chosen.pop("checkpoint_dir", None)
     chosen.update(result["best_params"])
 
     def write(f):
