@@ -4,6 +4,7 @@ evaluates it, and that command works."""
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -52,6 +53,7 @@ def test_ctrl_c_counts_epochs_as_the_console_and_the_resume_continues_there(
     )
     assert code == 130, err
     assert "epoch 3/4: loss" in caplog.text
+    best_before = _best(caplog.text, 3)
     caplog.clear()
     last = err.strip().splitlines()[-1]
     assert last.startswith(
@@ -62,6 +64,13 @@ def test_ctrl_c_counts_epochs_as_the_console_and_the_resume_continues_there(
     resume = last.split("--resume_checkpoint=")[1]
     assert os.path.isfile(resume)
     monkeypatch.setattr(AttnTrainer, "_train_epoch", real)
+    real_valid = AttnTrainer._valid_epoch
+
+    def worse(self, valid_data, show_progress=False):  # epoch 4 is not the best
+        score, result = real_valid(self, valid_data, show_progress)
+        return 0.0, {k: 0.0 for k in result}
+
+    monkeypatch.setattr(AttnTrainer, "_valid_epoch", worse)
     code, err = _cli_main(
         _run_args(
             tiny_data_path,
@@ -76,6 +85,21 @@ def test_ctrl_c_counts_epochs_as_the_console_and_the_resume_continues_there(
     assert "training continues with epoch 4/4" in console
     assert "(from epoch 4)" in console
     assert "epoch 4/4: loss" in console and "epoch 3/4: loss" not in console
+    # the best is the interrupted run's, with its epoch (was: the resumed epoch's number)
+    assert _scores(console, 4) == (0.0, *best_before), console
+    assert f"best ndcg@10 {best_before[0]:.4f} in epoch {best_before[1]}" in console
+
+
+def _scores(console, epoch):
+    """The console line of ``epoch``: its score, the best score and the best's epoch."""
+    line = next(l for l in console.splitlines() if f"epoch {epoch}/4: loss" in l)
+    found = re.search(r"\w+@\d+ ([0-9.]+) \(best ([0-9.]+), epoch (\d+)\)", line)
+    assert found, line
+    return float(found[1]), float(found[2]), int(found[3])
+
+
+def _best(console, epoch):
+    return _scores(console, epoch)[1:]
 
 
 def test_ctrl_c_in_the_final_test_advises_an_evaluate_that_works(

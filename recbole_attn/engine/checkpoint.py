@@ -174,6 +174,10 @@ def training_state(trainer, epoch):
         "epoch": int(epoch),
         "cur_step": int(trainer.cur_step),
         "best_valid_score": float(trainer.best_valid_score),
+        # RecBole resets cur_step to 0 where the epoch is the best (before saving it)
+        "best_valid_epoch": (
+            epoch if trainer.cur_step == 0 else trainer.best_valid_epoch
+        ),
         "best_valid_result": best and {k: float(v) for k, v in best.items()},
         "saved_model_file": trainer.saved_model_file,
         "state_dict": trainer.model.state_dict(),
@@ -253,6 +257,7 @@ class CheckpointMixin:
         self.cur_step = checkpoint["cur_step"]
         self.best_valid_score = checkpoint["best_valid_score"]
         self.best_valid_result = checkpoint.get("best_valid_result")
+        self.best_valid_epoch = checkpoint.get("best_valid_epoch")  # older: None
         self.use_model_file(checkpoint.get("saved_model_file", str(resume_file)))
         self.resume_file = str(resume_file)
         self.optimizer.load_state_dict(checkpoint["optimizer"])

@@ -156,13 +156,12 @@ class EpochLines:
     def __init__(self, trainer):
         self.trainer = trainer
         self.seconds = []  # training + validation of every evaluated epoch
-        self.best_epoch = None
         self.last_epoch = None
 
     def evaluated(self, epoch_idx):
         """Epoch ``epoch_idx`` was evaluated (``cur_step`` 0: it is the best)."""
         if self.trainer.cur_step == 0:
-            self.best_epoch = epoch_idx
+            self.trainer.best_valid_epoch = epoch_idx
         self.last_epoch = epoch_idx
         self.seconds.append(sum(self.trainer.last_epoch_seconds.values()))
 
@@ -184,11 +183,12 @@ class EpochLines:
         left = t.epochs - epoch_idx - 1
         # RecBole stops once cur_step exceeds stopping_step: this many epochs more
         patience = (t.stopping_step - t.cur_step + 1) * t.eval_step
-        best = self.best_epoch if self.best_epoch is not None else epoch_idx
+        best = t.best_valid_epoch
+        where = "" if best is None else f", epoch {best + 1}"  # a resumed old file
         line = (
             f"epoch {epoch_idx + 1}/{t.epochs}: loss {loss_text} | "
-            f"{t.valid_metric} {valid_score:.4f} (best {t.best_valid_score:.4f}, "
-            f"epoch {best + 1}) | {seconds:.1f} s"
+            f"{t.valid_metric} {valid_score:.4f} (best {t.best_valid_score:.4f}"
+            f"{where}) | {seconds:.1f} s"
         )
         if left > 0 and patience <= 0:
             line += (
@@ -208,7 +208,6 @@ class EpochLines:
             stop = f"stopped early after epoch {trained} of {t.epochs}"
         else:
             stop = f"done: all {t.epochs} epochs"
-        where = (
-            f" in epoch {self.best_epoch + 1}" if self.best_epoch is not None else ""
-        )
+        best = t.best_valid_epoch
+        where = "" if best is None else f" in epoch {best + 1}"
         return f"training {stop}; best {t.valid_metric} {t.best_valid_score:.4f}{where}"

@@ -66,6 +66,7 @@ class AttnTrainer(CheckpointMixin, Trainer):
         self.last_losses = None
         self.last_epoch_seconds = {"train": 0.0, "valid": 0.0}
         self.resume_epoch = None  # the epoch whose state the resume file holds
+        self.best_valid_epoch = None  # 0-based; kept by checkpoints for a resume
         self.last_evaluated_epoch = None  # of the last fit, None before its first
 
     def _init_evaluation(self, config, data):
