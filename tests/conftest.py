@@ -28,6 +28,13 @@ def threads_as_torch_sets_them(monkeypatch):
     monkeypatch.setattr("recbole_attn.engine.threads.idle_cores", lambda: None)
 
 
+@pytest.fixture(autouse=True)
+def an_author_for_the_export(monkeypatch):
+    """The export's file header names git's author: the same one on every machine."""
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Ann Author")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "ann@example.com")
+
+
 #: the synthetic dataset every test writes (users u1.., items i1.., categories c0..)
 write_tiny_dataset = write_synthetic_dataset
 

@@ -17,6 +17,7 @@
 """
 
 import ast
+import datetime
 import json
 import os
 import shutil
@@ -572,6 +573,43 @@ def test_export_refuses_a_file_it_did_not_write(tmp_path):
 def test_export_needs_a_checkout(tmp_path):
     with pytest.raises(ExportError, match="not a RecBole checkout"):
         export(str(tmp_path), ["STOSA"])
+
+
+def test_new_python_files_start_with_recboles_header_naming_the_author(
+    tmp_path, monkeypatch
+):
+    """As RecBole's own files: coding line, day, author and email; git's author (its
+    environment, else the checkout's config), and none set is one line of advice."""
+    root = tmp_path / "RecBole"
+    _fake_checkout(root)
+    written = export(str(root), ["STOSA"], metrics=True)
+    today = f"{datetime.date.today():%Y/%m/%d}"
+    header = (
+        f"# -*- coding: utf-8 -*-\n# @Time    : {today}\n# @Author  : Ann Author\n"
+        "# @Email   : ann@example.com\n\n"
+    )
+    new = [model_file("STOSA"), metric_files.TEST_FILE]
+    for path in written:
+        text = (root / path).read_text()
+        if path in new:
+            assert text.startswith(header) and text.count("@Author") == 1, path
+        else:  # RecBole's files keep their own
+            assert "Ann Author" not in text, path
+    monkeypatch.setenv("HOME", str(tmp_path))  # no global git config
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.delenv("GIT_AUTHOR_NAME")
+    monkeypatch.delenv("GIT_AUTHOR_EMAIL")
+    other = tmp_path / "other"
+    _fake_checkout(other)
+    with pytest.raises(ExportError, match="no git user.name is set; run git -C "):
+        export(str(other), ["STOSA"])
+    assert not (other / "recbole/model/sequential_recommender/stosa.py").exists()
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    for key, value in (("name", "Bo Maintainer"), ("email", "bo@example.org")):
+        subprocess.run(["git", "-C", str(other), "config", f"user.{key}", value])
+    export(str(other), ["STOSA"])
+    text = (other / "recbole/model/sequential_recommender/stosa.py").read_text()
+    assert "# @Author  : Bo Maintainer\n# @Email   : bo@example.org\n" in text
 
 
 def test_test_cases_are_recbole_style():

@@ -7,9 +7,12 @@ metrics CC, ILD and AccDivF1 in RecBole's evaluator (their own pull request); wi
 All or nothing: each file is staged before any is moved into place (docs/upstream.md).
 """
 
+import contextlib
+import datetime
 import hashlib
 import json
 import os
+import subprocess
 import sys
 
 from recbole_attn.errors import ExportError
@@ -19,7 +22,7 @@ from recbole_attn.upstream.models import MODELS
 from recbole_attn.upstream.recbole_files import EDITS, TEST_CASES, add_test_cases
 from recbole_attn.upstream.recbole_files import docs_page, pr_description
 from recbole_attn.upstream.sources import imported_models, own_paths
-from recbole_attn.upstream.sources import python_files, read_text
+from recbole_attn.upstream.sources import python_files, read_text, with_headers
 from recbole_attn.upstream.yaml_files import model_yaml
 
 #: what the last export wrote (path -> sha256), in the checkout's .git folder
@@ -71,6 +74,29 @@ def with_dependencies(names, files):
     return [n for n in MODELS if n in needed]
 
 
+def author_of(recbole_dir):
+    """``(name, email)`` of who exports: git's author (its environment, else config)."""
+    found = []
+    for key in ("name", "email"):
+        value = os.environ.get(f"GIT_AUTHOR_{key.upper()}")
+        if not value:
+            with contextlib.suppress(OSError):  # no git installed: as none set
+                value = subprocess.run(
+                    ["git", "-C", recbole_dir, "config", f"user.{key}"],
+                    capture_output=True,
+                    text=True,
+                ).stdout.strip()
+        if not value:
+            raise ExportError(
+                "the exported files start with RecBole's header, which names their "
+                f"author (# @Author, # @Email): no git user.{key} is set; run git -C "
+                f"{recbole_dir} config user.{key} VALUE (or set GIT_AUTHOR_NAME and "
+                "GIT_AUTHOR_EMAIL)"
+            )
+        found.append(value)
+    return tuple(found)
+
+
 def planned_files(names=None):
     """``(names, {path: text})``: the models exported and the files written whole."""
     files = python_files()
@@ -118,6 +144,9 @@ def export(
         )
         # the new test file is ours; RecBole's files are edited
         files[metric_files.TEST_FILE] = metric_edits.pop(metric_files.TEST_FILE)
+    files = with_headers(
+        files, author_of(recbole_dir), f"{datetime.date.today():%Y/%m/%d}"
+    )
     _refuse_theirs(recbole_dir, files, written, overwrite)
     edited = {
         path: edit(read(path), names)
@@ -194,6 +223,7 @@ def _quoted(text):
 def docs_section():
     """docs/upstream.md's section: STOSA's and the metrics' pull requests."""
     names, files = planned_files(["STOSA"])
+    files = with_headers(files)
     stosa = pr_description("STOSA", files, dependencies=names[:-1])
     return (
         "\n### STOSA's pull request\n\n"

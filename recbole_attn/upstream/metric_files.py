@@ -11,6 +11,7 @@ import re
 
 from recbole_attn.errors import ExportError
 from recbole_attn.upstream.sources import format_source, module_text, read_text
+from recbole_attn.upstream.sources import with_headers
 
 OURS, THEIRS = "recbole_attn.evaluator", "recbole.evaluator"
 #: our evaluator file -> RecBole's that gets it
@@ -284,7 +285,7 @@ def files_table():
     edits = {p: added_lines(read(p), t) for p, t in out.items() if p != TEST_FILE}
     for path, shape in _DOCS_SHAPES.items():
         edits[path] = added_lines(shape, add_docs(shape))
-    return table({TEST_FILE: out[TEST_FILE]}, edits)
+    return table(with_headers({TEST_FILE: out[TEST_FILE]}), edits)
 
 
 def pr_description():

@@ -52,6 +52,17 @@ def exported_text(module):
     )
 
 
+def with_headers(files, author=("Your Name", "you@example.com"), day="YYYY/MM/DD"):
+    """``files`` with RecBole's header on each new Python file (author, email, day;
+    by default placeholders, for the descriptions' line counts)."""
+    name, email = author
+    header = (
+        f"# -*- coding: utf-8 -*-\n# @Time    : {day}\n# @Author  : {name}\n"
+        f"# @Email   : {email}\n\n"
+    )
+    return {p: header + t if p.endswith(".py") else t for p, t in files.items()}
+
+
 def own_paths(name):
     """The files a model's pull request adds whole: its file, yaml and docs page."""
     return [
