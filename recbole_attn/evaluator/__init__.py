@@ -80,14 +80,6 @@ class F1(AccDivF1):
     """``AccDivF1`` under the name PAtt's tables give it (``f1@K``)."""
 
 
-def f1_components(config):
-    return _metrics.f1_components(with_metric_defaults(config))
-
-
-def ild_distance(config):
-    return _metrics.ild_distance(with_metric_defaults(config))
-
-
 #: the metrics registered in RecBole by :func:`register_metrics`
 METRICS = (CC, ILD, AccDivF1, F1)
 
@@ -110,11 +102,12 @@ def check_metric_options(config):
     metrics = needs_item_categories(config["metrics"])
     need = (metrics_who(metrics), WITHOUT_CATEGORIES) if metrics else None
     lowered = [m.lower() for m in metrics]
+    config = with_metric_defaults(config)
     try:
         f1 = {"f1", "accdivf1"} & set(lowered)
-        components = sum(f1_components(config), []) if f1 else []
+        components = sum(_metrics.f1_components(config), []) if f1 else []
         if "ild" in lowered + components:
-            ild_distance(config)
+            _metrics.ild_distance(config)
     except ValueError as error:
         raise MetricConfigError(str(error)) from None
     return need
