@@ -148,6 +148,30 @@ def test_resume_gives_the_uninterrupted_result(tiny_config):
     assert dict(resumed["test_result"]) == dict(full["test_result"])
 
 
+def test_a_fit_closes_recboles_tensorboard_writer_when_it_ends_or_fails(
+    tiny_config, monkeypatch
+):
+    """RecBole's Trainer never closes it: a failed run's writer thread flushed into a
+    folder that might be gone (a test's, a read-only one) and raised there."""
+    from recbole_attn.engine.trainer import AttnTrainer
+
+    config, _, trainer, (train, valid, _) = build(
+        "SASRecAP", "tiny", config_dict={**tiny_config, "epochs": 1}
+    )
+    trainer.fit(train, valid, saved=False)
+    assert trainer.tensorboard.file_writer is None  # closed
+    real = AttnTrainer._train_epoch
+
+    def fails(self, *args, **kwargs):
+        real(self, *args, **kwargs)  # something is written, then the run fails
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(AttnTrainer, "_train_epoch", fails)
+    with pytest.raises(RuntimeError, match="disk full"):
+        trainer.fit(train, valid, saved=False)  # a closed writer reopens
+    assert trainer.tensorboard.file_writer is None
+
+
 def test_recbole_style_checkpoint_is_refused(tmp_path):
     from argparse import Namespace as NotPlain  # any pickled object, like a Config
 

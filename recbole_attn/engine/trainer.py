@@ -113,15 +113,18 @@ class AttnTrainer(CheckpointMixin, Trainer):
 
         if verbose and valid_data:
             self.logger.info(lines.budget_line())
-        with console_off("epochs"):
-            result = super().fit(
-                train_data,
-                valid_data,
-                verbose=verbose,
-                saved=saved,
-                show_progress=show_progress,
-                callback_fn=on_evaluated,
-            )
+        try:
+            with console_off("epochs"):
+                result = super().fit(
+                    train_data,
+                    valid_data,
+                    verbose=verbose,
+                    saved=saved,
+                    show_progress=show_progress,
+                    callback_fn=on_evaluated,
+                )
+        finally:  # RecBole never closes it; a later write reopens it
+            self.tensorboard.close()
         if verbose and lines.last_epoch is not None:
             self.logger.info(lines.closing_line())
         return result
