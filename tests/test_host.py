@@ -2,6 +2,7 @@
 trainers, load_data_and_model and HyperTuning run RecBole's models on today's stack, and
 answer to our model names with what recbole-attn gives."""
 
+import contextlib
 import logging
 import os
 import warnings
@@ -141,6 +142,44 @@ def test_recboles_trainer_without_the_category_field_says_what_to_change(tiny_co
     assert "'categories'" in str(raised.value) and "To fix: " in str(raised.value)
     assert "load_col" in str(raised.value).split("To fix: ")[1]
     assert "the field was not loaded" not in str(raised.value)
+
+
+def test_recboles_trainer_writes_its_checkpoint_whole_or_not_at_all(
+    tiny_config, tmp_path, monkeypatch
+):
+    """RecBole's own Trainer beside the plugin: a save that fails midway (a full disk, a
+    kill) leaves the best model saved before, and no temporary file."""
+    from recbole.config import Config
+    from recbole.model.sequential_recommender import SASRec
+    from recbole.trainer import Trainer
+
+    from recbole_attn.host import compat
+
+    config = {**tiny_config, "checkpoint_dir": str(tmp_path / "saved")}
+    config.update(train_neg_sample_args=None, training_mode="last_position")
+    built = Config(model="SASRec", dataset="tiny", config_dict=config)
+    from recbole.data import create_dataset
+
+    trainer = Trainer(built, SASRec(built, create_dataset(built)))
+    trainer.tensorboard.close()
+    trainer._save_checkpoint(0, verbose=False)
+    before = open(trainer.saved_model_file, "rb").read()
+
+    def half_then_full_disk(obj, f, **kwargs):
+        with contextlib.ExitStack() as stack:
+            if isinstance(f, (str, os.PathLike)):  # a path: torch opens it in place
+                f = stack.enter_context(open(f, "wb"))
+            f.write(before[:10])
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(compat.torch, "save", half_then_full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        trainer._save_checkpoint(1, verbose=False)
+    assert open(trainer.saved_model_file, "rb").read() == before
+    assert os.listdir(tmp_path / "saved") == [
+        os.path.basename(trainer.saved_model_file)
+    ]
+    logging.getLogger().handlers.clear()
 
 
 @pytest.mark.parametrize("model", ["STOSA", "PAtt", "AWRSR"])

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from recbole_attn.errors import CheckpointError
+from recbole_attn.files import write_replacing
 
 
 def installed_version(module_name):
@@ -233,7 +234,8 @@ def install_recbole_checkpoints():
     from recbole.utils import set_color
 
     def _save_checkpoint(self, epoch, verbose=True, **kwargs):
-        # RecBole 1.2.1's, with pickle protocol 2 (the weights-only loader reads it)
+        # RecBole 1.2.1's, with pickle protocol 2 (the weights-only loader reads it),
+        # written atomically
         if not self.config["single_spec"] and self.config["local_rank"] != 0:
             return
         saved_model_file = kwargs.pop("saved_model_file", self.saved_model_file)
@@ -246,7 +248,12 @@ def install_recbole_checkpoints():
             "other_parameter": self.model.other_parameter(),
             "optimizer": self.optimizer.state_dict(),
         }
-        torch.save(state, saved_model_file, pickle_protocol=2)
+        # whole or not at all (RecBole writes in place: a kill left half a best model)
+        write_replacing(
+            saved_model_file,
+            lambda f: torch.save(state, f, pickle_protocol=2),
+            binary=True,
+        )
         if verbose:
             self.logger.info(
                 set_color("Saving current", "blue") + f": {saved_model_file}"
