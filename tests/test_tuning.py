@@ -353,3 +353,29 @@ def test_no_cluster_wording_when_no_cluster_was_asked_for():
     disabled = "Token authentication is disabled for this Ray cluster. Anyone ..."
     assert not logger.filter(record(enabled))
     assert logger.filter(record(disabled))
+
+
+def test_a_trials_status_file_is_written_whole_or_not_at_all(tiny_config, monkeypatch):
+    """The search reads it for the trial's stop reason: a trial killed while writing it
+    left half a JSON document there."""
+    from recbole_attn.commands.tuning import trial
+
+    summary = trial.train_trial(
+        {}, "SASRecAP", "tiny", None, {**tiny_config, "epochs": 1}
+    )
+    status = os.path.join(tiny_config["checkpoint_dir"], trial.STATUS_FILE)
+    with open(status) as f:
+        assert json.load(f) == summary
+    real_dump = json.dump
+
+    def killed_midway(obj, f):
+        f.write('{"best_valid_sc')
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trial.json, "dump", killed_midway)
+    with pytest.raises(KeyboardInterrupt):
+        trial.train_trial({}, "SASRecAP", "tiny", None, {**tiny_config, "epochs": 1})
+    monkeypatch.setattr(trial.json, "dump", real_dump)
+    with open(status) as f:
+        assert json.load(f) == summary  # the earlier trial's, whole
+    assert not [n for n in os.listdir(os.path.dirname(status)) if n.startswith(".")]

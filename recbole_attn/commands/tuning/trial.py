@@ -6,6 +6,8 @@ One trial of a search: train one configuration (:func:`train_trial`, through the
 import json
 import os
 
+from recbole_attn.files import write_replacing
+
 #: per-trial keys that must be absolute because Ray runs each trial in its own directory
 PATH_KEYS = ("data_path", "checkpoint_dir")
 #: written by a trial that ran to its end (all epochs or early stopping); a Ray trial
@@ -62,6 +64,7 @@ def train_trial(params, model, dataset, config_file_list, config_dict, report=No
         "stop_reason": result["stop_reason"],
         "saved_model_file": result["saved_model_file"],
     }
-    with open(os.path.join(config["checkpoint_dir"], STATUS_FILE), "w") as f:
-        json.dump(summary, f)
+    # whole or not at all: the search reads it for the trial's stop reason
+    status = os.path.join(config["checkpoint_dir"], STATUS_FILE)
+    write_replacing(status, lambda f: json.dump(summary, f))
     return summary
