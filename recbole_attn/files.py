@@ -310,7 +310,7 @@ def remove_stale_temporaries(path):
 
 
 def write_files(files, what="the output", overwrite=False, remove=(), error=None):
-    """Write ``files`` (path -> text or ``write(f)``) all-or-nothing, never over
+    """Write ``files`` (path -> text, bytes or ``write(f)``) all-or-nothing, never over
     what another process made (hard links publish them, unless ``overwrite``)."""
     error = error or ExistingOutputError
     # what cannot be written is not an existing file (ExistingOutputError is one)
@@ -333,7 +333,11 @@ def write_files(files, what="the output", overwrite=False, remove=(), error=None
                 ) from None
             temps[target] = tmp
             try:
-                with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+                with (
+                    os.fdopen(fd, "wb")
+                    if isinstance(content, bytes)
+                    else os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+                ) as f:
                     if callable(content):
                         content(f)
                     else:

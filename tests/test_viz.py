@@ -92,3 +92,30 @@ def test_unknown_user_and_missing_matplotlib(
     with pytest.raises(RecboleAttnError, match=r"uv pip install -e \"\.\[plot\]\""):
         plot_attention(path, "u3", str(tmp_path / "png"))
     assert not os.path.exists(tmp_path / "png")
+
+
+def test_heatmaps_are_published_together_after_a_stop(
+    tiny_config, tmp_path, monkeypatch
+):
+    """A run stopped while drawing left the heatmaps drawn so far, and the rerun then
+    refused them without --overwrite: now none is written until all are drawn."""
+    from recbole_attn.commands import viz
+
+    path = _trained(tiny_config, "SASRecAP")
+    output = tmp_path / "png"
+    real, drawn = viz._draw, []
+
+    def stopped_at_the_second(*args):
+        if drawn:
+            raise KeyboardInterrupt
+        drawn.append(real(*args))
+        return drawn[-1]
+
+    monkeypatch.setattr(viz, "_draw", stopped_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        plot_attention(path, "u3", str(output), positions=5)
+    assert not output.exists() or os.listdir(output) == []
+    monkeypatch.setattr(viz, "_draw", real)
+    files = plot_attention(path, "u3", str(output), positions=5)  # no --overwrite
+    assert sorted(os.listdir(output)) == sorted(os.path.basename(f) for f in files)
+    assert all(_png_size(f)[0] > 100 for f in files)

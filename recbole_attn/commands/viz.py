@@ -4,12 +4,13 @@ and head over the user's last test inputs, items on the axes; a refiner's ``A`` 
 side by side. RecBole's SASRec is drawn through SASRecAP. Needs matplotlib (``.[plot]``).
 """
 
+import io
 import os
 import re
 import sys
 
 from recbole_attn.errors import RecboleAttnError
-from recbole_attn.files import refuse_existing
+from recbole_attn.files import refuse_existing, write_files
 
 
 def _matplotlib():
@@ -145,9 +146,9 @@ def plot_attention(
     result = attention_maps(model_file, user, positions, label_field, config_dict)
     files = _heatmap_files(model_file, result, output)
     refuse_existing(files.values(), "the heatmaps", overwrite)
-    os.makedirs(output, exist_ok=True)
-    for (layer, head), path in files.items():
-        _draw(plt, result, layer, head, path)
+    # drawn first, then published together: a stopped run leaves none of them
+    drawn = {path: _draw(plt, result, *key) for key, path in files.items()}
+    write_files(drawn, "the heatmaps", overwrite)
     return list(files.values())
 
 
@@ -165,8 +166,8 @@ def _heatmap_files(model_file, result, output):
     }
 
 
-def _draw(plt, result, layer, head, path):
-    """One layer's and head's heatmap (each map side by side) into ``path``."""
+def _draw(plt, result, layer, head):
+    """One layer's and head's heatmap (each map side by side): its PNG's bytes."""
     labels, maps = result["labels"], result["maps"]
     size = 1.0 + 0.35 * len(labels)
     fig, axes = plt.subplots(
@@ -186,8 +187,10 @@ def _draw(plt, result, layer, head, path):
         ax.set_title(title, fontsize=8)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
+    return png.getvalue()
 
 
 def add_arguments(parser):
