@@ -234,8 +234,7 @@ def install_recbole_checkpoints():
     from recbole.utils import set_color
 
     def _save_checkpoint(self, epoch, verbose=True, **kwargs):
-        # RecBole 1.2.1's, with pickle protocol 2 (the weights-only loader reads it),
-        # written atomically
+        # RecBole 1.2.1's, with pickle protocol 2 (the weights-only loader reads it)
         if not self.config["single_spec"] and self.config["local_rank"] != 0:
             return
         saved_model_file = kwargs.pop("saved_model_file", self.saved_model_file)
