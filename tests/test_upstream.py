@@ -595,7 +595,9 @@ def test_new_python_files_start_with_recboles_header_naming_the_author(
             assert text.startswith(header) and text.count("@Author") == 1, path
         else:  # RecBole's files keep their own
             assert "Ann Author" not in text, path
-    monkeypatch.setenv("HOME", str(tmp_path))  # no global git config
+    monkeypatch.setenv("HOME", str(tmp_path))  # no global or system git config
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-gitconfig"))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.delenv("GIT_AUTHOR_NAME")
     monkeypatch.delenv("GIT_AUTHOR_EMAIL")
