@@ -159,9 +159,7 @@ class EpochLines:
         self.last_epoch = None
 
     def evaluated(self, epoch_idx):
-        """Epoch ``epoch_idx`` was evaluated (``cur_step`` 0: it is the best)."""
-        if self.trainer.cur_step == 0:
-            self.trainer.best_valid_epoch = epoch_idx
+        """Epoch ``epoch_idx`` was evaluated."""
         self.last_epoch = epoch_idx
         self.seconds.append(sum(self.trainer.last_epoch_seconds.values()))
 

@@ -103,6 +103,8 @@ class AttnTrainer(CheckpointMixin, Trainer):
 
         def on_evaluated(epoch_idx, valid_score):
             self.last_evaluated_epoch = epoch_idx
+            if self.cur_step == 0:  # RecBole's early stopping: a new best
+                self.best_valid_epoch = epoch_idx
             lines.evaluated(epoch_idx)
             if saved:
                 self._save_resume_state(epoch_idx)
