@@ -36,6 +36,29 @@ def test_shipped_files_are_the_generated_ones():
             )
 
 
+def test_rewriting_the_generated_files_is_whole_or_not_at_all(tmp_path, monkeypatch):
+    """``python -m recbole_attn.upstream.docs`` publishes each rewrite atomically: a stop
+    before the new text is in place leaves the old file as it was, and no temporary."""
+    from recbole_attn.upstream import docs
+
+    target = tmp_path / "models.md"
+    target.write_text("old text\n", encoding="utf-8")
+    monkeypatch.setattr(docs, "generated_files", lambda root: {str(target): "new\n"})
+
+    def stopped(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        docs.main([])
+    assert target.read_text(encoding="utf-8") == "old text\n"
+    assert os.listdir(tmp_path) == ["models.md"]
+    monkeypatch.undo()
+    monkeypatch.setattr(docs, "generated_files", lambda root: {str(target): "new\n"})
+    assert docs.main([]) == 0
+    assert target.read_text(encoding="utf-8") == "new\n"
+
+
 def test_a_default_changed_in_its_declaration_reaches_every_file(monkeypatch):
     """One line (the declaration) changes the yaml, the docs table and the upstream yaml."""
     from recbole_attn.upstream.sources import python_files

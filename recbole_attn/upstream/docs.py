@@ -9,6 +9,7 @@ A test checks that the shipped files are these::
 
 import os
 
+from recbole_attn.files import write_replacing
 from recbole_attn.options import declared
 from recbole_attn.upstream.sources import read_text
 
@@ -58,8 +59,7 @@ def main(argv=None):
     differ = [path for path, text in files.items() if read_text(path) != text]
     for path in differ:
         if not args.check:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(files[path])
+            write_replacing(path, lambda f, text=files[path]: f.write(text))
         print(
             ("differs: " if args.check else "rewritten: ") + os.path.relpath(path, root)
         )
