@@ -349,8 +349,9 @@ def write_files(files, what="the output", overwrite=False, remove=(), error=None
                     f"written: {advice}"
                 ) from None
         for target in files:
-            if overwrite:
-                os.replace(temps.pop(target), target)
+            if overwrite:  # the temporary stays listed until it is the target
+                os.replace(temps[target], target)
+                del temps[target]
                 continue
             _publish_new(temps[target], target, what, error)
             published.append(target)

@@ -119,6 +119,30 @@ def test_temporaries_of_killed_writers_are_removed_by_the_next_write(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.csv", alive.name])
 
 
+def test_an_overwrite_stopped_before_it_publishes_keeps_the_old_files_and_no_temporary(
+    tmp_path, monkeypatch
+):
+    """``write_files(..., overwrite=True)`` (the export, the docs generator) stopped at its
+    first replace: the old files stay as they were and its temporaries go."""
+    from recbole_attn.files import write_files
+
+    old = {str(tmp_path / name): f"old {name}\n" for name in ("a.md", "b.md")}
+    for path, text in old.items():
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    def stopped(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        write_files({path: "new\n" for path in old}, overwrite=True)
+    assert sorted(os.listdir(tmp_path)) == ["a.md", "b.md"]
+    for path, text in old.items():
+        with open(path, encoding="utf-8") as f:
+            assert f.read() == text
+
+
 def test_a_run_removes_the_temporaries_killed_runs_left_in_its_checkpoint_folder(
     tiny_data_path, tmp_path, monkeypatch, capsys
 ):
