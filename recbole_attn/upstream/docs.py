@@ -9,7 +9,7 @@ A test checks that the shipped files are these::
 
 import os
 
-from recbole_attn.files import write_replacing
+from recbole_attn.files import write_files
 from recbole_attn.options import declared
 from recbole_attn.upstream.sources import read_text
 
@@ -57,9 +57,13 @@ def main(argv=None):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     files = generated_files(root)
     differ = [path for path, text in files.items() if read_text(path) != text]
+    if not args.check:  # as the export writes its files: all of them or none
+        write_files(
+            {path: files[path] for path in differ},
+            "the generated files",
+            overwrite=True,
+        )
     for path in differ:
-        if not args.check:
-            write_replacing(path, lambda f, text=files[path]: f.write(text))
         print(
             ("differs: " if args.check else "rewritten: ") + os.path.relpath(path, root)
         )
