@@ -150,6 +150,7 @@ def test_recboles_trainer_writes_its_checkpoint_whole_or_not_at_all(
     """RecBole's own Trainer beside the plugin: a save that fails midway (a full disk, a
     kill) leaves the best model saved before, and no temporary file."""
     from recbole.config import Config
+    from recbole.data import create_dataset
     from recbole.model.sequential_recommender import SASRec
     from recbole.trainer import Trainer
 
@@ -158,8 +159,6 @@ def test_recboles_trainer_writes_its_checkpoint_whole_or_not_at_all(
     config = {**tiny_config, "checkpoint_dir": str(tmp_path / "saved")}
     config.update(train_neg_sample_args=None, training_mode="last_position")
     built = Config(model="SASRec", dataset="tiny", config_dict=config)
-    from recbole.data import create_dataset
-
     trainer = Trainer(built, SASRec(built, create_dataset(built)))
     trainer.tensorboard.close()
     trainer._save_checkpoint(0, verbose=False)
