@@ -131,9 +131,11 @@ def run_one(study_name, label, seed, args, study=None):
 
     try:
         result = train_and_evaluate(
-            config, trainer, train, valid, test, saved=True, callback=record
+            config, trainer, train, valid, None, saved=True, callback=record
         )
-        ranks = test_ranks(config, trainer, test, whole=study.get("full_ranks", False))
+        result["test_result"], ranks = ranked_test(
+            config, trainer, test, whole=study.get("full_ranks", False)
+        )
     finally:
         trainer.release()  # the claimed model file, if nothing was saved into it
     model_file = result["saved_model_file"]
@@ -215,28 +217,32 @@ def stack_versions():
     return out
 
 
-def test_ranks(config, trainer, test, whole=False):
-    """Every test user's rank of the target under full ranking (the best model),
-    ordered by the dataset's user ids and capped at the largest cutoff + 1 (enough to
-    recompute every top-K metric per user: ``reports.user_values``), or not capped
-    (``whole``: the cap is the number of item ids + 1, beyond any rank: every cutoff);
-    None for a sampled ranking."""
+def ranked_test(config, trainer, test, whole=False):
+    """The best model's test metrics and, from the same evaluation, every test user's
+    rank of the target: ordered by the dataset's user ids and capped at the largest
+    cutoff + 1 (enough to recompute every top-K metric per user:
+    ``reports.user_values``), or not capped (``whole``: the cap is the number of item
+    ids + 1, beyond any rank: every cutoff). Under a sampled ranking (``uni100``) a rank
+    is among the target and its sampled negatives, drawn once for both: the ranks give
+    exactly the metrics returned."""
     import torch
 
     from recbole_attn.evaluator.per_user import PerUserRecorder
 
     from recbole_attn.engine.quick_start import is_full_ranking
 
-    if not is_full_ranking(config):
-        return None
     recorder = PerUserRecorder(trainer)
     with recorder.recording():
-        trainer.evaluate(test, load_best_model=True)
+        result = trainer.evaluate(test, load_best_model=True)
     users = torch.cat(recorder.users).tolist()
     ranks = torch.cat(recorder.ranks).tolist()
     cap = (test._dataset.item_num if whole else max(config["topk"])) + 1
     ordered = [min(rank, cap) for _, rank in sorted(zip(users, ranks))]
-    return {"cap": cap, "data": trainer.data_signature, "ranks": ordered}
+    stored = {"cap": cap, "data": trainer.data_signature, "ranks": ordered}
+    if not is_full_ranking(config):
+        mode = config["eval_args"]["mode"]
+        stored["ranking"] = mode.get("test", mode) if isinstance(mode, dict) else mode
+    return result, stored
 
 
 def rescore(model_file, eval_args):

@@ -184,6 +184,27 @@ def test_a_run_keeps_its_users_ranks_and_they_give_its_metrics(tiny_study):
     assert reports.user_values(result, "ndcg@20") is None  # past the cap
 
 
+@pytest.mark.slow
+def test_a_sampled_ranking_run_keeps_the_ranks_of_its_own_test(tiny_study, monkeypatch):
+    """Under 100 sampled negatives (RKSA's protocol) the stored ranks are those of the
+    very evaluation that gave the test metrics (its negatives are drawn once): they
+    recompute them exactly, and say which ranking they are."""
+    from experiments import reports
+
+    name, args = tiny_study
+    study = dict(studies.STUDIES[name])
+    study["protocol"] = {**study["protocol"], "eval_args": studies.UNI100}
+    study.pop("rescore")
+    monkeypatch.setitem(studies.STUDIES, name, study)
+    result = runner.run_one(name, "SASRec", 2020, args)
+    stored = result["test_ranks"]
+    assert stored["ranking"] == "uni100" and len(stored["ranks"]) == 60
+    assert max(stored["ranks"]) <= 11 and min(stored["ranks"]) >= 1
+    for metric in ("hit@5", "hit@10", "ndcg@5", "ndcg@10"):
+        values = reports.user_values(result, metric)
+        assert round(sum(values) / len(values), 4) == result["test"][metric], metric
+
+
 def test_reports_pair_users_averaged_over_seeds():
     """The reports' paired test over users is scipy's on the seed-averaged values;
     Holm marks as a hand computation gives them."""

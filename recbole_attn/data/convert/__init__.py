@@ -9,6 +9,7 @@ import sys
 CONVERTERS = {
     "amazon": "Amazon review / ratings files (+ metadata: categories, brand)",
     "seqfile": "STOSA/S3Rec/PAtt sequence files 'uid i1 i2 ...' (+ item2attributes.json)",
+    "pairs": "SASRec-style 'user item' files, one interaction a line in time order (Games)",
     "movielens": "MovieLens-1M/10M ratings.dat (+ movies.dat: genres)",
     "anime": "Anime rating.csv (+ anime.csv: genres)",
 }

@@ -51,7 +51,11 @@ class ConverterParser(OneLineParser):
         return super().parse_known_args([_underscored(a) for a in args], namespace)
 
 
-def add_common_args(parser: argparse.ArgumentParser, ratings: bool = True) -> None:
+def add_common_args(
+    parser: argparse.ArgumentParser, ratings: bool = True, k_core: int = 5
+) -> None:
+    """The options every converter takes; ``k_core``: the default of ``--k_core`` (0
+    for a file its authors filtered already)."""
     parser.add_argument(
         "--output_dir",
         default="dataset",
@@ -65,9 +69,13 @@ def add_common_args(parser: argparse.ArgumentParser, ratings: bool = True) -> No
     parser.add_argument(
         "--k_core",
         type=int,
-        default=5,
+        default=k_core,
         help="drop users and items with fewer interactions, iterated to a fixed point "
-        "(default 5; PAtt uses 10; 0 disables)",
+        + (
+            f"(default {k_core}; PAtt uses 10; 0 disables)"
+            if k_core
+            else "(default 0: the file's own filtering is kept)"
+        ),
     )
     parser.add_argument(
         "--item_k_core",
