@@ -25,7 +25,7 @@ RAW = os.path.normpath(os.path.join(REPO, os.pardir, "shared", "datasets", "raw"
 from recbole_attn.data.convert import amazon, anime  # noqa: E402
 from recbole_attn.data.convert import clean as _clean  # noqa: E402
 from recbole_attn.data.convert import cli as _cli  # noqa: E402
-from recbole_attn.data.convert import movielens, seqfile  # noqa: E402
+from recbole_attn.data.convert import movielens, pairs, seqfile  # noqa: E402
 from recbole_attn.data.convert import write as _write  # noqa: E402
 from recbole_attn.data.convert.read import ITEM, TIME, USER  # noqa: E402
 from recbole_attn.data.convert.read import ConversionError  # noqa: E402
@@ -247,6 +247,41 @@ def test_seqfile_malformed_line_names_file_and_line(tmp_path, capsys):
     assert read(out / "B" / "B.inter") == INTER_HEADER + lines(
         (1, 10, 1), (1, 11, 2), (5, 10, 1), (5, 11, 2)
     )
+
+
+def test_pairs_positions_are_timestamps_and_the_file_is_kept_as_it_is(tmp_path, capsys):
+    """SASRec's 'user item' lines: a line's position among its user's lines is its
+    timestamp (a user's lines need not be contiguous); no k-core by default, so users
+    and items with fewer than 5 interactions stay (the file is already filtered)."""
+    path = write(tmp_path / "Video.txt", "1 10\n2 11\n1 12\n2 10\n1 11\n3 12\n")
+    out = tmp_path / "out"
+    assert run(pairs, "--interactions", path, "--name", "G", "--output_dir", out) == 0
+    assert read(out / "G" / "G.inter") == INTER_HEADER + lines(
+        (1, 10, 1), (1, 12, 2), (1, 11, 3), (2, 11, 1), (2, 10, 2), (3, 12, 1)
+    )
+    assert not os.path.exists(out / "G" / "G.item")
+    assert (
+        "users: 3  items: 3  interactions: 6  categories: 0 " in capsys.readouterr().out
+    )
+    conf = yaml.safe_load(read(out / "G" / "G.yaml"))
+    assert conf == yaml.safe_load(read(os.path.join(REPO, "properties", "dataset", "Games.yaml")))  # fmt: skip
+    # --k_core 2 drops user 3 (one line), then nothing else
+    argv = ["--interactions", path, "--name", "G2", "--output_dir", out, "--k_core", 2]
+    assert run(pairs, *argv) == 0
+    assert "3\t12" not in read(out / "G2" / "G2.inter")
+
+
+def test_pairs_malformed_line_names_file_and_line(tmp_path, capsys):
+    path = write(tmp_path / "bad.txt", "1 10\n1 10 11\n2 x\n2 11\n")
+    out = tmp_path / "out"
+    argv = ["--interactions", path, "--name", "B", "--output_dir", out]
+    assert run(pairs, *argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and f"{path}, line 2: expected 'user item'" in err
+    assert "Traceback" not in err and not os.path.exists(out)
+    assert run(pairs, *argv, "--skip_bad_lines") == 0
+    assert "skipped 2 malformed line(s)" in capsys.readouterr().out
+    assert read(out / "B" / "B.inter") == INTER_HEADER + lines((1, 10, 1), (2, 11, 1))
 
 
 def test_undecodable_or_truncated_input_is_a_clean_error(tmp_path):
@@ -620,6 +655,23 @@ def test_real_office_is_a_5_core_fixed_point():
     assert (df.groupby(USER)[TIME].max() == df.groupby(USER).size()).all()
 
 
+def test_real_games_is_rksas_games(tmp_path):
+    """The SASRec authors' Video.txt converts to RKSA's Games (Table 1: 31,013 users,
+    23,715 items, 287,107 interactions), each user's items in the file's order."""
+    path = raw("games", "Video.txt")
+    out = tmp_path / "out"
+    assert (
+        run(pairs, "--interactions", path, "--name", "Games", "--output_dir", out) == 0
+    )
+    inter = pd.read_csv(out / "Games" / "Games.inter", sep="\t", dtype=str)
+    assert inter.shape[0] == 287107
+    assert inter.iloc[:, 0].nunique() == 31013 and inter.iloc[:, 1].nunique() == 23715
+    with open(path) as f:
+        first = [line.split()[1] for line in f if line.split()[0] == "3"]
+    user3 = inter[inter.iloc[:, 0] == "3"].sort_values(inter.columns[2], key=lambda c: c.astype(float))  # fmt: skip
+    assert user3.iloc[:, 1].tolist() == first
+
+
 def test_real_beauty_conversion_every_item_has_categories(tmp_path):
     seqs = raw("beauty", "Beauty.txt")
     attrs = raw("beauty", "Beauty_item2attributes.json")
@@ -669,6 +721,7 @@ def test_real_ml100k_genre_field_matches_the_plugin_convention():
 
 CHECKED_IN = {
     "Office": False,
+    "Games": False,
     "Tools": False,
     "Beauty": True,
     "Sports": True,
@@ -704,9 +757,13 @@ def test_converter_hint_commands():
         "recbole-attn convert anime --ratings <path/to/rating.csv> "
         "--anime <path/to/anime.csv> "
     )
+    assert hints.converter_hint("Games", "dataset") == (
+        "recbole-attn convert pairs --interactions <path/to/Video.txt> --name Games "
+        "--output_dir dataset (the raw file: kang205/SASRec data/)"
+    )
     generic = hints.converter_hint("Yelp", "dataset")
     assert generic.startswith(
-        "recbole-attn convert {amazon,seqfile,movielens,anime} <raw files> "
+        "recbole-attn convert {amazon,seqfile,pairs,movielens,anime} <raw files> "
         "--name Yelp --output_dir dataset"
     )
 

@@ -3,6 +3,8 @@
 
 import shlex
 
+from recbole_attn.data.convert import CONVERTERS
+
 #: S3Rec's datasets: name -> the stem of its sequence and attribute files
 _S3REC = {"Beauty": "Beauty", "Sports": "Sports_and_Outdoors", "Toys": "Toys_and_Games"}
 _S3REC_DATA = "aHuiWang/CIKM2020-S3Rec data/"
@@ -16,6 +18,9 @@ _SEQ_DATASETS = {
     },
 }
 
+#: the SASRec authors' 'user item' files: name -> (file, where it comes from)
+_PAIR_DATASETS = {"Games": ("Video.txt", "kang205/SASRec data/")}
+
 CONVERT = "recbole-attn convert"
 
 
@@ -23,7 +28,10 @@ def converter_hint(name: str, data_path: str) -> str:
     """The command that creates dataset ``name`` (known names case-insensitively, with
     their raw files) under ``data_path``."""
     tail = f"--name {shlex.quote(name)} --output_dir {shlex.quote(str(data_path))}"
-    known = {k.lower(): k for k in [*_SEQ_DATASETS, "ml-1m", "anime", "ml-100k"]}
+    known = {
+        k.lower(): k
+        for k in [*_SEQ_DATASETS, *_PAIR_DATASETS, "ml-1m", "anime", "ml-100k"]
+    }
     key = known.get(name.lower())
     if key in _SEQ_DATASETS:
         seq, attrs, origin = _SEQ_DATASETS[key]
@@ -31,6 +39,12 @@ def converter_hint(name: str, data_path: str) -> str:
         if attrs:
             cmd += f" --attributes <path/to/{attrs}>"
         return f"{cmd} {tail} (the raw files: {origin})"
+    if key in _PAIR_DATASETS:
+        interactions, origin = _PAIR_DATASETS[key]
+        return (
+            f"{CONVERT} pairs --interactions <path/to/{interactions}> {tail} "
+            f"(the raw file: {origin})"
+        )
     if key == "ml-1m":
         return (
             f"{CONVERT} movielens --ratings <path/to/ml-1m/ratings.dat> "
@@ -47,6 +61,7 @@ def converter_hint(name: str, data_path: str) -> str:
             "conversion; leave --data_path unset to use it"
         )
     return (
-        f"{CONVERT} {{amazon,seqfile,movielens,anime}} <raw files> {tail} (Amazon "
-        "reviews, sequence files, MovieLens, Anime; recbole-attn convert --help)"
+        f"{CONVERT} {{{','.join(CONVERTERS)}}} <raw files> {tail} (Amazon "
+        "reviews, sequence files, 'user item' files, MovieLens, Anime; recbole-attn "
+        "convert --help)"
     )
