@@ -1267,3 +1267,224 @@ def stosa_table1_page(group_name, sections):
     if missing:
         lines += ["", "Not run yet (seeds): " + ", ".join(missing) + "."]
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------- the papers' tables
+
+
+def paper_table_value(run, metric):
+    """A run's test value of a paper-table column (as :func:`table1_value`)."""
+    return table1_value(run, metric)
+
+
+def _values(of_label, metric):
+    return [
+        v
+        for v in (paper_table_value(r, metric) for _, r in sorted(of_label.items()))
+        if v is not None
+    ]
+
+
+def _paired_gain(runs, base, metric):
+    """The per-seed relative gains (in %) of ``runs`` over ``base`` ({seed: run})."""
+    gains = []
+    for seed in sorted(set(runs) & set(base)):
+        new, old = (paper_table_value(side[seed], metric) for side in (runs, base))
+        if new is not None and old:
+            gains.append(100.0 * (new / old - 1.0))
+    return gains
+
+
+def _gain_text(gains):
+    if not gains:
+        return "-"
+    mean = round(statistics.mean(gains), 1) + 0.0
+    spread = "" if len(gains) < 2 else f" ± {statistics.stdev(gains):.1f}"
+    return f"{mean:+.1f}{spread} %"
+
+
+def _study_runs(study, folder):
+    """{label: {seed: run}} of a paper-table study, with the rows it borrows from
+    another study's runs (``borrowed``: label -> (study, label there))."""
+    runs = _by_label_and_seed(load_runs(folder))
+    root = os.path.dirname(os.path.dirname(folder))
+    for label, (other, there) in study.get("borrowed", {}).items():
+        theirs = _by_label_and_seed(load_runs(os.path.join(root, other, "runs")))
+        runs[label] = theirs.get(there, {})
+    return runs
+
+
+def _selection_text(study, runs):
+    """Which of the study's ``select_on_validation`` labels (the paper's "best variant")
+    has the higher mean validation score: the one whose test numbers stand for the
+    paper's model (never chosen on test)."""
+    metric = study["protocol"]["valid_metric"].lower()
+    means = {
+        label: statistics.mean(r["best_valid"][metric] for r in runs[label].values())
+        for label in study["select_on_validation"]
+        if runs.get(label)
+    }
+    if not means:
+        return "Chosen on validation: no run yet."
+    best = max(means, key=means.get)
+    scores = ", ".join(f"{label} {value:.4f}" for label, value in means.items())
+    return (
+        f"Chosen on validation (mean {study['protocol']['valid_metric']} over seeds: "
+        f"{scores}): **{best}** stands for the paper's model."
+    )
+
+
+def paper_tables_block(page):
+    """What docs/results.md shows of the paper_tables page: its sections, one heading
+    level down (the page's title and command stay in the report)."""
+    body = page.split("\n## ", 1)[1] if "\n## " in page else ""
+    body = "\n## " + body
+    return body.replace("\n### ", "\n##### ").replace("\n## ", "\n#### ").lstrip("\n")
+
+
+def paper_tables_page(group_name, sections):
+    """Each paper's own table (``sections``: [(study, runs folder)], each study with
+    ``paper_table``, ``paper_numbers``, ``paired``): per (dataset, model) the paper's
+    numbers, ours (the mean, or the median where the paper reports medians, ± the sd
+    over seeds) and ours relative to the paper's; per (model, baseline) our gain paired
+    by seed, the paired t-test over the test users (each user's value averaged over the
+    seeds both have) Holm-corrected over that paper's table, beside the paper's gain;
+    then what each run took and where it ran."""
+    papers = {}
+    for study, folder in sections:
+        papers.setdefault(study["paper_table"], []).append((study, folder))
+    lines = [
+        f"# {group_name}: each paper's own table on its own data",
+        "",
+        "One section per paper: its protocol, its numbers beside ours, and each gain it "
+        "claims tested on ours. Ours: three seeds of every (dataset, model), each test "
+        "user's rank stored. Levels are the mean ± sd over seeds (the median where the "
+        "paper reports the median of its runs); `ours / paper` divides that centre by "
+        "the paper's number. Gains are paired by seed (mean ± sd of the per-seed "
+        "relative gains); p: paired t-test over the test users (each user's value "
+        "averaged over the seeds both sides have), Holm-corrected over the paper's "
+        "whole table (every dataset, model and metric of it), * below .05.",
+        "",
+        f"Command: `{RUNNER} --group={group_name} --jobs=2 --threads=1` (resumable), "
+        f"then `{RUNNER} --group={group_name} --report`",
+    ]
+    times = []
+    for paper, parts in papers.items():
+        lines += ["", f"## {paper}", ""]
+        pvalues, gain_rows, shown = {}, [], None
+        for study, folder in parts:
+            dataset, cols = study["dataset"], study["columns"]
+            numbers = study["paper_numbers"]
+            median = study.get("median", False)
+            runs = _study_runs(study, folder)
+            lines += [f"### {dataset}", ""]
+            if study["protocol_text"] != shown:
+                lines += [study["protocol_text"], ""]
+                shown = study["protocol_text"]
+            header = ["model", "seeds"] + [
+                f"{c}: ours (paper, ours / paper)" for c in cols
+            ]
+            lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            for label in [*study.get("borrowed", {}), *study["variants"]]:
+                of_label = runs.get(label, {})
+                if of_label:
+                    times.append((paper, dataset, label, of_label))
+                cells = [label, ", ".join(map(str, sorted(of_label))) or "-"]
+                for metric in cols:
+                    values = _values(of_label, metric)
+                    theirs = numbers.get(label, {}).get(metric)
+                    centre = (
+                        statistics.median(values)
+                        if median and values
+                        else (statistics.mean(values) if values else None)
+                    )
+                    text = fmt(values, median=median)
+                    if theirs is not None:
+                        ratio = f"{centre / theirs:.2f}" if centre is not None else "-"
+                        text += f" ({theirs:.4f}, {ratio})"
+                    cells.append(text)
+                lines.append("| " + " | ".join(cells) + " |")
+            lines.append("")
+            for label, base in study["paired"]:
+                mine, theirs_base = runs.get(label, {}), runs.get(base, {})
+                for metric in cols:
+                    pvalues[dataset, label, base, metric] = paired_p(
+                        mine, theirs_base, metric
+                    )
+                gain_rows.append((dataset, label, base, mine, theirs_base, cols))
+            if study.get("select_on_validation"):
+                lines += [_selection_text(study, runs), ""]
+        marks = holm_marks(pvalues)
+        metrics = list(dict.fromkeys(c for *_, cols in gain_rows for c in cols))
+        header = ["dataset", "model", "over"] + [
+            f"{m}: ours (p) / paper" for m in metrics
+        ]
+        lines += [
+            f"Gains ({paper}):",
+            "",
+            "| " + " | ".join(header) + " |",
+            "|" + "---|" * len(header),
+        ]
+        for dataset, label, base, mine, theirs_base, cols in gain_rows:
+            study = next(s for s, _ in papers[paper] if s["dataset"] == dataset)
+            numbers = study["paper_numbers"]
+            cells = [dataset, label, base]
+            for metric in metrics:
+                if metric not in cols:
+                    cells.append("")
+                    continue
+                ours = _gain_text(_paired_gain(mine, theirs_base, metric))
+                if ours != "-":
+                    ours += marks.get((dataset, label, base, metric), "")
+                new = numbers.get(label, {}).get(metric)
+                old = numbers.get(base, {}).get(metric)
+                cells.append(f"{ours} / {_change(new, old) if new and old else '-'}")
+            lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "What each run took, where it ran (minutes of wall time per run; epochs: best / "
+        "run; two runs at a time on a 2-core CPU, one torch thread each, beside other "
+        "work, unless the device says otherwise):",
+        "",
+        "| paper | dataset | model | seeds | best / run epochs | s / epoch | min / run "
+        "| device |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for paper, dataset, label, of_label in times:
+        runs_of = [of_label[s] for s in sorted(of_label)]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    paper,
+                    dataset,
+                    label,
+                    ", ".join(str(r["seed"]) for r in runs_of),
+                    ", ".join(f"{r['best_epoch']}/{r['epochs_run']}" for r in runs_of),
+                    f"{_median_epoch(runs_of):.2f}",
+                    ", ".join(f"{r['seconds'] / 60:.0f}" for r in runs_of),
+                    ", ".join(sorted({r["device"] for r in runs_of})),
+                ]
+            )
+            + " |"
+        )
+    missing = []
+    for study, folder in sections:
+        parts = []
+        for label in study["variants"]:
+            seeds = [
+                str(seed)
+                for seed in study["seeds"]
+                if not os.path.isfile(
+                    os.path.join(folder, f"{studies.slug(label)}__seed{seed}.json")
+                )
+            ]
+            if seeds:
+                parts.append(f"{label} {', '.join(seeds)}")
+        if parts:
+            missing.append(
+                f"{study['paper_table']}, {study['dataset']} ({'; '.join(parts)})"
+            )
+    if missing:
+        lines += ["", "Not run yet (seeds): " + "; ".join(missing) + "."]
+    return "\n".join(lines) + "\n"

@@ -383,6 +383,8 @@ def group_report(group_name, root=HERE, names=None, quick=False):
     names = names or group["studies"]
     if group["report"] == "stosa_table1":
         return stosa_table1_report(group_name, root, names)
+    if group["report"] == "paper_tables":
+        return paper_tables_report(group_name, root, names)
     sections = [(_study(name, quick), runs_folder(root, name)) for name in names]
     output = os.path.join(root, group_name)
     os.makedirs(output, exist_ok=True)
@@ -399,7 +401,7 @@ def group_report(group_name, root=HERE, names=None, quick=False):
 
 
 #: the kinds of report written over a group's studies (their studies have no page)
-GROUP_REPORTS = ("reproduce", "stosa_table1")
+GROUP_REPORTS = ("reproduce", "stosa_table1", "paper_tables")
 
 
 def stosa_table1_report(group_name, root, names):
@@ -417,6 +419,26 @@ def stosa_table1_report(group_name, root, names):
             RESULTS_PAGE,
             reports.docs_markers(group_name, option="--group"),
             reports.first_table(text),
+            group_name,
+        )
+    return path
+
+
+def paper_tables_report(group_name, root, names):
+    """``<root>/<group>/report.md``: each paper's own table from the runs of ``names``,
+    and the page in docs/results.md (between the group's markers)."""
+    sections = [(STUDIES[name], runs_folder(root, name)) for name in names]
+    text = reports.paper_tables_page(group_name, sections)
+    output = os.path.join(root, group_name)
+    os.makedirs(output, exist_ok=True)
+    path = os.path.join(output, "report.md")
+    with open(path, "w") as f:
+        f.write(text)
+    if os.path.abspath(root) == HERE:
+        write_docs_block(
+            RESULTS_PAGE,
+            reports.docs_markers(group_name, "the tables", option="--group"),
+            reports.paper_tables_block(text),
             group_name,
         )
     return path

@@ -77,6 +77,7 @@ def test_every_study_is_well_formed():
             "archive_quality",
             "budget",
             "stosa_table1",
+            "paper_tables",
         )
     for name, group in studies.GROUPS.items():
         assert set(group["studies"]) <= set(studies.STUDIES), name
