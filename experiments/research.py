@@ -196,10 +196,10 @@ class STOSAForms:
         }.items()
     }
 
-    @staticmethod
-    def preset_forms(config):
-        forms = dict(PRESETS[config["stosa_preset"]])
-        for form in forms:
+    @classmethod
+    def preset_forms(cls, config):
+        forms = super().preset_forms(config)
+        for form in PRESETS[config["stosa_preset"]]:
             key = f"stosa_{form}"
             if key in config and config[key] is not None:
                 forms[form] = config[key]

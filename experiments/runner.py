@@ -133,9 +133,10 @@ def run_one(study_name, label, seed, args, study=None):
         result = train_and_evaluate(
             config, trainer, train, valid, None, saved=True, callback=record
         )
-        result["test_result"], ranks = ranked_test(
-            config, trainer, test, whole=study.get("full_ranks", False)
-        )
+        whole = study.get("full_ranks", False)
+        result["test_result"], ranks = ranked_test(config, trainer, test, whole=whole)
+        if study.get("valid_ranks"):  # the paired test of a choice made on validation
+            _, valid_ranks = ranked_test(config, trainer, valid, whole=whole)
     finally:
         trainer.release()  # the claimed model file, if nothing was saved into it
     model_file = result["saved_model_file"]
@@ -191,6 +192,7 @@ def run_one(study_name, label, seed, args, study=None):
         "seconds": round(time.perf_counter() - start, 1),
         "parameters": sum(p.numel() for p in net.parameters() if p.requires_grad),
         **({"test_ranks": ranks} if ranks else {}),
+        **({"valid_ranks": valid_ranks} if study.get("valid_ranks") else {}),
         "device": device,
         # the releases that computed it: another torch build moves the last digits of
         # some models' metrics (experiments/reproduce: RKSA, PARec and FPARec)
@@ -218,8 +220,8 @@ def stack_versions():
 
 
 def ranked_test(config, trainer, test, whole=False):
-    """The best model's test metrics and, from the same evaluation, every test user's
-    rank of the target: ordered by the dataset's user ids and capped at the largest
+    """The best model's test metrics (or validation metrics, given the validation data)
+    and, from the same evaluation, every evaluated user's rank of the target: ordered by the dataset's user ids and capped at the largest
     cutoff + 1 (enough to recompute every top-K metric per user:
     ``reports.user_values``), or not capped (``whole``: the cap is the number of item
     ids + 1, beyond any rank: every cutoff). Under a sampled ranking (``uni100``) a rank

@@ -550,6 +550,31 @@ for _dataset in STOSA_TABLE1_DATASETS:
     }
 
 
+# ------------------------------------------------------------------ STOSA's value covariances
+#: Which value covariances do STOSA's defaults take (issue 73)? The paper's eq. 7, the
+#: linear W_V x (the default so far), or the reference code's ELU(W_V x) + 1: decided on
+#: validation (the paired test over the validation users, stored whole), on Office and
+#: Beauty, under STOSA's Table 1 protocol, three seeds
+for _dataset in ("Office", "Beauty"):
+    STUDIES["stosa_value_cov_" + slug(_dataset)] = {
+        "dataset": _dataset,
+        "protocol": dict(STOSA_TABLE1_PROTOCOL),
+        "columns": ["recall@1", "recall@5", "ndcg@5", "mrr@20"],
+        "baseline": "paper (linear)",
+        "seeds": (2020, 2021, 2022),
+        "full_ranks": True,
+        "valid_ranks": True,
+        "variants": {
+            "paper (linear)": ("STOSA", {"stosa_value_cov": "paper"}),
+            "official (ELU + 1)": ("STOSA", {"stosa_value_cov": "official"}),
+        },
+        "paper": "STOSA eq. 7 aggregates the value covariances W_V x with A∘A; the "
+        "reference code (zfan20/STOSA modules.py, DistSelfAttention) takes ELU(W_V x) + 1. "
+        "The choice is made on validation (MRR@20, paired over validation users); the "
+        "test columns are for the record.",
+    }
+
+
 # ------------------------------------------------------------------ the papers' own tables
 #: Each paper's own table on its own data (issue 72): one study per (paper, dataset),
 #: under that paper's protocol, its baseline trained as that paper's was, three seeds,

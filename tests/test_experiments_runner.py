@@ -168,11 +168,17 @@ def test_unknown_variant_is_an_error_not_an_empty_plan(tiny_study, tmp_path):
 
 @pytest.mark.slow
 def test_a_run_keeps_its_users_ranks_and_they_give_its_metrics(tiny_study):
-    """The per-user ranks a run stores recompute its test metrics exactly."""
+    """The per-user ranks a run stores recompute its test metrics exactly, and the
+    validation ranks (``valid_ranks``) its best validation metrics."""
     from experiments import reports
 
     name, args = tiny_study
+    studies.STUDIES[name]["valid_ranks"] = True  # the fixture's own copy (setitem)
     result = runner.run_one(name, "SASRec", 2020, args)
+    valid = {**result, "test_ranks": result["valid_ranks"]}
+    for metric in ("hit@10", "ndcg@10"):
+        values = reports.user_values(valid, metric)
+        assert round(sum(values) / len(values), 4) == result["best_valid"][metric]
     stored = result["test_ranks"]
     assert stored["cap"] == 11 and len(stored["ranks"]) == 60  # users of tiny
     import torch

@@ -351,3 +351,42 @@ def test_the_last_layer_at_the_last_items_is_the_full_encoding_there(
         for out in (got, want)
     ]
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("layer_means", ["official", "paper"])
+def test_value_covariances_of_the_reference_code(tiny_config, layer_means):
+    """stosa_value_cov: official aggregates the reference code's value covariances,
+    ELU(W_V x) + 1, with A∘A (eq. 7 written out as a loop over keys here); paper, the
+    default, the linear W_V x. Same weights, so the two differ only there."""
+    outs = {}
+    for value_cov in ("paper", "official"):
+        forms = {"stosa_value_cov": value_cov, "stosa_layer_means": layer_means}
+        _, net, _, _ = build(
+            research.model_for("STOSA", forms),
+            "tiny",
+            config_dict={**tiny_config, **forms},
+        )
+        net.eval()
+        attention = net.trm_encoder.layer[0].multi_head_attention
+        seq, lengths = _seq(net, [[3, 5, 7, 2], [4, 6, 0, 0]])
+        with torch.no_grad():
+            positions = net.position_ids(lengths, seq.size(1))
+            mean, cov = net.input_gaussians(seq, positions)
+            mask = net.get_attention_mask(seq)
+            streams = {"mean": mean, "cov": cov}
+            probs = attention.weights(streams, streams, mask)  # [B, h, L, L]
+            value = attention.value["cov"](cov)
+            if value_cov == "official":
+                value = torch.nn.functional.elu(value) + 1.0
+            B, L, d = value.shape
+            h = probs.size(1)
+            heads = value.view(B, L, h, d // h)
+            loop = torch.zeros(B, L, h, d // h)
+            for b, t, s, k in itertools.product(range(B), range(L), range(L), range(h)):
+                loop[b, t, k] += probs[b, k, t, s] ** 2 * heads[b, s, k]
+            hidden = attention.dense["cov"](loop.reshape(B, L, d)) + cov
+            want = attention.LayerNorm["cov"](hidden)
+            got = attention(mean, cov, mask)[-1]
+        assert torch.allclose(got, want, atol=1e-5), value_cov
+        outs[value_cov] = got
+    assert not torch.allclose(outs["paper"], outs["official"], atol=1e-4)

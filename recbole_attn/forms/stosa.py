@@ -32,6 +32,37 @@ class PaperWassersteinAttention(stosa.WassersteinAttention):
         return super().aggregate(name, probs, value)
 
 
+class OfficialValueCov:
+    r"""The reference code's value covariances (zfan20/STOSA ``modules.py``,
+    ``DistSelfAttention``): :math:`\mathrm{ELU}(W_V^\Sigma x) + 1`, positive as the
+    query and key covariances are, before :math:`A \circ A` aggregates them (eq. 7 as
+    the paper writes it, the model file's: the linear :math:`W_V^\Sigma x`)."""
+
+    def aggregate(self, name, probs, value):
+        if name == "cov":
+            value = stosa.elu_plus_one(value)
+        return super().aggregate(name, probs, value)
+
+
+class OfficialCovWassersteinAttention(OfficialValueCov, stosa.WassersteinAttention):
+    pass
+
+
+class PaperOfficialCovWassersteinAttention(OfficialValueCov, PaperWassersteinAttention):
+    pass
+
+
+#: (the paper's mean stream, stosa_value_cov) -> the attention class
+ATTENTIONS = {
+    (False, "paper"): stosa.WassersteinAttention,
+    (False, "official"): OfficialCovWassersteinAttention,
+    (True, "paper"): PaperWassersteinAttention,
+    (True, "official"): PaperOfficialCovWassersteinAttention,
+}
+#: the values of ``stosa_value_cov``
+VALUE_COVS = ("paper", "official")
+
+
 class PreLNFeedForward(stosa.FeedForward):
     r"""The paper's pre-LN FFN (eq. 9): :math:`x +
     \mathrm{Dropout}(\mathrm{FFN}(\mathrm{LN}(x)))`."""
@@ -62,13 +93,16 @@ class STOSAWithForms(stosa.STOSA):
 
     @staticmethod
     def preset_forms(config):
-        return PRESETS[config["stosa_preset"]]
+        """The forms of ``stosa_preset``, and the value covariances'
+        (``stosa_value_cov``, which no preset sets)."""
+        return {
+            **PRESETS[config["stosa_preset"]],
+            "value_cov": config["stosa_value_cov"],
+        }
 
     def make_layer(self):
         paper_means = self.forms["layer_means"] == "paper"
-        attention_class = (
-            PaperWassersteinAttention if paper_means else stosa.WassersteinAttention
-        )
+        attention_class = ATTENTIONS[paper_means, self.forms["value_cov"]]
         attention = attention_class(
             self.n_heads,
             self.hidden_size,

@@ -301,6 +301,10 @@ class STOSA(SequentialRecommender):
           (softmax over all items of :math:`-W_2^2`) trains without the hinge.
         * ``position_alignment: last`` counts positions back from the most recent item,
           as the left-padded reference code; ``first`` counts from the first item.
+
+        Deviation from the reference code: the value covariances aggregated with
+        :math:`A \circ A` are the linear :math:`W_V^\Sigma x`, as eq. 7 writes them;
+        the reference code takes :math:`\mathrm{ELU}(W_V^\Sigma x) + 1`.
     """
 
     def __init__(self, config, dataset):

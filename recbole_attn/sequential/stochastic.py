@@ -5,7 +5,12 @@ import re
 
 import torch
 
-from recbole_attn.forms.stosa import PRESETS, RefinedSTOSAWithForms, STOSAWithForms
+from recbole_attn.forms.stosa import (
+    PRESETS,
+    VALUE_COVS,
+    RefinedSTOSAWithForms,
+    STOSAWithForms,
+)
 from recbole_attn.model import awrsr, stosa
 from recbole_attn.options.declared import Default, Number, OneOf, Opt
 from recbole_attn.sequential.recommender import AttnSequentialRecommender
@@ -51,6 +56,12 @@ items (stosa_preset: official); stosa_preset: paper is the model as the paper wr
             OneOf(*PRESETS),
             "official: the official code's model (better on validation); paper: the "
             "model as the paper writes it (eq. 5-12)",
+        ),
+        "stosa_value_cov": Opt(
+            "paper",
+            OneOf(*VALUE_COVS),
+            "the value covariances aggregated with A*A: paper, the linear W_V x of eq. "
+            "7; official, the reference code's ELU(W_V x) + 1 (docs/models.md)",
         ),
     }
     defaults = {
