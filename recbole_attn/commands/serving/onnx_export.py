@@ -13,7 +13,12 @@ import numpy as np
 import torch
 
 from recbole_attn.errors import RecboleAttnError
-from recbole_attn.serving.scorers import SIDECAR_FORMAT, graph_length, onnx_session
+from recbole_attn.commands.serving.scorers import (
+    SIDECAR_FORMAT,
+    graph_length,
+    onnx_session,
+    torch_scores,
+)
 
 #: the ONNX operator set written (ONNX Runtime >= 1.16 runs it)
 OPSET = 17
@@ -167,16 +172,6 @@ def onnx_bytes(model):
     finally:
         quiet.setLevel(level)
     return program.model_proto.SerializeToString()
-
-
-def torch_scores(model, item_seq, item_seq_len, user=None):
-    """The model's own evaluation scores (``full_sort_predict``) as float32 numpy."""
-    batch = {model.ITEM_SEQ: item_seq, model.ITEM_SEQ_LEN: item_seq_len}
-    if user is not None:
-        batch[model.USER_ID] = user
-    with torch.no_grad():
-        scores = model.full_sort_predict(batch)
-    return scores.view(len(item_seq), -1).float().numpy()
 
 
 def check_parity(model, graph, sequences):

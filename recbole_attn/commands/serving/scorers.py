@@ -153,14 +153,24 @@ class TorchScorer:
     def scores(self, item_seq, item_seq_len, user=None):
         import torch
 
-        from recbole_attn.serving.onnx_export import torch_scores
-
         return torch_scores(
             self.model,
             torch.from_numpy(item_seq),
             torch.from_numpy(item_seq_len),
             torch.from_numpy(user) if self.reads_user else None,
         )
+
+
+def torch_scores(model, item_seq, item_seq_len, user=None):
+    """The model's own evaluation scores (``full_sort_predict``) as float32 numpy."""
+    import torch
+
+    batch = {model.ITEM_SEQ: item_seq, model.ITEM_SEQ_LEN: item_seq_len}
+    if user is not None:
+        batch[model.USER_ID] = user
+    with torch.no_grad():
+        scores = model.full_sort_predict(batch)
+    return scores.view(len(item_seq), -1).float().numpy()
 
 
 def open_scorer(model_file, threads=None, config_dict=None):
