@@ -187,12 +187,19 @@ def create_app(
     catalog = scorer.catalog
     state = {}
 
+    def batcher():
+        """The app's batcher, started on first use (a host that runs no lifespan,
+        such as a Ray Serve replica, starts it with the first request)."""
+        if "batcher" not in state:
+            state["batcher"] = Batcher(scorer, max_batch, wait_ms)
+        return state["batcher"]
+
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        state["batcher"] = Batcher(scorer, max_batch, wait_ms)
+        batcher()
         try:
             yield
-        finally:
+        finally:  # after uvicorn answered the requests in flight
             state.pop("batcher").close()
 
     app = FastAPI(
@@ -258,7 +265,7 @@ def create_app(
         except RequestError as err:
             return error(err.status, str(err))
         ids, scores = await asyncio.wrap_future(
-            state["batcher"].submit(items, user, k, exclude)
+            batcher().submit(items, user, k, exclude)
         )
         tokens = catalog.item_tokens
         return {

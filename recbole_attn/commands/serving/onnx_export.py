@@ -58,6 +58,8 @@ def sorted_lookup(keys, queries):
     """``torch.searchsorted(keys, queries)`` (left) as a fixed number of vectorized
     bisection steps: gathers and comparisons that ONNX has (it has no searchsorted)."""
     lo = torch.zeros_like(queries)
+    if keys.numel() == 0:
+        return lo
     hi = torch.full_like(queries, keys.numel())
     for _ in range(max(1, int(keys.numel()).bit_length())):
         mid = torch.div(lo + hi, 2, rounding_mode="floor")
