@@ -420,7 +420,8 @@ def test_the_service_holds_a_bounded_concurrent_load(served, tmp_path):
 
     _, onnx_file, _ = served
     with Service(onnx_file, cwd=tmp_path) as service:
-        tokens = [f"i{j}" for j in range(1, 37)]
+        with open(f"{onnx_file}.json") as f:
+            tokens = json.load(f)["item_tokens"][1:]
         report = load(service.url, tokens, clients=16, requests=400, seconds=120)
         assert report["errors"] == 0 and report["requests"] == 400
         assert 0 < report["p50_ms"] <= report["p99_ms"] and report["rps"] > 0

@@ -119,7 +119,10 @@ def run(args):
     server = uvicorn.Server(
         uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=30)
     )
-    server.run(sockets=[sock])  # uvicorn's own SIGTERM/SIGINT: a graceful stop
+    try:
+        server.run(sockets=[sock])  # uvicorn's own SIGTERM/SIGINT: a graceful stop
+    except KeyboardInterrupt:  # the signal uvicorn raises again once it has stopped
+        pass
     print("stopped", flush=True)
     return 0
 
