@@ -427,3 +427,26 @@ def test_the_service_holds_a_bounded_concurrent_load(served, tmp_path):
         assert 0 < report["p50_ms"] <= report["p99_ms"] and report["rps"] > 0
         rc, _, err = service.stop()
     assert rc == 0 and "Traceback" not in err
+
+
+def test_sigterm_answers_the_requests_in_flight(served, tmp_path):
+    """A request still waiting in the batcher (500 ms for company) when SIGTERM comes
+    is answered before the service exits 0."""
+    import threading
+    import time
+
+    _, onnx_file, _ = served
+    with Service(onnx_file, "--batch_wait_ms=500", cwd=tmp_path) as service:
+        answers = []
+        client = threading.Thread(
+            target=lambda: answers.append(
+                _post(service.url, {"items": ["i3"], "topk": 2})
+            )
+        )
+        client.start()
+        time.sleep(0.3)
+        rc, out, err = service.stop()
+        client.join(timeout=60)
+    assert rc == 0 and "stopped" in out and "Traceback" not in err
+    assert [status for status, _ in answers] == [200]
+    assert len(answers[0][1]["items"]) == 2
