@@ -16,7 +16,18 @@ from recbole_attn.options.arguments import (
 
 PROG = "recbole-attn"
 #: the command words, each a module of recbole_attn.commands (tune: run's)
-COMMANDS = ("run", "tune", "recommend", "evaluate", "compare", "viz")
+COMMANDS = (
+    "run",
+    "tune",
+    "recommend",
+    "evaluate",
+    "compare",
+    "viz",
+    "export-onnx",
+    "serve",
+)
+#: the command words whose module has another name
+MODULES = {"tune": "run", "export-onnx": "export_onnx"}
 #: the commands whose own module parses their arguments (not in recbole_attn.commands)
 OWN_PARSERS = {
     "convert": "recbole_attn.data.convert",
@@ -51,7 +62,7 @@ def build_parser(command="run", prog=PROG):
         # run and tune are the command without a word: their help is recbole-attn's
         sub = words.add_parser(word, prog=prog if word in ("run", "tune") else None)
         if word == command:
-            module = "run" if word == "tune" else word
+            module = MODULES.get(word, word)
             setup_command(
                 importlib.import_module(f"recbole_attn.commands.{module}"), sub
             )

@@ -66,3 +66,11 @@ def test_help_and_argument_errors_answer_without_torch_or_recbole():
     assert "error: unknown model 'STOSAA' (did you mean STOSA?)" in out
     status, out, imported = _cli("--model=STOSA", "oops")
     assert status == 2 and not imported and "error: unrecognized arguments oops" in out
+
+
+def test_the_serving_commands_help_without_torch_or_recbole():
+    for command, words in (("export-onnx", "ONNX Runtime"), ("serve", "127.0.0.1")):
+        status, out, imported = _cli(command, "--help")
+        assert status == 0 and words in out and not imported, command
+    status, out, imported = _cli("serve", "--model_file=m.onnx", "--port=70000")
+    assert status == 2 and not imported and "port must be 0 to 65535" in out
