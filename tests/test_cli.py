@@ -614,9 +614,33 @@ def test_the_epoch_line_says_what_is_left_and_when_it_stops(tiny_config):
         epochs = EpochLines(trainer)
         epochs.evaluated(9)
         lines[step] = epochs.epoch_line(9, 0.05)
-    assert lines[0].endswith("left: at most 2 min, 6 s if it does not improve")
-    assert lines[5].endswith("left: at most 2 min, 1 s if it does not improve")
+    assert lines[0].endswith("left: at most 1 min 30 s (6 s if it does not improve)")
+    assert lines[5].endswith("left: at most 1 min 30 s (1 s if it does not improve)")
     assert lines[6].endswith("stops here: no better ndcg@10 in 5 evaluations")
+
+
+@pytest.mark.parametrize(
+    "seconds, written",
+    [
+        (0.4, "0 s"),
+        (59.4, "59 s"),
+        (59.6, "1 min"),
+        (60, "1 min"),
+        (61, "1 min 1 s"),
+        (299.6, "5 min"),
+        (3599.4, "59 min 59 s"),
+        (3600, "1 h"),
+        (3629, "1 h"),
+        (3630, "1 h 1 min"),
+        (7170, "2 h"),
+        (9000, "2 h 30 min"),
+    ],
+)
+def test_durations_read_as_people_write_them(seconds, written):
+    """Seconds never count past 59 (the console said "4 min, 60 s", "4 min, 61 s")."""
+    from recbole_attn.engine.logs import duration
+
+    assert duration(seconds) == written
 
 
 def test_the_console_counts_epochs_from_one_everywhere(
