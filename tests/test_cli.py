@@ -354,6 +354,42 @@ def test_failed_trial_is_one_line():
     assert "\x1b" not in plain and plain.endswith("RuntimeError: boom")
 
 
+HEADER = ["metric", "valid", "test"]
+
+
+def test_a_run_prints_its_results_as_a_table_and_writes_them_beside_its_model(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    """One line a metric (validation and test, the selected metric first and marked);
+    the full dicts in ``<checkpoint stem>.json``, strict JSON, the run's own numbers."""
+    import json
+
+    from recbole_attn.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["--model=SASRecAP", "--dataset=tiny", f"--data_path={tiny_data_path}"]
+    argv += ["--epochs=1", "--state=ERROR", "--topk=[5,10]", *TINY_ARGS]
+    assert main(argv + ["--checkpoint_dir=saved"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    (model,) = [line.split(": ", 1)[1] for line in out if line.startswith("model: ")]
+    (path,) = [line.split(": ", 1)[1] for line in out if line.startswith("results: ")]
+    assert path == os.path.splitext(model)[0] + ".json"
+    with open(path) as f:
+        record = json.load(f)
+    assert record["model"] == "SASRecAP" and record["saved_model_file"] == model
+    assert record["valid_metric"] == "ndcg@10"
+    test, valid = record["test_result"], record["best_valid_result"]
+    assert set(test) == {f"{m}@{k}" for m in ("recall", "ndcg", "mrr") for k in (5, 10)}
+    (header,) = [n for n, line in enumerate(out) if line.split() == HEADER]
+    rows = out[header + 1 : header + 1 + len(test)]
+    assert rows[0].endswith("(selected on)") and rows[0].startswith("ndcg@10 ")
+    for row in rows:
+        name, v, t = row.split()[:3]
+        assert float(v) == pytest.approx(valid[name], abs=5e-5)
+        assert float(t) == pytest.approx(test[name], abs=5e-5)
+    assert record["best_valid_score"] == pytest.approx(valid["ndcg@10"])
+
+
 # ---------------------------------------------------------------------- the console
 
 
@@ -379,7 +415,7 @@ def test_console_is_concise_and_the_log_has_everything(tiny_data_path, tmp_path)
 
     proc = cli()
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "test: {'recall@5'" in proc.stdout
+    assert re.search(r"(?m)^recall@5 +\d\.\d{4} +\d\.\d{4}$", proc.stdout)
     console = proc.stderr
     assert "did you mean 'hidden_size'?" in console
     # the budget, then one line per epoch with the losses by name, no colour codes
@@ -614,9 +650,33 @@ def test_the_epoch_line_says_what_is_left_and_when_it_stops(tiny_config):
         epochs = EpochLines(trainer)
         epochs.evaluated(9)
         lines[step] = epochs.epoch_line(9, 0.05)
-    assert lines[0].endswith("left: at most 2 min, 6 s if it does not improve")
-    assert lines[5].endswith("left: at most 2 min, 1 s if it does not improve")
+    assert lines[0].endswith("left: at most 1 min 30 s (6 s if it does not improve)")
+    assert lines[5].endswith("left: at most 1 min 30 s (1 s if it does not improve)")
     assert lines[6].endswith("stops here: no better ndcg@10 in 5 evaluations")
+
+
+@pytest.mark.parametrize(
+    "seconds, written",
+    [
+        (0.4, "0 s"),
+        (59.4, "59 s"),
+        (59.6, "1 min"),
+        (60, "1 min"),
+        (61, "1 min 1 s"),
+        (299.6, "5 min"),
+        (3599.4, "59 min 59 s"),
+        (3600, "1 h"),
+        (3629, "1 h"),
+        (3630, "1 h 1 min"),
+        (7170, "2 h"),
+        (9000, "2 h 30 min"),
+    ],
+)
+def test_durations_read_as_people_write_them(seconds, written):
+    """Seconds never count past 59 (the console said "4 min, 60 s", "4 min, 61 s")."""
+    from recbole_attn.engine.logs import duration
+
+    assert duration(seconds) == written
 
 
 def test_the_console_counts_epochs_from_one_everywhere(

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import recbole  # noqa: F401  (importing RecBole after recbole_attn installs the changes)
 import torch
+import yaml
 
 import recbole_attn
 from recbole_attn.host import compat
@@ -34,11 +35,11 @@ PROTOCOL = {
 }
 
 
-def _recbole_run(model, config_dict):
+def _recbole_run(model, config_dict, dataset="tiny"):
     from recbole.quick_start import run_recbole
 
     try:
-        return run_recbole(model=model, dataset="tiny", config_dict=config_dict)
+        return run_recbole(model=model, dataset=dataset, config_dict=config_dict)
     finally:
         logging.getLogger().handlers.clear()
 
@@ -196,6 +197,97 @@ def test_our_models_by_name_in_run_recbole_give_what_recbole_attn_gives(
     logging.getLogger().handlers.clear()
     _close(dict(theirs["test_result"]), ours["test_result"])
     assert theirs["best_valid_score"] == pytest.approx(ours["best_valid_score"])
+
+
+def _api_run_warnings(model, config_dict, monkeypatch, dataset="tiny"):
+    """run_recbole's result and the messages of the warnings it gave."""
+    monkeypatch.setattr(host, "_WARNED", set())  # each said once a process
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = _recbole_run(model, config_dict, dataset)
+    return result, [str(w.message) for w in caught if "RecBole's API" in str(w.message)]
+
+
+def test_recboles_config_trains_our_model_with_the_commands_settings(tiny_config):
+    """Through RecBole's API our model's training settings are recbole-attn's (RecBole's
+    train_batch_size is 2048, the plugin's 256: one batch an epoch on ml-100k, and another
+    training); only the evaluation and data settings stay RecBole's."""
+    from recbole.config import Config
+
+    from recbole_attn.engine.config import make_config, properties_dir
+
+    given = {k: v for k, v in tiny_config.items() if "batch_size" not in k}
+    theirs = Config(model="STOSA", dataset="tiny", config_dict=dict(given))
+    logging.getLogger().handlers.clear()
+    ours = make_config("STOSA", "tiny", config_dict=dict(given))
+    assert theirs["train_batch_size"] == ours["train_batch_size"] == 256
+    with open(os.path.join(properties_dir(), "overall.yaml")) as f:
+        shipped = yaml.safe_load(f)
+    for key in set(shipped) - set(host.KEPT_KEYS):
+        assert theirs[key] == ours[key], key
+
+
+def test_run_recbole_gives_the_commands_test_metrics_or_names_the_difference(
+    tiny_config, monkeypatch
+):
+    """run_recbole(model='STOSA', config_dict={'epochs': 2, 'seed': 2020}) and
+    recbole-attn for the same options: the warning names each evaluation or data
+    setting in which they differ, and given those, the test metrics are the command's.
+    """
+    from recbole_attn.engine.config import make_config
+    from recbole_attn.engine.quick_start import run
+
+    given = {
+        k: v
+        for k, v in tiny_config.items()
+        if k not in ("train_batch_size", "eval_batch_size")
+    }
+    ours = run("STOSA", "tiny", config_dict=dict(given))
+    logging.getLogger().handlers.clear()
+    theirs, said = _api_run_warnings("STOSA", dict(given), monkeypatch)
+    (note,) = said
+    command = make_config("STOSA", "tiny", config_dict=dict(given))
+    named = [k for k in host.KEPT_KEYS if f" {k} " in note]
+    assert {"valid_metric", "topk", "metrics"} <= set(named)
+    for key in named:
+        assert f"(recbole-attn: {command[key]!r})" in note
+    assert theirs["test_result"].keys() != ours["test_result"].keys()
+    # as the warning says: the named settings given, recbole-attn's results
+    again, said = _api_run_warnings(
+        "STOSA", {**given, **{k: command[k] for k in named}}, monkeypatch
+    )
+    assert not said
+    _close(dict(again["test_result"]), ours["test_result"])
+    assert again["best_valid_score"] == pytest.approx(ours["best_valid_score"])
+
+
+@pytest.mark.slow
+def test_run_recbole_on_ml100k_gives_the_commands_metrics_given_what_it_names(
+    tmp_path, monkeypatch
+):
+    """Issue 75's case as written: run_recbole(model='STOSA', dataset='ml-100k',
+    config_dict={'epochs': 2, 'seed': 2020}) beside `recbole-attn --model=STOSA
+    --dataset=ml-100k --epochs=2 --seed=2020`."""
+    from recbole_attn.cli import main
+    from recbole_attn.engine.config import make_config
+    from recbole_attn.engine.quick_start import run
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", ["pytest"])
+    given = {"epochs": 2, "seed": 2020}
+    theirs, (note,) = _api_run_warnings("STOSA", dict(given), monkeypatch, "ml-100k")
+    command = make_config("STOSA", "ml-100k", config_dict=dict(given))
+    named = {k: command[k] for k in host.KEPT_KEYS if f" {k} " in note}
+    assert {"valid_metric", "topk", "metrics", "load_col"} <= set(named)
+    assert (
+        main(["--model=STOSA", "--dataset=ml-100k", "--epochs=2", "--seed=2020"]) == 0
+    )
+    logging.getLogger().handlers.clear()
+    ours = run("STOSA", "ml-100k", config_dict=dict(given))
+    logging.getLogger().handlers.clear()
+    again, said = _api_run_warnings("STOSA", {**given, **named}, monkeypatch, "ml-100k")
+    assert not said
+    _close(dict(again["test_result"]), ours["test_result"])
 
 
 def test_recboles_config_reads_our_model_yaml(tiny_config):

@@ -244,5 +244,40 @@ def test_evaluate_command_gives_the_runs_test_result(tiny_config, capsys):
     assert main(["evaluate", f"--model_file={folder}", "--state=INFO"]) == 0
     logging.getLogger().handlers.clear()
     err = capsys.readouterr().err
-    assert f"model file: {result['saved_model_file']} (the newest of 1" in err
+    assert (
+        f"model file: {result['saved_model_file']} (the newest of the 1 SASRecAP "
+        f"checkpoints in {folder}, by modification time)"
+    ) in err
     assert err.count("Loading model structure and parameters") == 1
+
+
+def test_a_folder_of_several_models_checkpoints_needs_model(tmp_path):
+    """``--model_file=saved`` took the newest checkpoint of any model (after the
+    diversity example it evaluated SASRecAP, not the STOSA of the first command): with
+    several models' checkpoints in the folder it names them and asks for ``--model``."""
+    from recbole_attn.commands.evaluate import newest_model_file
+
+    folder = tmp_path / "saved"
+    folder.mkdir()
+    for i, name in enumerate(
+        [
+            "STOSA-2026-12-01_10-00-00-aaaaaa.pth",
+            "STOSA-2026-12-01_11-00-00-bbbbbb.pth",
+            "STOSA-2026-12-01_11-00-00-bbbbbb-last.pth",
+            "SASRecAP-2026-12-01_12-00-00-cccccc.pth",
+        ]
+    ):
+        (folder / name).write_bytes(b"x")
+        os.utime(folder / name, (1000 + i, 1000 + i))
+    with pytest.raises(RecboleAttnError) as err:
+        newest_model_file(str(folder))
+    assert "several models (SASRecAP: 1, STOSA: 2); say which with --model" in str(
+        err.value
+    )
+    stosa = newest_model_file(str(folder), "STOSA")
+    assert stosa == str(folder / "STOSA-2026-12-01_11-00-00-bbbbbb.pth")
+    with pytest.raises(RecboleAttnError, match="holds no checkpoint of PAtt"):
+        newest_model_file(str(folder), "PAtt")
+    assert newest_model_file(stosa, "STOSA") == stosa
+    with pytest.raises(RecboleAttnError, match="is a file \\(of STOSA"):
+        newest_model_file(stosa, "SASRecAP")

@@ -779,6 +779,8 @@ def test_a_run_says_where_the_plugins_defaults_differ_from_recboles():
 
     line = differences_line(make_config("STOSA", "ml-100k"))
     assert "MAX_ITEM_LIST_LENGTH=100" in line and "MAX_ITEM_LIST_LENGTH=50" in line
+    # overall.yaml's batch size is the plugin's too (RecBole's 2048: issue 75)
+    assert "train_batch_size=256" in line and "train_batch_size=2048" in line
     assert "\n" not in line
     line = differences_line(
         make_config("STOSA", "ml-100k", config_dict={"MAX_ITEM_LIST_LENGTH": 100})
@@ -789,6 +791,7 @@ def test_a_run_says_where_the_plugins_defaults_differ_from_recboles():
     given = {
         "MAX_ITEM_LIST_LENGTH": 50,
         "train_batch_size": 2048,
+        "epochs": 300,
         "valid_metric": "MRR@10",
     }
     config = make_config("RKSA", "ml-100k", config_dict=given)

@@ -17,6 +17,7 @@ def add_arguments(parser):
         required=True,
         help="a checkpoint written by a run, or a folder: its newest",
     )
+    parser.add_argument("--model", help=MODEL_HELP)
     parser.add_argument(
         "--per_user",
         help="also write every test user's target rank and metric values to this .csv "
@@ -44,7 +45,7 @@ def run(args):
         )
     from recbole_attn.engine.quick_start import evaluate
 
-    model_file = newest_model_file(args.model_file)
+    model_file = newest_model_file(args.model_file, args.model)
     result = evaluate(model_file, args.overrides, per_user=bool(args.per_user))
     print(f"model: {result['model_file']} ({result['model']} on {result['dataset']})")
     print(f"valid: {result['valid_result']}")
@@ -59,10 +60,30 @@ def run(args):
     return 0
 
 
-def newest_model_file(path):
-    """``path`` itself, or for a folder the newest best-model checkpoint in it (said on
-    standard error)."""
+#: the help of ``--model`` of the commands that take a checkpoint folder
+MODEL_HELP = (
+    "with a folder --model_file: take the newest checkpoint of this model (needed when "
+    "the folder holds checkpoints of several models)"
+)
+
+
+def checkpoint_model(path):
+    """The model name a checkpoint's file name starts with (``<model>-<time>...``:
+    ours and RecBole's)."""
+    return os.path.basename(path).split("-", 1)[0]
+
+
+def newest_model_file(path, model=None):
+    """``path`` itself, or for a folder its newest best-model checkpoint (of ``model``,
+    which must be given when the folder holds several models' checkpoints), said on
+    standard error with why it was taken."""
     if not os.path.isdir(path):
+        if model is not None and checkpoint_model(path) != model:
+            raise RecboleAttnError(
+                f"--model={model} picks among a folder's checkpoints, and --model_file "
+                f"{path} is a file (of {checkpoint_model(path)}, by its name): give "
+                "one of the two"
+            )
         return path
     files = [
         os.path.join(path, f)
@@ -72,9 +93,28 @@ def newest_model_file(path):
     files = [f for f in files if os.path.getsize(f) > 0]
     if not files:
         raise RecboleAttnError(f"{path} holds no model checkpoint (.pth)")
+    counts = {}
+    for f in sorted(files):
+        counts[checkpoint_model(f)] = counts.get(checkpoint_model(f), 0) + 1
+    held = ", ".join(f"{name}: {n}" for name, n in sorted(counts.items()))
+    if model is not None:
+        files = [f for f in files if checkpoint_model(f) == model]
+        if not files:
+            raise RecboleAttnError(
+                f"{path} holds no checkpoint of {model} (it holds {held}); give one of "
+                "those names to --model, or the checkpoint's path to --model_file"
+            )
+    elif len(counts) > 1:
+        raise RecboleAttnError(
+            f"{path} holds checkpoints of several models ({held}); say which with "
+            "--model=NAME (its newest is taken), or give the checkpoint's path to "
+            "--model_file"
+        )
     chosen = max(files, key=os.path.getmtime)
+    name = checkpoint_model(chosen)
     print(
-        f"model file: {chosen} (the newest of {len(files)} checkpoints in {path})",
+        f"model file: {chosen} (the newest of the {len(files)} {name} checkpoints in "
+        f"{path}, by modification time)",
         file=sys.stderr,
     )
     return chosen

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from recbole_attn.commands.evaluate import newest_model_file
+from recbole_attn.commands.evaluate import MODEL_HELP, newest_model_file
 from recbole_attn.errors import RecboleAttnError
 from recbole_attn.files import read_text, refuse_existing, write_files
 
@@ -113,13 +113,14 @@ def recommend(
     batch_size=None,
     config_dict=None,
     show_progress=False,
+    model=None,
 ):
     """The top-``k`` items of ``users`` (tokens; None: all) for the model in
-    ``model_file`` (or a folder's newest): ``model``, ``dataset``, ``model_file``,
+    ``model_file`` (or a folder's newest, of ``model``): ``model``, ``dataset``, ``model_file``,
     ``fields`` and ``rows`` of ``(user, rank, item, score, categories)`` tokens."""
     from recbole_attn.engine.quick_start import load_data_and_model
 
-    model_file = newest_model_file(str(model_file))
+    model_file = newest_model_file(str(model_file), model)
     overrides = {"state": "ERROR", "show_progress": False, **(config_dict or {})}
     config, model, _, splits = load_data_and_model(model_file, overrides)
     dataset = splits[0]._dataset
@@ -291,6 +292,7 @@ def add_arguments(parser):
         help="a checkpoint written by a run (saved/<model>-<time>-<token>.pth), or a "
         "folder: its newest",
     )
+    parser.add_argument("--model", help=MODEL_HELP)
     parser.add_argument("--output", required=True, help="the .csv or .jsonl file")
     parser.add_argument(
         "--topk",
@@ -354,6 +356,7 @@ def run(args):
         batch_size=args.batch_size,
         config_dict={"data_path": args.data_path} if args.data_path else None,
         show_progress=sys.stderr.isatty(),
+        model=args.model,
     )
     write_files(
         {args.output: _text(result, fmt)}, "the recommendations", args.overwrite

@@ -204,16 +204,57 @@ def train(args):
         config_dict=args.overrides,
         verbose=args.verbose,
     )
-    print(f"best valid: {_plain(result['best_valid_result'])}")
-    print(f"test: {_plain(result['test_result'])}")
+    print(results_table(result))
     if result["saved_model_file"]:
-        print(f"model: {result['saved_model_file']}")
+        written = write_results(args, result)
+        print(f"model: {result['saved_model_file']}\nresults: {written}")
     return 0
 
 
 def _plain(metrics):
     """Metrics as plain numbers (numpy 2 prints its scalars as ``np.float64(...)``)."""
     return {k: float(v) for k, v in (metrics or {}).items()}
+
+
+def results_table(result):
+    """The run's metrics, one line each: the best epoch's validation value and the
+    test value; the metric the run selects on first (the full dicts: the log file and
+    :func:`write_results`)."""
+    valid, test = _plain(result["best_valid_result"]), _plain(result["test_result"])
+    selected = result.get("valid_metric")
+    names = list(dict.fromkeys([*test, *valid]))  # the run's order (metric, cutoff)
+    names.sort(key=lambda k: k != selected)  # stable: the selected metric first
+    width = max([len(n) for n in names] + [len("metric")])
+    lines = [f"{'metric':<{width}}  {'valid':>7}  {'test':>7}"]
+    for name in names:
+        cells = [f"{d[name]:7.4f}" if name in d else f"{'-':>7}" for d in (valid, test)]
+        note = "  (selected on)" if name == selected else ""
+        lines.append(f"{name:<{width}}  {cells[0]}  {cells[1]}{note}")
+    return "\n".join(lines)
+
+
+def write_results(args, result):
+    """``<checkpoint stem>.json`` beside the checkpoint: what the run gives, as JSON
+    (strict: numbers as plain floats); its path."""
+    import json
+
+    stem = os.path.splitext(result["saved_model_file"])[0]
+    path = f"{stem}.json"
+    record = {
+        "model": args.model,
+        "dataset": args.dataset,
+        "saved_model_file": result["saved_model_file"],
+        "epochs": result["epochs"],
+        "stop_reason": result["stop_reason"],
+        "valid_metric": result.get("valid_metric"),
+        "best_valid_score": float(result["best_valid_score"]),
+        "best_valid_result": _plain(result["best_valid_result"]),
+        "test_result": _plain(result["test_result"]),
+    }
+    with open(path, "x", encoding="utf-8") as f:  # the checkpoint's own, new stem
+        json.dump(record, f, indent=2, allow_nan=False)
+        f.write("\n")
+    return path
 
 
 def tune(args):

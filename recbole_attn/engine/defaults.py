@@ -1,6 +1,12 @@
 """One log line where our model defaults differ from RecBole's (docs/upstream.md)."""
 
+import os
+
 import yaml
+
+#: the training keys of our overall.yaml that change what a model learns (RecBole's
+#: train_batch_size is 2048, ours 256: one batch an epoch on ml-100k)
+TRAINING_KEYS = ("train_batch_size", "learning_rate", "epochs", "stopping_step")
 
 
 def differences_line(config):
@@ -14,7 +20,11 @@ def differences_line(config):
     exported = any(c.__module__.startswith("recbole_attn.model.") for c in mro)
     if not (exported and theirs):  # ours, with a recbole_attn.model base
         return None
-    own = {}
+    from recbole_attn.engine.config import properties_dir
+
+    with open(os.path.join(properties_dir(), "overall.yaml"), encoding="utf-8") as f:
+        overall = yaml.safe_load(f) or {}
+    own = {k: overall[k] for k in TRAINING_KEYS if k in overall}
     for cls in reversed(mro):
         if "yaml_header" in vars(cls):  # the model's yaml files, base classes first
             own.update(yaml.safe_load(declared_yaml(cls)) or {})
@@ -32,7 +42,7 @@ def differences_line(config):
     return (
         f"{name}: "
         + ", ".join(f"{k}={config[k]}" for k in differ)
-        + f" are recbole_attn's defaults for {name} (its yaml); RecBole's own Config "
+        + f" are recbole_attn's defaults for {name} (its yaml and overall.yaml); RecBole's own Config "
         + "gives "
         + ", ".join(f"{k}={theirs[k]}" for k in differ)
         + " (its dataset and training settings, which a model yaml cannot set there): "

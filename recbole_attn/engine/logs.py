@@ -134,12 +134,16 @@ def show_progress(config):
 
 
 def duration(seconds):
-    """``42 s``, ``3 min``, ``1.5 h``."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+    """A time as people write it: ``42 s``, ``4 min 5 s``, ``2 h 10 min`` (rounded to
+    the second, then to the minute from an hour on; seconds never count past 59)."""
+    total = max(0, round(seconds))
+    if total < 60:
+        return f"{total} s"
+    if total < 3600:
+        minutes, rest = divmod(total, 60)
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    hours, minutes = divmod((total + 30) // 60, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
 
 
 def loss_names(model, count):
@@ -196,7 +200,7 @@ class EpochLines:
         elif left > 0:
             line += f" | left: at most {duration(left * per_epoch)}"
             if patience < left:
-                line += f", {duration(patience * per_epoch)} if it does not improve"
+                line += f" ({duration(patience * per_epoch)} if it does not improve)"
         return line
 
     def closing_line(self):

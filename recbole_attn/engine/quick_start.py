@@ -55,6 +55,7 @@ def train_and_evaluate(
     return {
         "best_valid_score": best_valid_score,
         "valid_score_bigger": config["valid_metric_bigger"],
+        "valid_metric": config["valid_metric"].lower(),
         "best_valid_result": best_valid_result,
         "test_result": test_result,
         "saved_model_file": trainer.saved_model_file if saved else None,

@@ -1,4 +1,4 @@
-"""How many CPU threads torch gets (``threads``; README, "Threads"): by default the cores
+"""How many CPU threads torch gets (``threads``; docs/running.md, "Threads"): by default the cores
 idle when the run starts (from ``/proc/stat``), between one and torch's default."""
 
 import os

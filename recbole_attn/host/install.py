@@ -14,6 +14,12 @@ from recbole_attn.engine import RECBOLE_VERSION
 EVALUATION_KEYS = tuple(
     "valid_metric metrics topk eval_args valid_metric_bigger".split()
 )
+#: the keys of our overall.yaml that stay RecBole's in RecBole's API: what a dataset
+#: loads (RecBole's dataset yaml decides); every other key of it (training: batch size,
+#: epochs, threads, ...) is recbole-attn's, so that RecBole's API trains as the command
+DATA_KEYS = ("load_col", "rm_dup_inter", "category_field")
+#: the keys whose values RecBole's API and recbole-attn may differ in (said in a warning)
+KEPT_KEYS = EVALUATION_KEYS + DATA_KEYS
 
 _INSTALLED = []  # the names of the changes applied, in order (see installed())
 _INSTALLING = []
@@ -154,7 +160,9 @@ def _load_plugin_defaults(config):
 
     internal = config.internal_config_dict
     for key, value in read([os.path.join(properties_dir(), "overall.yaml")]).items():
-        if key not in internal and key not in EVALUATION_KEYS:
+        # RecBole's overall.yaml has train_batch_size 2048 (ours 256): ours, to train
+        # as the command does; a key only we have (category_field) is ours too
+        if key not in KEPT_KEYS or key not in internal:
             internal[key] = value
     internal["train_neg_sample_args"] = None
     # the model's own yaml and the user's options choose the files (AWRSR: its backbone's)
@@ -213,6 +221,36 @@ def _configure_plugin_model(config):
     name = f"{config.model}Dataset"
     if getattr(recbole_datasets, name, AttnSequentialDataset) is AttnSequentialDataset:
         setattr(recbole_datasets, name, AttnSequentialDataset)
+    note = command_differences(config)
+    if note and note not in _WARNED:
+        _WARNED.add(note)
+        warnings.warn(note, stacklevel=3)
+
+
+def command_differences(config):
+    """The warning naming the evaluation and data settings in which RecBole's ``Config``
+    of our model differs from ``recbole-attn``'s run of the same options; or None (the
+    training settings are the same: :func:`_load_plugin_defaults`)."""
+    from recbole_attn.engine.config import make_config
+    from recbole_attn.errors import RecboleAttnError
+
+    given = dict(config.external_config_dict)
+    try:
+        command = make_config(config.model, config.dataset, config_dict=given)
+    except RecboleAttnError:  # what the command refuses, it has no results to differ
+        return None
+    differ = [
+        key for key in KEPT_KEYS if key not in given and command[key] != config[key]
+    ]
+    if not differ:
+        return None
+    return (
+        f"{config.model} on {config.dataset} through RecBole's API trains as "
+        f"`recbole-attn --model={config.model}` does, but evaluates and loads data as "
+        "RecBole does: "
+        + ", ".join(f"{k} {config[k]!r} (recbole-attn: {command[k]!r})" for k in differ)
+        + "; give them in config_dict for recbole-attn's results"
+    )
 
 
 def _category_metrics():
