@@ -30,7 +30,8 @@ Other commands: {prog} convert (raw files -> RecBole atomic files), {prog} recom
 (top-K items per user from a saved model), {prog} evaluate (metrics of a saved model;
 --per_user=FILE: every user's), {prog} compare (models compared with paired tests over
 users), {prog} viz (attention heatmaps), {prog} export-upstream (our models as RecBole's own,
-into a RecBole checkout); {prog} <command> --help.
+into a RecBole checkout), {prog} export-onnx (a trained model as an ONNX file), {prog} serve
+(an HTTP service of recommendations); {prog} <command> --help.
 """
 
 #: the overrides users reach for first, shown by --help
