@@ -58,6 +58,63 @@ def distributed_options(config_dict):
     }, rest
 
 
+def usable_cores():
+    """The CPU cores this process may run on (its affinity; else the machine's)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def resident_bytes():
+    """This process's resident memory (``/proc/self/status``), or None where unknown."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_capacity(config, nproc, cores=None, gpus=None, available=None, each=None):
+    """A :class:`ConfigError` before any process starts when ``nproc`` processes are
+    more than this machine runs: a CPU core each (``cores``), a GPU each (``gpus``, of
+    ``gpu_id``), and each at least the memory this process holds now (``each``: it has
+    imported torch and RecBole, as each of them will, before its data) within what is
+    available."""
+    from recbole_attn.engine.memory import _gb, available_bytes
+
+    if cpu_only(config):
+        cores = usable_cores() if cores is None else cores
+        if nproc > cores:
+            raise ConfigError(
+                f"--nproc={nproc} starts {nproc} training processes, one a CPU core, "
+                f"but this machine has {cores}; give --nproc={cores} or fewer"
+            )
+    else:
+        listed = [g for g in str(config["gpu_id"]).split(",") if g.strip()]
+        gpus = min(len(listed), torch.cuda.device_count()) if gpus is None else gpus
+        if nproc > gpus:
+            raise ConfigError(
+                f"--nproc={nproc} starts {nproc} training processes, one a GPU, but "
+                f"gpu_id {config['gpu_id']!r} gives {gpus}; give --nproc={gpus} or "
+                "fewer, or list more GPUs in --gpu_id"
+            )
+    each = resident_bytes() if each is None else each
+    available = available_bytes("cpu") if available is None else available
+    if each and available and nproc * each > available:
+        fit = max(1, int(available // each))
+        raise ConfigError(
+            f"--nproc={nproc} starts {nproc} training processes of at least "
+            f"{_gb(each)} each (torch and RecBole, before the data), but "
+            f"{_gb(available)} of memory is available; give --nproc={fit} or fewer"
+        )
+
+
 #: set in a process that :func:`spawn` started (its run was checked before it)
 SPAWNED = False
 
