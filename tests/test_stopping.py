@@ -250,13 +250,26 @@ def test_a_stopped_search_keeps_its_trials_and_the_same_command_continues_it(
     assert code == 2 and "would replace" in err, err
 
 
+class _Planted:
+    """A pickle whose loading runs code: it writes its marker file."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_a_ray_search_that_the_same_command_continues(
     tiny_data_path, tmp_path
 ):
-    """Ray Tune: SIGINT after the first finished trial; then the same command restores
-    Ray's experiment (``Tuner.restore``) and finishes the search."""
+    """Ray Tune: SIGINT after the first finished trial; then the same command runs the
+    trials left from the search's own records and finishes the search. Before, it
+    restored Ray's experiment (``Tuner.restore``), which unpickles the folder's
+    ``tuner.pkl`` and the trials' ``params.pkl``: one planted there ran its code."""
     import json
+    import pickle
 
     argv = [sys.executable, os.path.join(REPO, "run_recbole_attn.py")]
     argv += _search_argv(
@@ -283,13 +296,24 @@ def test_ctrl_c_stops_a_ray_search_that_the_same_command_continues(
     assert "Traceback" not in err, err
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: search interrupted: "), err
-    assert "(it restores Ray's experiment and runs the unfinished trials" in last
+    assert "(it runs the trials left, then selects and tests)" in last, last
     with open(tmp_path / "out" / "trials.csv") as f:
-        assert len(f.read().splitlines()) >= 2, "the finished trial is kept"
-    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
+        kept = len(f.read().splitlines()) - 1
+    assert kept >= 1, "the finished trial is kept"
+    # a search folder from elsewhere: every pickle of Ray's experiment is planted
+    experiment = tmp_path / "out" / "ray" / "recbole_attn"
+    planted = [experiment / "tuner.pkl", *experiment.glob("*/params.pkl")]
+    assert len(planted) >= 2, sorted(experiment.rglob("*"))
+    for n, path in enumerate(planted):
+        path.write_bytes(pickle.dumps(_Planted(tmp_path / f"ran-{n}")))
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
+    assert not list(tmp_path.glob("ran-*")), "a planted pickle ran"
     result = json.loads((tmp_path / "out" / "result.json").read_text())
     assert sorted(t["params"]["hidden_size"] for t in result["trials"]) == [8, 16, 32]
+    # the continuation ran only the trials left, in an experiment of its own
+    assert done.stdout.count("] trial ") == 3 - kept, done.stdout
+    assert (tmp_path / "out" / "ray" / "recbole_attn.1").is_dir()
 
 
 def test_the_same_command_takes_over_the_folder_of_a_killed_search(
