@@ -293,6 +293,19 @@ def _one_line(code, err, fragment):
             "user_id:token\titem_id\ttimestamp:float",
             "not 'name:type'",
         ),
+        # before: RecBole's traceback (the first: its KeyError on the doubled name)
+        (
+            [("u1", "i1", 1, "i2")],
+            "user_id:token\titem_id:token\ttimestamp:float\titem_id:token",
+            "bad.inter: the header names the column 'item_id' twice ('item_id:token' "
+            "and 'item_id:token'); an atomic file has one column a field",
+        ),
+        (
+            [("u1", "i" * 140_000, 1)],
+            None,
+            "(a field is longer than 131,072 characters, Python's csv limit, which",
+        ),
+        ([("u1", '"i1', 1)], None, "cannot be read as RecBole reads it ("),
     ],
 )
 def test_broken_interaction_files_are_one_line(
