@@ -255,7 +255,9 @@ def _one_epoch(tiny_config, **extra):
     return run("SASRecAP", "tiny", config_dict={**tiny_config, "epochs": 1, **extra})
 
 
-@pytest.mark.parametrize("kind", ["missing", "truncated", "garbage", "pickled"])
+@pytest.mark.parametrize(
+    "kind", ["missing", "truncated", "garbage", "pickled", "bit-flipped"]
+)
 def test_unreadable_resume_checkpoint_is_one_line(tiny_config, tmp_path, capsys, kind):
     path = tmp_path / f"{kind}.pth"
     if kind == "truncated":
@@ -268,6 +270,11 @@ def test_unreadable_resume_checkpoint_is_one_line(tiny_config, tmp_path, capsys,
         from argparse import Namespace
 
         torch.save({"config": Namespace(), "state_dict": {}}, path)
+    elif kind == "bit-flipped":  # a byte of a global's name: it was "pickled objects"
+        save_checkpoint({"state_dict": {"w": torch.ones(1000)}}, path)
+        data = bytearray(path.read_bytes())
+        data[data.index(b"collections")] ^= 0x10
+        path.write_bytes(bytes(data))
     argv = [f"--{k}={v}" for k, v in tiny_config.items() if k != "load_col"]
     code, err = _cli_main(
         ["--model=SASRecAP", "--dataset=tiny", f"--resume_checkpoint={path}", *argv],
@@ -280,6 +287,7 @@ def test_unreadable_resume_checkpoint_is_one_line(tiny_config, tmp_path, capsys,
         "truncated": "not a readable checkpoint",
         "garbage": "not a readable checkpoint",
         "pickled": "pickled Python objects",
+        "bit-flipped": "data.pkl fails the checksum torch.save wrote (a changed byte",
     }[kind]
     assert expected in err
     assert not os.path.exists(tiny_config["checkpoint_dir"])

@@ -136,6 +136,16 @@ _UNREADABLE = (
 )
 
 
+def _damaged_member(path):
+    """The first member of the zip archive ``path`` whose bytes fail its CRC (torch's
+    reader checks none), or None."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip()
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError):
+        return None
+
+
 def load_checkpoint(path, map_location="cpu"):
     """Load a checkpoint weights-only; RecBole's own are refused with why."""
     path = str(path)
@@ -146,6 +156,12 @@ def load_checkpoint(path, map_location="cpu"):
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises UnpicklingError or RuntimeError here
+        if damaged := _damaged_member(path):
+            raise CheckpointError(
+                f"{path} is damaged: its {damaged} fails the checksum torch.save "
+                "wrote (a changed byte or a broken copy); copy it again or use "
+                "another checkpoint"
+            ) from None
         if "Weights only load failed" in str(err):
             # a readable torch file with pickled objects (RecBole's Trainer saves its Config)
             raise CheckpointError(
