@@ -318,14 +318,19 @@ def test_checkpoint_on_other_data_is_a_clear_error(tiny_config, tmp_path):
         load_data_and_model(first["saved_model_file"], {"data_path": str(other)})
 
 
-def test_finished_run_is_not_resumed_over_its_best_model(tiny_config):
+def test_finished_run_is_not_resumed_over_its_best_model(tiny_config, caplog):
+    """... and says nothing before it refuses (it said "training continues with epoch
+    2/1", then refused)."""
     first = _one_epoch(tiny_config)
     best = first["saved_model_file"]
     before = open(best, "rb").read()
     last = best[: -len(".pth")] + "-last.pth"
+    caplog.set_level(logging.INFO)
+    caplog.clear()
     with pytest.raises(ConfigError, match="nothing to train. Raise --epochs"):
         _one_epoch(tiny_config, resume_checkpoint=last)
     assert open(best, "rb").read() == before
+    assert "training continues with epoch" not in caplog.text
 
 
 def test_load_data_and_model_trainer_evaluates_the_loaded_model(tiny_config):

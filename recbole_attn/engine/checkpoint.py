@@ -280,11 +280,23 @@ class CheckpointMixin:
         if "rng_torch" in checkpoint:
             torch.set_rng_state(checkpoint["rng_torch"])
         self._pending_generator_state = checkpoint.get("rng_train_dataloader")
+        self.check_epochs_left()
         # the console counts epochs from 1: the next one trained is start_epoch + 1
         self.logger.info(
             f"checkpoint {resume_file} loaded: training continues with epoch "
             f"{self.start_epoch + 1}/{self.epochs}"
         )
+
+    def check_epochs_left(self):
+        """A :class:`ConfigError` when the resumed checkpoint trained every epoch."""
+        if self.start_epoch >= self.epochs:
+            # RecBole would save the resumed weights over the best model of the finished run
+            raise ConfigError(
+                f"the checkpoint has already trained {self.start_epoch} epochs and epochs "
+                f"is {self.epochs}: nothing to train. Raise --epochs to continue, or "
+                "evaluate its best model with recbole-attn evaluate "
+                f"--model_file={self.saved_model_file}"
+            )
 
     def saved_state_text(self):
         if self.resume_epoch is None:
