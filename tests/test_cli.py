@@ -139,6 +139,18 @@ def _warnings(model, dataset, tiny_data_path, **overrides):
     return config.warnings
 
 
+def test_many_unknown_keys_are_ten_lines_and_one_for_the_rest(tiny_data_path):
+    """A file of 40,000 unknown keys gave 40,000 warning lines (and a minute)."""
+    keys = {f"nokey_{n:05d}": n for n in range(2000)}
+    messages = _warnings("SASRecAP", "tiny", tiny_data_path, **keys)
+    assert len(messages) == 11, messages[:12]
+    assert all("'nokey_0000" in m for m in messages[:10])
+    assert messages[-1].startswith(
+        "1990 more keys ('nokey_00010', 'nokey_00011', 'nokey_00012', ...) are not "
+        "read by SASRecAP and have no effect"
+    ), messages[-1]
+
+
 def test_misspelled_key_warns_with_the_closest_key(tiny_data_path):
     (message,) = _warnings("SASRecAP", "tiny", tiny_data_path, hiden_size=32)
     assert "'hiden_size'" in message and "did you mean 'hidden_size'?" in message
