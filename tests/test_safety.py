@@ -321,6 +321,18 @@ def test_broken_interaction_files_are_one_line(
     _one_line(code, err, fragment)
 
 
+def test_a_tensorboard_folder_that_is_a_file_is_one_line(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    """RecBole's trainer writes ./log_tensorboard/: a file of that name was its
+    traceback (FileExistsError); now one line before the data loads."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "log_tensorboard").write_text("mine\n")
+    code, err = _cli_main(_run_args(tiny_data_path), capsys)
+    _one_line(code, err, f"{tmp_path / 'log_tensorboard'} is a file; RecBole's trainer")
+    assert (tmp_path / "log_tensorboard").read_text() == "mine\n"
+
+
 def test_an_empty_file_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     folder = tmp_path / "data" / "empty"
