@@ -333,6 +333,26 @@ def test_a_tensorboard_folder_that_is_a_file_is_one_line(
     assert (tmp_path / "log_tensorboard").read_text() == "mine\n"
 
 
+def test_a_header_only_item_file_is_one_line(tmp_path, monkeypatch, capsys):
+    """An item file with its category column and no rows was a traceback (pandas3's
+    ``max()`` of nothing)."""
+    from conftest import write_tiny_dataset
+
+    monkeypatch.chdir(tmp_path)
+    folder = write_tiny_dataset(str(tmp_path / "data"), name="hdr")
+    item = os.path.join(folder, "hdr.item")
+    with open(item) as f:
+        header = f.readline()
+    with open(item, "w") as f:
+        f.write(header)
+    load_col = "{'inter': ['user_id', 'item_id', 'timestamp'], 'item': ['item_id', 'categories']}"
+    argv = _run_args(str(tmp_path / "data"), dataset="hdr")
+    code, err = _cli_main(
+        [*argv, "--metrics=['NDCG','CC']", f"--load_col={load_col}"], capsys
+    )
+    _one_line(code, err, f"{item} has a header and no items; write its rows")
+
+
 def test_an_empty_file_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     folder = tmp_path / "data" / "empty"

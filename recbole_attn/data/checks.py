@@ -276,6 +276,12 @@ def _check_atomic_file(config, source, path, sequential, needs_time):
             f"{path} has a header and no interactions; convert the raw data again "
             "(recbole-attn convert ...)"
         )
+    if source != "inter" and names and not _has_rows(path, encoding):
+        # RecBole's reader (and our pandas fix of it) fail on it with a traceback
+        raise DataError(
+            f"{path} has a header and no {source}s; write its rows (convert the raw "
+            f"data again), or remove the file (no {source} features)"
+        )
     _check_numbers(
         path, fields, names, separator, encoding, config["seq_separator"] or " "
     )
