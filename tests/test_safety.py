@@ -514,3 +514,15 @@ def test_a_missing_dataset_is_one_line(tmp_path, monkeypatch, capsys):
     code, err = _cli_main(["--model=STOSA", "--dataset=Yelp"], capsys)
     _one_line(code, err, "dataset 'Yelp' not found: no Yelp.inter")
     assert "recbole-attn convert {amazon,seqfile,movielens,anime}" in err
+
+
+def test_a_test_only_split_evaluates_the_test_users(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    """``LS: test_only`` leaves RecBole's validation split empty: the check of the
+    splits read it as the test split and said no user had enough interactions for a
+    test sample (every tiny user has more than 3)."""
+    monkeypatch.chdir(tmp_path)
+    split = "--eval_args={'split': {'LS': 'test_only'}, 'order': 'TO', 'mode': 'full'}"
+    code, err = _cli_main(_run_args(tiny_data_path, "--epochs=1", split), capsys)
+    assert code == 0 and "enough interactions" not in err, err
