@@ -133,7 +133,7 @@ def read_once(path, what="file"):
 #: a config file's limits: size, values its aliases expand to ("billion laughs"), digits
 MAX_YAML_CHARS = 1_000_000
 MAX_YAML_VALUES = 100_000
-MAX_NUMBER_CHARS = 100
+MAX_NUMBER_CHARS = 50  # a float's 17 digits, its sign and exponent, three times over
 
 
 def safe_yaml(text, where):

@@ -26,6 +26,19 @@ RANGES = {
 }
 
 
+#: a user's value of each of RecBole's top-K metrics when its one target is at place
+#: ``p`` of the ranking and the cutoff is ``k`` (0 beyond it): every per-user row's
+#: values follow from its rank
+FROM_PLACE = {
+    "hit": lambda p, k: 1.0,
+    "recall": lambda p, k: 1.0,
+    "ndcg": lambda p, k: 1.0 / math.log2(p + 1),
+    "mrr": lambda p, k: 1.0 / p,
+    "map": lambda p, k: 1.0 / p,
+    "precision": lambda p, k: 1.0 / k,
+}
+
+
 class PerUserFileError(RecboleAttnError, ValueError):
     """A file that is not a per-user file, or one whose values cannot be compared."""
 
@@ -167,6 +180,52 @@ def check_table(path, header, rows, lines=None):
                     f"{where}: {column} {cell} is outside [{bounds[0]:g}, "
                     f"{bounds[1]:g}], the range of {column.split('@')[0]}"
                 )
+        _check_row_against_rank(where, header, row, int(rank))
+
+
+def _rank_columns(header):
+    """``[(index, column, metric function, k)]`` of the columns that follow from the
+    rank (:data:`FROM_PLACE`)."""
+    columns = []
+    for index, column in enumerate(header[2:], 2):
+        name, _, k = column.partition("@")
+        if name.lower() in FROM_PLACE and k.isdigit() and int(k) >= 1:
+            columns.append((index, column, FROM_PLACE[name.lower()], int(k)))
+    return columns
+
+
+def _agrees(row, columns, place):
+    """The first column of ``row`` whose value is not the one of its target at
+    ``place`` (``None``: beyond every cutoff), or ``None`` when all agree."""
+    for index, column, value_at, k in columns:
+        cell = row[index].strip()
+        if not cell:
+            continue
+        expected = value_at(place, k) if place is not None and place <= k else 0.0
+        if not math.isclose(float(cell), expected, rel_tol=1e-9, abs_tol=1e-12):
+            return column, expected
+    return None
+
+
+def _check_row_against_rank(where, header, row, rank):
+    """Every top-K metric of ``row`` is its value at the target's ``rank``, or at a
+    place below it among the items that scored the same as the target (the metrics
+    rank ties in any order; ``rank`` counts only the items that scored higher)."""
+    columns = _rank_columns(header)
+    wrong = _agrees(row, columns, rank) if columns else None
+    if wrong is None:
+        return
+    deepest = max(k for *_, k in columns)
+    for place in [*range(rank + 1, deepest + 1), None]:
+        if _agrees(row, columns, place) is None:
+            return
+    column, expected = wrong
+    raise PerUserFileError(
+        f"{where}: {column} {row[header.index(column)]} disagrees with the row's rank "
+        f"{rank}, which gives {expected:.6g}; every top-K value follows from the rank: "
+        "evaluate the model again (recbole-attn evaluate --per_user=FILE) instead of "
+        "editing the file"
+    )
 
 
 def table_values(header, rows):

@@ -139,6 +139,18 @@ def _warnings(model, dataset, tiny_data_path, **overrides):
     return config.warnings
 
 
+def test_many_unknown_keys_are_ten_lines_and_one_for_the_rest(tiny_data_path):
+    """A file of 40,000 unknown keys gave 40,000 warning lines (and a minute)."""
+    keys = {f"nokey_{n:05d}": n for n in range(2000)}
+    messages = _warnings("SASRecAP", "tiny", tiny_data_path, **keys)
+    assert len(messages) == 11, messages[:12]
+    assert all("'nokey_0000" in m for m in messages[:10])
+    assert messages[-1].startswith(
+        "1990 more keys ('nokey_00010', 'nokey_00011', 'nokey_00012', ...) are not "
+        "read by SASRecAP and have no effect"
+    ), messages[-1]
+
+
 def test_misspelled_key_warns_with_the_closest_key(tiny_data_path):
     (message,) = _warnings("SASRecAP", "tiny", tiny_data_path, hiden_size=32)
     assert "'hiden_size'" in message and "did you mean 'hidden_size'?" in message
@@ -255,7 +267,9 @@ def _one_epoch(tiny_config, **extra):
     return run("SASRecAP", "tiny", config_dict={**tiny_config, "epochs": 1, **extra})
 
 
-@pytest.mark.parametrize("kind", ["missing", "truncated", "garbage", "pickled"])
+@pytest.mark.parametrize(
+    "kind", ["missing", "truncated", "garbage", "pickled", "bit-flipped"]
+)
 def test_unreadable_resume_checkpoint_is_one_line(tiny_config, tmp_path, capsys, kind):
     path = tmp_path / f"{kind}.pth"
     if kind == "truncated":
@@ -268,6 +282,11 @@ def test_unreadable_resume_checkpoint_is_one_line(tiny_config, tmp_path, capsys,
         from argparse import Namespace
 
         torch.save({"config": Namespace(), "state_dict": {}}, path)
+    elif kind == "bit-flipped":  # a byte of a global's name: it was "pickled objects"
+        save_checkpoint({"state_dict": {"w": torch.ones(1000)}}, path)
+        data = bytearray(path.read_bytes())
+        data[data.index(b"collections")] ^= 0x10
+        path.write_bytes(bytes(data))
     argv = [f"--{k}={v}" for k, v in tiny_config.items() if k != "load_col"]
     code, err = _cli_main(
         ["--model=SASRecAP", "--dataset=tiny", f"--resume_checkpoint={path}", *argv],
@@ -280,6 +299,7 @@ def test_unreadable_resume_checkpoint_is_one_line(tiny_config, tmp_path, capsys,
         "truncated": "not a readable checkpoint",
         "garbage": "not a readable checkpoint",
         "pickled": "pickled Python objects",
+        "bit-flipped": "data.pkl fails the checksum torch.save wrote (a changed byte",
     }[kind]
     assert expected in err
     assert not os.path.exists(tiny_config["checkpoint_dir"])
@@ -310,14 +330,19 @@ def test_checkpoint_on_other_data_is_a_clear_error(tiny_config, tmp_path):
         load_data_and_model(first["saved_model_file"], {"data_path": str(other)})
 
 
-def test_finished_run_is_not_resumed_over_its_best_model(tiny_config):
+def test_finished_run_is_not_resumed_over_its_best_model(tiny_config, caplog):
+    """... and says nothing before it refuses (it said "training continues with epoch
+    2/1", then refused)."""
     first = _one_epoch(tiny_config)
     best = first["saved_model_file"]
     before = open(best, "rb").read()
     last = best[: -len(".pth")] + "-last.pth"
+    caplog.set_level(logging.INFO)
+    caplog.clear()
     with pytest.raises(ConfigError, match="nothing to train. Raise --epochs"):
         _one_epoch(tiny_config, resume_checkpoint=last)
     assert open(best, "rb").read() == before
+    assert "training continues with epoch" not in caplog.text
 
 
 def test_load_data_and_model_trainer_evaluates_the_loaded_model(tiny_config):

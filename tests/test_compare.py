@@ -293,8 +293,9 @@ def write_table(path, header, rows, meta=None, layout="sidecar"):
 
 
 def toy_pair(tmp_path, other_ndcg=None, base_layout="sidecar"):
-    """Two per-user files over six users: ndcg@10 and recall@10."""
-    header = ["user", "rank", "ndcg@10", "recall@10"]
+    """Two per-user files over six users: ild@10 and cc@10 (values of their own: not
+    of the rank, as ndcg@10 and recall@10 are)."""
+    header = ["user", "rank", "ild@10", "cc@10"]
     base = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
     other = other_ndcg or [0.2, 0.2, 0.5, 0.3, 0.9, 0.7]
     rows = lambda values: [  # noqa: E731
@@ -306,8 +307,8 @@ def toy_pair(tmp_path, other_ndcg=None, base_layout="sidecar"):
 
 
 def test_equal_differences_and_none_at_all_through_the_command(tmp_path, capsys):
-    """The issue's case through compare: ndcg@10 of every user 0.1 better (p = 1
-    before), recall@10 identical (no test scipy can compute: undefined, null in the
+    """The issue's case through compare: ild@10 of every user 0.1 better (p = 1
+    before), cc@10 identical (no test scipy can compute: undefined, null in the
     JSON, left out of the correction's family)."""
     a, b = toy_pair(tmp_path, [v + 0.1 for v in [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]])
     output = tmp_path / "cmp.json"
@@ -354,6 +355,18 @@ EDITED = {
     "a short row": (HEADER, [GOOD[0], ["u2", 12, 0.5]], "line 3: 3 cells where"),
     "a word": (HEADER, [GOOD[0], ["u2", 12, "high", 0.0]], "'high' is not a finite"),
     "rank 0": (HEADER, [GOOD[0], ["u2", 0, 0.5, 0.0]], "rank '0' is not an integer"),
+    # each row's top-K values follow from its rank: one edited value moved the mean
+    "a value its rank does not give": (
+        HEADER + ["ndcg@20"],
+        [[*r, 1 / math.log2(r[1] + 1) if r[1] <= 20 else 0] for r in GOOD[:1]]
+        + [["u2", 172, 0.5, 0.0, 0.0]],
+        "line 3: ndcg@10 0.5 disagrees with the row's rank 172, which gives 0;",
+    ),
+    "a hit its rank does not give": (
+        HEADER,
+        [GOOD[0], ["u2", 12, 0.0, 1.0]],
+        "recall@10 1.0 disagrees with the row's rank 12, which gives 0;",
+    ),
     "no user": (HEADER, [], "holds 0 user(s); a paired test over users needs at"),
     "one user": (HEADER, GOOD[:1], "holds 1 user(s)"),
 }
@@ -394,8 +407,8 @@ def test_metadata_that_is_not_an_object_or_missing_is_one_line(tmp_path, capsys)
 
 def test_a_metric_named_twice_is_refused(tmp_path, capsys):
     a, b = toy_pair(tmp_path)
-    code, _, err = main(["compare", a, b, "--metrics=ndcg@10,NDCG@10"], capsys)
-    assert code == 2 and "--metrics names ndcg@10 2 times" in err, err
+    code, _, err = main(["compare", a, b, "--metrics=ild@10,ILD@10"], capsys)
+    assert code == 2 and "--metrics names ild@10 2 times" in err, err
 
 
 def test_files_of_the_first_layout_are_still_read(tmp_path, capsys):
@@ -404,8 +417,8 @@ def test_files_of_the_first_layout_are_still_read(tmp_path, capsys):
     a, b = toy_pair(tmp_path, base_layout="first line")
     assert open(a).read().startswith(MARK) and not os.path.exists(meta_path(a))
     meta, header, rows = read_per_user(a)
-    assert meta["model"] == "A" and header == HEADER and len(rows) == 6
-    code, stdout, err = main(["compare", a, b, "--metrics=ndcg@10"], capsys)
+    assert meta["model"] == "A" and header[:2] == ["user", "rank"] and len(rows) == 6
+    code, stdout, err = main(["compare", a, b, "--metrics=ild@10"], capsys)
     assert code == 0 and "baseline: A (a)" in stdout, err
 
 
@@ -488,3 +501,30 @@ def test_compare_of_files_imports_neither_torch_nor_recbole(tmp_path):
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO
     )
     assert out.stdout.strip().splitlines()[-1] == "0 []", out.stdout + out.stderr
+
+
+def test_the_values_a_rank_gives_are_recboles_own():
+    """:data:`FROM_PLACE` against RecBole's metric objects on one target at each place
+    of a list of 20; a tie with the target may put it lower than its rank (accepted),
+    never higher (refused)."""
+    from recbole.evaluator.metrics import MAP, MRR, NDCG, Hit, Precision, Recall
+
+    from recbole_attn.per_user_file import FROM_PLACE, PerUserFileError, check_table
+
+    config = {"topk": [20], "metric_decimal_place": 4}
+    for place in range(1, 21):
+        pos_index = np.zeros((1, 20), dtype=bool)
+        pos_index[0, place - 1] = True
+        pos_len = np.array([1])
+        for metric in (Hit, Recall, NDCG, MRR, MAP, Precision):
+            name = metric.__name__.lower()
+            takes = metric.metric_info.__code__.co_argcount - 1
+            values = metric(config).metric_info(*(pos_index, pos_len)[:takes])[0]
+            for k in (5, 10, 20):
+                expected = FROM_PLACE[name](place, k) if place <= k else 0.0
+                assert values[k - 1] == pytest.approx(expected, rel=1e-12), (name, k)
+    header = ["user", "rank", "ndcg@10", "hit@10"]
+    tied = [["u1", "10", "0.0", "0.0"], ["u2", "9", repr(1 / math.log2(11)), "1.0"]]
+    check_table("f.csv", header, tied)  # each target placed below a tied item
+    with pytest.raises(PerUserFileError, match="line 2: ndcg@10 .* rank 10, which"):
+        check_table("f.csv", header, [["u1", "10", repr(1 / math.log2(10)), "1.0"]])

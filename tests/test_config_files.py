@@ -30,6 +30,8 @@ CASES = {
         "mode is given twice, on lines 2 and 4",
     ),
     "long number": ("epochs: " + "9" * 5000 + "\n", "a number of 5,000 characters"),
+    # the README's "a 100-digit number" (before: taken, the limit was 100 characters)
+    "100 digits": ("epochs: " + "9" * 100 + "\n", "a number of 100 characters;"),
     "huge file": ("#" * 2_000_000 + "\nepochs: 1\n", "2,000,011 characters; a config"),
     "huge file, not read": ("#" * 5_000_000 + "\n", "5,000,001 bytes; a config file"),
 }

@@ -55,6 +55,46 @@ def test_bad_distributed_options_are_one_line(given, fragment):
     assert fragment in str(err.value) and "\n" not in str(err.value)
 
 
+def test_more_processes_than_the_machine_runs_are_refused_before_any_starts(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    """``--nproc=1000`` on a 2-core machine started its processes (past 13 GB, 200 s
+    of silence): one line now, before any process."""
+    import torch.multiprocessing as mp
+
+    from test_pipeline import _cli_main
+    from test_safety import _run_args
+
+    def started(*args, **kwargs):
+        raise AssertionError("a process was started")
+
+    monkeypatch.setattr(mp, "spawn", started)
+    monkeypatch.chdir(tmp_path)
+    code, err = _cli_main(["run", *_run_args(tiny_data_path, "--nproc=1000")], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(
+        "error: --nproc=1000 starts 1000 training processes, one a "
+    ), err
+    assert "give --nproc=" in err
+
+
+def test_the_capacity_of_the_machine_in_cores_gpus_and_memory():
+    from recbole_attn.engine.distributed import check_capacity
+
+    cpu = {"use_gpu": False, "gpu_id": ""}
+    check_capacity(cpu, 2, cores=2, available=8 * 2**30, each=2**30)
+    with pytest.raises(ConfigError, match="but this machine has 2; give --nproc=2 or"):
+        check_capacity(cpu, 3, cores=2, available=8 * 2**30, each=2**30)
+    with pytest.raises(
+        ConfigError, match=r"of at least 1.0 GB each .* give --nproc=3 "
+    ):
+        check_capacity(cpu, 4, cores=64, available=3.5 * 2**30, each=2**30)
+    if torch.cuda.is_available():
+        gpu = {"use_gpu": True, "gpu_id": "0"}
+        with pytest.raises(ConfigError, match="one a GPU, but gpu_id '0' gives 1"):
+            check_capacity(gpu, 2, gpus=1, available=8 * 2**30, each=2**30)
+
+
 def _refuse(model, dataset, config_dict=None, **kwargs):
     raise DataError(f"process {config_dict['local_rank']} refuses {dataset}")
 

@@ -293,6 +293,19 @@ def _one_line(code, err, fragment):
             "user_id:token\titem_id\ttimestamp:float",
             "not 'name:type'",
         ),
+        # before: RecBole's traceback (the first: its KeyError on the doubled name)
+        (
+            [("u1", "i1", 1, "i2")],
+            "user_id:token\titem_id:token\ttimestamp:float\titem_id:token",
+            "bad.inter: the header names the column 'item_id' twice ('item_id:token' "
+            "and 'item_id:token'); an atomic file has one column a field",
+        ),
+        (
+            [("u1", "i" * 140_000, 1)],
+            None,
+            "(a field is longer than 131,072 characters, Python's csv limit, which",
+        ),
+        ([("u1", '"i1', 1)], None, "cannot be read as RecBole reads it ("),
     ],
 )
 def test_broken_interaction_files_are_one_line(
@@ -306,6 +319,38 @@ def test_broken_interaction_files_are_one_line(
     root = _write_inter(str(tmp_path / "data"), "bad", rows, **kwargs)
     code, err = _cli_main(_run_args(root, dataset="bad"), capsys)
     _one_line(code, err, fragment)
+
+
+def test_a_tensorboard_folder_that_is_a_file_is_one_line(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    """RecBole's trainer writes ./log_tensorboard/: a file of that name was its
+    traceback (FileExistsError); now one line before the data loads."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "log_tensorboard").write_text("mine\n")
+    code, err = _cli_main(_run_args(tiny_data_path), capsys)
+    _one_line(code, err, f"{tmp_path / 'log_tensorboard'} is a file; RecBole's trainer")
+    assert (tmp_path / "log_tensorboard").read_text() == "mine\n"
+
+
+def test_a_header_only_item_file_is_one_line(tmp_path, monkeypatch, capsys):
+    """An item file with its category column and no rows was a traceback (pandas3's
+    ``max()`` of nothing)."""
+    from conftest import write_tiny_dataset
+
+    monkeypatch.chdir(tmp_path)
+    folder = write_tiny_dataset(str(tmp_path / "data"), name="hdr")
+    item = os.path.join(folder, "hdr.item")
+    with open(item) as f:
+        header = f.readline()
+    with open(item, "w") as f:
+        f.write(header)
+    load_col = "{'inter': ['user_id', 'item_id', 'timestamp'], 'item': ['item_id', 'categories']}"
+    argv = _run_args(str(tmp_path / "data"), dataset="hdr")
+    code, err = _cli_main(
+        [*argv, "--metrics=['NDCG','CC']", f"--load_col={load_col}"], capsys
+    )
+    _one_line(code, err, f"{item} has a header and no items; write its rows")
 
 
 def test_an_empty_file_is_one_line(tmp_path, monkeypatch, capsys):
@@ -469,3 +514,15 @@ def test_a_missing_dataset_is_one_line(tmp_path, monkeypatch, capsys):
     code, err = _cli_main(["--model=STOSA", "--dataset=Yelp"], capsys)
     _one_line(code, err, "dataset 'Yelp' not found: no Yelp.inter")
     assert "recbole-attn convert {amazon,seqfile,movielens,anime}" in err
+
+
+def test_a_test_only_split_evaluates_the_test_users(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    """``LS: test_only`` leaves RecBole's validation split empty: the check of the
+    splits read it as the test split and said no user had enough interactions for a
+    test sample (every tiny user has more than 3)."""
+    monkeypatch.chdir(tmp_path)
+    split = "--eval_args={'split': {'LS': 'test_only'}, 'order': 'TO', 'mode': 'full'}"
+    code, err = _cli_main(_run_args(tiny_data_path, "--epochs=1", split), capsys)
+    assert code == 0 and "enough interactions" not in err, err

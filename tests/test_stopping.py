@@ -250,13 +250,26 @@ def test_a_stopped_search_keeps_its_trials_and_the_same_command_continues_it(
     assert code == 2 and "would replace" in err, err
 
 
+class _Planted:
+    """A pickle whose loading runs code: it writes its marker file."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_a_ray_search_that_the_same_command_continues(
     tiny_data_path, tmp_path
 ):
-    """Ray Tune: SIGINT after the first finished trial; then the same command restores
-    Ray's experiment (``Tuner.restore``) and finishes the search."""
+    """Ray Tune: SIGINT after the first finished trial; then the same command runs the
+    trials left from the search's own records and finishes the search. Before, it
+    restored Ray's experiment (``Tuner.restore``), which unpickles the folder's
+    ``tuner.pkl`` and the trials' ``params.pkl``: one planted there ran its code."""
     import json
+    import pickle
 
     argv = [sys.executable, os.path.join(REPO, "run_recbole_attn.py")]
     argv += _search_argv(
@@ -283,13 +296,24 @@ def test_ctrl_c_stops_a_ray_search_that_the_same_command_continues(
     assert "Traceback" not in err, err
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: search interrupted: "), err
-    assert "(it restores Ray's experiment and runs the unfinished trials" in last
+    assert "(it runs the trials left, then selects and tests)" in last, last
     with open(tmp_path / "out" / "trials.csv") as f:
-        assert len(f.read().splitlines()) >= 2, "the finished trial is kept"
-    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
+        kept = len(f.read().splitlines()) - 1
+    assert kept >= 1, "the finished trial is kept"
+    # a search folder from elsewhere: every pickle of Ray's experiment is planted
+    experiment = tmp_path / "out" / "ray" / "recbole_attn"
+    planted = [experiment / "tuner.pkl", *experiment.glob("*/params.pkl")]
+    assert len(planted) >= 2, sorted(experiment.rglob("*"))
+    for n, path in enumerate(planted):
+        path.write_bytes(pickle.dumps(_Planted(tmp_path / f"ran-{n}")))
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
+    assert not list(tmp_path.glob("ran-*")), "a planted pickle ran"
     result = json.loads((tmp_path / "out" / "result.json").read_text())
     assert sorted(t["params"]["hidden_size"] for t in result["trials"]) == [8, 16, 32]
+    # the continuation ran only the trials left, in an experiment of its own
+    assert done.stdout.count("] trial ") == 3 - kept, done.stdout
+    assert (tmp_path / "out" / "ray" / "recbole_attn.1").is_dir()
 
 
 def test_the_same_command_takes_over_the_folder_of_a_killed_search(
@@ -342,3 +366,70 @@ def test_starting_ray_keeps_sigterm_as_ctrl_c():
             assert signal.getsignal(signal.SIGTERM) is ours
     finally:
         ray.shutdown()
+
+
+# ---------------------------------------------------------------------- several processes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
+def test_a_multi_process_run_stops_its_processes_and_says_what_is_saved(
+    how, tiny_data_path, tmp_path
+):
+    """``--nproc=2``: SIGTERM to the command said "nothing was saved" at once while the
+    processes trained on to the end; Ctrl-C (the terminal's SIGINT to all of them) said
+    the same beside the checkpoints they had saved. Now each process stops, and the
+    line is process 0's: what is saved and the command that continues it."""
+    from test_distributed import _free_port
+
+    argv = [sys.executable, os.path.join(REPO, "run_recbole_attn.py")]
+    argv += _run_args(tiny_data_path, "--epochs=200", "--state=INFO")
+    argv += ["--stopping_step=200", "--nproc=2", "--ip=127.0.0.1"]
+    argv += [f"--port={_free_port()}"]
+    proc = subprocess.Popen(
+        argv,
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's job
+    )
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if "epoch 2/200: loss" in line:
+            if how == "sigterm":
+                proc.send_signal(signal.SIGTERM)
+            else:
+                os.killpg(proc.pid, signal.SIGINT)
+            stopped = time.monotonic()
+            break
+    rest = proc.communicate(timeout=120)[1]
+    seconds = time.monotonic() - stopped
+    err = "".join(lines) + rest
+    assert proc.returncode == (143 if how == "sigterm" else 130), err
+    assert "Traceback" not in rest, rest
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: interrupted in epoch "), last
+    assert "is saved: continue with the same command and --resume_checkpoint=" in last
+    assert os.path.isfile(os.path.join(tmp_path, last.split("=", 1)[1]))
+    assert seconds < 60, f"{seconds:.0f} s to stop"
+    assert not _left_in_group(proc.pid), "a process of the run is left"
+
+
+def _left_in_group(pgid, seconds=15):
+    """The processes left in the process group ``pgid`` after ``seconds`` (those
+    ending as their parent ended, such as multiprocessing's resource tracker, end)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        ps = subprocess.run(
+            ["ps", "-eo", "pid=,pgid=,stat=,args="], capture_output=True, text=True
+        )
+        left = [
+            line
+            for line in ps.stdout.splitlines()
+            if line.split()[1] == str(pgid) and "Z" not in line.split()[2]
+        ]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)

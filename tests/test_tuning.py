@@ -379,3 +379,89 @@ def test_a_trials_status_file_is_written_whole_or_not_at_all(tiny_config, monkey
     with open(status) as f:
         assert json.load(f) == summary  # the earlier trial's, whole
     assert not [n for n in os.listdir(os.path.dirname(status)) if n.startswith(".")]
+
+
+def _search_of(algo, num_samples=4, seed=7):
+    from recbole_attn.commands.tuning.space import Param
+
+    return {
+        "params": [Param("hidden_size", "choice", values=[8, 16, 32])],
+        "algo": algo,
+        "num_samples": num_samples,
+        "max_concurrent": None,
+        "seed": seed,
+        "mode": "max",
+    }
+
+
+def test_a_ray_continuation_is_planned_from_the_finished_trials_records():
+    """A stopped Ray search continues from its own rows (interrupted.json), not from
+    Ray's pickled experiment: the grid's combinations not yet tried, the samples left
+    on a seed of their own, TPE told the finished trials' scores."""
+    from recbole_attn.commands.tuning.ray_search import _plan
+
+    before = [{"params": {"hidden_size": 16}, "best_valid_score": 0.25}]
+    searcher, num_samples, space = _plan(_search_of("exhaustive"), before)
+    assert num_samples == 2
+    assert searcher._points_to_evaluate == [{"hidden_size": 8}, {"hidden_size": 32}]
+    assert sorted(space["hidden_size"].categories) == [8, 16, 32]
+    searcher, num_samples, _ = _plan(_search_of("exhaustive"), [])
+    assert num_samples == 1 and not searcher._points_to_evaluate  # the whole grid
+    searcher, num_samples, _ = _plan(_search_of("random"), before)
+    assert num_samples == 3
+    searcher, num_samples, space = _plan(_search_of("bayes", num_samples=8), before)
+    assert num_samples == 7
+    searcher.set_search_properties("valid_score", "max", space)
+    (told,) = searcher._hpopt_trials.trials  # TPE's history: the finished trial
+    assert told["result"] == {"loss": -0.25, "status": "ok"}
+    assert told["misc"]["vals"]["hidden_size"] == [1]  # the index of 16
+    suggested = [searcher.suggest(f"t{n}")["hidden_size"] for n in range(6)]
+    assert set(suggested) <= {8, 16, 32} and len(searcher._hpopt_trials.trials) == 7
+
+
+def test_a_ray_continuation_never_restores_rays_experiment(tmp_path, monkeypatch):
+    """``Tuner.restore`` unpickles the folder's ``tuner.pkl``: a continuation builds a
+    new experiment of the trials left beside the old one, and one whose trials had all
+    finished starts none."""
+    from ray import tune
+
+    from recbole_attn.commands.tuning import ray_search
+
+    made = []
+
+    class Tuner:
+        def __init__(self, trainable, **kwargs):
+            made.append(kwargs)
+
+        def fit(self):
+            return []
+
+        @classmethod
+        def restore(cls, *args, **kwargs):
+            raise AssertionError("Tuner.restore unpickles tuner.pkl")
+
+    monkeypatch.setattr(tune, "Tuner", Tuner)
+    (tmp_path / "recbole_attn").mkdir()
+    search = {
+        **_search_of("exhaustive"),
+        "model": "SASRecAP",
+        "dataset": "tiny",
+        "files": [],
+        "overrides": {},
+        "cpus_per_trial": 1,
+        "gpus_per_trial": 0,
+        "scheduler": "fifo",
+        "epochs": 2,
+        "storage_path": str(tmp_path),
+        "echo": print,
+    }
+    before = [{"params": {"hidden_size": 8}, "best_valid_score": 0.5}]
+    with pytest.raises(KeyboardInterrupt):  # the fake made no trial: "stopped"
+        ray_search._search_ray(search, list(before))
+    assert made[0]["run_config"].name == "recbole_attn.1"
+    assert made[0]["tune_config"].num_samples == 2
+    every = [
+        {"params": {"hidden_size": v}, "best_valid_score": 0.1} for v in (8, 16, 32)
+    ]
+    assert ray_search._search_ray(search, list(every)) == every
+    assert len(made) == 1

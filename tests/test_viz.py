@@ -79,6 +79,10 @@ def test_unknown_user_and_missing_matplotlib(
     path = _trained(tiny_config, "SASRecAP")
     assert main(["--model_file", path, "--user", "nobody"]) == 2
     assert "user 'nobody' is not in the dataset" in capsys.readouterr().err
+    # a folder of checkpoints, as the other commands take it (before: "not found")
+    assert main(["--model_file", os.path.dirname(path), "--user", "nobody"]) == 2
+    err = capsys.readouterr().err
+    assert "(the newest of " in err and "user 'nobody' is not in the dataset" in err
     import builtins
 
     real_import = builtins.__import__

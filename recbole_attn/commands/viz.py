@@ -197,7 +197,11 @@ def add_arguments(parser):
     """The model, the user, the folder and what is drawn."""
     from recbole_attn.options.arguments import checked
 
-    parser.add_argument("--model_file", required=True, help="a checkpoint in saved/")
+    parser.add_argument(
+        "--model_file",
+        required=True,
+        help="a checkpoint written by a run, or a folder: its newest",
+    )
     parser.add_argument("--user", required=True, help="the dataset's user token")
     parser.add_argument("--output", default="attention_plots", help="PNG folder")
     parser.add_argument(
@@ -220,9 +224,12 @@ def add_arguments(parser):
 
 
 def run(args):
-    """Draw the heatmaps and print their paths."""
+    """Draw the heatmaps and print their paths (of a folder: its newest checkpoint, as
+    the other commands take it)."""
+    from recbole_attn.commands.evaluate import newest_model_file
+
     paths = plot_attention(
-        args.model_file,
+        newest_model_file(args.model_file),
         args.user,
         args.output,
         args.positions,

@@ -5,6 +5,7 @@ traceback or a silently wrong metric. The checks after the split:
 :mod:`recbole_attn.data.preparation`."""
 
 import codecs
+import csv
 import os
 from logging import getLogger
 
@@ -36,6 +37,12 @@ def _parse_header(path, columns):
                 f"of {list(FEATURE_TYPES)} (RecBole's atomic files start with e.g. "
                 "'user_id:token<TAB>item_id:token<TAB>timestamp:float')"
             )
+        if name in fields:
+            raise DataError(
+                f"{path}: the header names the column {name!r} twice ('{name}:"
+                f"{fields[name]}' and {column!r}); an atomic file has one column a "
+                "field: rename or remove one"
+            )
         fields[name] = kind
     return fields
 
@@ -52,15 +59,18 @@ def _check_numbers(path, fields, names, separator, encoding, seq_separator=" "):
     if not numeric:
         return
     columns = [f"{n}:{fields[n]}" for n in numeric]
-    frame = pd.read_csv(
-        path,
-        sep=separator,
-        usecols=columns,
-        dtype=str,
-        encoding=encoding,
-        keep_default_na=False,
-        engine="python",
-    )
+    try:  # as RecBole reads it: pandas' Python engine (Python's csv)
+        frame = pd.read_csv(
+            path,
+            sep=separator,
+            usecols=columns,
+            dtype=str,
+            encoding=encoding,
+            keep_default_na=False,
+            engine="python",
+        )
+    except pd.errors.ParserError as err:
+        raise DataError(_unreadable(path, err)) from None
     for column, name in zip(columns, numeric):
         cells = frame[column].str.strip()
         if fields[name] == "float_seq":
@@ -80,6 +90,20 @@ def _check_numbers(path, fields, names, separator, encoding, seq_separator=" "):
                 f"'{column}'; {count} such row(s)). Fix the file, or declare the column "
                 "':token' if it is a label"
             )
+
+
+def _unreadable(path, err):
+    """The line for a file RecBole's reader (pandas' Python engine) cannot parse."""
+    reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err)
+    if "field larger than field limit" in str(err):
+        reason = (
+            f"a field is longer than {csv.field_size_limit():,} characters, Python's "
+            "csv limit, which RecBole's reader keeps"
+        )
+    return (
+        f'{path} cannot be read as RecBole reads it ({reason}); is a quote (") left '
+        "open, or a separator missing? Fix the file (or convert the raw data again)"
+    )
 
 
 def _is_infinite(text):
@@ -251,6 +275,12 @@ def _check_atomic_file(config, source, path, sequential, needs_time):
         raise DataError(
             f"{path} has a header and no interactions; convert the raw data again "
             "(recbole-attn convert ...)"
+        )
+    if source != "inter" and names and not _has_rows(path, encoding):
+        # RecBole's reader (and our pandas fix of it) fail on it with a traceback
+        raise DataError(
+            f"{path} has a header and no {source}s; write its rows (convert the raw "
+            f"data again), or remove the file (no {source} features)"
         )
     _check_numbers(
         path, fields, names, separator, encoding, config["seq_separator"] or " "

@@ -107,11 +107,12 @@ def cap_eval_batch_size(config, dataset):
         config["eval_batch_size"] = users
 
 
-#: leave-one-out mode -> the evaluation phases its splits hold, after the training split
+#: leave-one-out mode -> the evaluation phases it fills, with the index of each one's
+#: split in RecBole's (train, valid, test): ``test_only`` leaves the validation split empty
 LOO_PHASES = {
-    "valid_and_test": ("validation", "test"),
-    "valid_only": ("validation",),
-    "test_only": ("test",),
+    "valid_and_test": (("validation", 1), ("test", 2)),
+    "valid_only": (("validation", 1),),
+    "test_only": (("test", 2),),
 }
 
 
@@ -124,7 +125,8 @@ def check_split(config, dataset, splits):
         return
     users = dataset.user_num - 1  # ids 1.. (0 is padding)
     short = {}
-    for phase, part in zip(phases, splits[1:]):
+    for phase, index in phases:
+        part = splits[index]
         evaluated = len(set(part.inter_feat[dataset.uid_field].tolist()))
         if not evaluated:
             raise DataError(

@@ -136,6 +136,16 @@ _UNREADABLE = (
 )
 
 
+def _damaged_member(path):
+    """The first member of the zip archive ``path`` whose bytes fail its CRC (torch's
+    reader checks none), or None."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip()
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError):
+        return None
+
+
 def load_checkpoint(path, map_location="cpu"):
     """Load a checkpoint weights-only; RecBole's own are refused with why."""
     path = str(path)
@@ -146,6 +156,12 @@ def load_checkpoint(path, map_location="cpu"):
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises UnpicklingError or RuntimeError here
+        if damaged := _damaged_member(path):
+            raise CheckpointError(
+                f"{path} is damaged: its {damaged} fails the checksum torch.save "
+                "wrote (a changed byte or a broken copy); copy it again or use "
+                "another checkpoint"
+            ) from None
         if "Weights only load failed" in str(err):
             # a readable torch file with pickled objects (RecBole's Trainer saves its Config)
             raise CheckpointError(
@@ -264,11 +280,23 @@ class CheckpointMixin:
         if "rng_torch" in checkpoint:
             torch.set_rng_state(checkpoint["rng_torch"])
         self._pending_generator_state = checkpoint.get("rng_train_dataloader")
+        self.check_epochs_left()
         # the console counts epochs from 1: the next one trained is start_epoch + 1
         self.logger.info(
             f"checkpoint {resume_file} loaded: training continues with epoch "
             f"{self.start_epoch + 1}/{self.epochs}"
         )
+
+    def check_epochs_left(self):
+        """A :class:`ConfigError` when the resumed checkpoint trained every epoch."""
+        if self.start_epoch >= self.epochs:
+            # RecBole would save the resumed weights over the best model of the finished run
+            raise ConfigError(
+                f"the checkpoint has already trained {self.start_epoch} epochs and epochs "
+                f"is {self.epochs}: nothing to train. Raise --epochs to continue, or "
+                "evaluate its best model with recbole-attn evaluate "
+                f"--model_file={self.saved_model_file}"
+            )
 
     def saved_state_text(self):
         if self.resume_epoch is None:

@@ -2,11 +2,14 @@
 (gloo); usage: docs/tuning.md."""
 
 import contextlib
+import os
+import signal
+import time
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from recbole_attn.errors import ConfigError, RecboleAttnError
+from recbole_attn.errors import ConfigError, Interrupted, RecboleAttnError
 from recbole_attn.options.check import check_options
 from recbole_attn.options.declared import Integer
 from recbole_attn.options.values import convert_values
@@ -56,6 +59,61 @@ def distributed_options(config_dict):
         "port": str(options.get("port", 5678)),
         "offset": offset,
     }, rest
+
+
+def usable_cores():
+    """The CPU cores this process may run on (its affinity; else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def resident_bytes():
+    """This process's resident memory (``/proc/self/status``), or None where unknown."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_capacity(config, nproc, cores=None, gpus=None, available=None, each=None):
+    """A :class:`ConfigError` before any process starts when ``nproc`` processes are
+    more than this machine runs: a CPU core each (``cores``), a GPU each (``gpus``, of
+    ``gpu_id``), and each at least the memory this process holds now (``each``: it has
+    imported torch and RecBole, as each of them will, before its data) within what is
+    available."""
+    from recbole_attn.engine.memory import _gb, available_bytes
+
+    if cpu_only(config):
+        cores = usable_cores() if cores is None else cores
+        if nproc > cores:
+            raise ConfigError(
+                f"--nproc={nproc} starts {nproc} training processes, one a CPU core, "
+                f"but this machine has {cores}; give --nproc={cores} or fewer"
+            )
+    else:
+        listed = [g for g in str(config["gpu_id"]).split(",") if g.strip()]
+        gpus = min(len(listed), torch.cuda.device_count()) if gpus is None else gpus
+        if nproc > gpus:
+            raise ConfigError(
+                f"--nproc={nproc} starts {nproc} training processes, one a GPU, but "
+                f"gpu_id {config['gpu_id']!r} gives {gpus}; give --nproc={gpus} or "
+                "fewer, or list more GPUs in --gpu_id"
+            )
+    each = resident_bytes() if each is None else each
+    available = available_bytes("cpu") if available is None else available
+    if each and available and nproc * each > available:
+        fit = max(1, int(available // each))
+        raise ConfigError(
+            f"--nproc={nproc} starts {nproc} training processes of at least "
+            f"{_gb(each)} each (torch and RecBole, before the data), but "
+            f"{_gb(available)} of memory is available; give --nproc={fit} or fewer"
+        )
 
 
 #: set in a process that :func:`spawn` started (its run was checked before it)
@@ -165,47 +223,99 @@ def barrier(config):
         torch.distributed.barrier()
 
 
+#: seconds the processes of a stopped run have to say what they saved and end
+STOP_SECONDS = 30
+
+
+#: the signal that stopped this process's run (a process that :func:`spawn` started)
+_STOPPED_BY = []
+
+
+def _stop_once(signum, frame):
+    """A process's first Ctrl-C or SIGTERM stops its run (what it saved said by its
+    :class:`Interrupted`); later ones, such as the SIGTERM the command sends each process
+    after a Ctrl-C the terminal sent them all, do not cut that short. (The handler
+    stays: one set to ``SIG_IGN`` meanwhile makes Python print "Signal 15 ignored due
+    to race condition" for a signal already on its way.)"""
+    if not _STOPPED_BY:
+        _STOPPED_BY.append(signum)
+        raise KeyboardInterrupt
+
+
 def _process(rank, run_fn, model, dataset, kwargs, queue):
     global SPAWNED
     SPAWNED = True
+    signal.signal(signal.SIGINT, _stop_once)
+    signal.signal(signal.SIGTERM, _stop_once)
     config_dict = dict(kwargs.pop("config_dict"))
     config_dict["local_rank"] = rank
     try:
         result = run_fn(model, dataset, config_dict=config_dict, **kwargs)
     except RecboleAttnError as err:
         # for the parent to report as one line; raised so that torch stops the others
-        queue.put(("error", err))
+        queue.put(("error", rank, err))
         raise
     if rank == 0:
-        queue.put(("result", result))
+        queue.put(("result", rank, result))
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 
 
 def spawn(run_fn, model, dataset, options, config_dict, **kwargs):
-    """``run_fn`` in ``options['nproc']`` processes; process 0's result, or its error."""
+    """``run_fn`` in ``options['nproc']`` processes; process 0's result, or its error
+    (the first of another process's when it has none). A Ctrl-C or SIGTERM of the
+    command stops every process (:func:`_stop`): process 0's line says what it saved."""
     import torch.multiprocessing as mp
 
     queue = mp.get_context("spawn").SimpleQueue()
     kwargs["config_dict"] = {**config_dict, **options}
+    context = mp.start_processes(
+        _process,
+        args=(run_fn, model, dataset, kwargs, queue),
+        nprocs=options["nproc"],
+        join=False,
+        start_method="spawn",
+    )
     try:
-        mp.spawn(
-            _process,
-            args=(run_fn, model, dataset, kwargs, queue),
-            nprocs=options["nproc"],
-            join=True,
-        )
+        while not context.join():
+            pass
     except mp.ProcessRaisedException:
         if error := _sent(queue, "error"):
             raise error from None
         raise
+    except KeyboardInterrupt:
+        _stop(context.processes)
+        raise _sent(queue, "error") or Interrupted(
+            "interrupted; the training processes were stopped before process 0 said "
+            "what it saved (a -last.pth checkpoint in checkpoint_dir continues with "
+            "--resume_checkpoint)"
+        ) from None
     return _sent(queue, "result")
 
 
+def _stop(processes, seconds=None):
+    """SIGTERM to each process still running, then :data:`STOP_SECONDS` for all of them
+    to end; those left are killed."""
+    seconds = STOP_SECONDS if seconds is None else seconds
+    for process in processes:
+        if process.is_alive():
+            with contextlib.suppress(OSError):
+                os.kill(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + seconds
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
 def _sent(queue, what):
-    """The first value of kind ``what`` that the processes put in ``queue``; or None."""
+    """Process 0's value of kind ``what`` in ``queue``, else the first other's; or
+    None."""
+    sent = []
     while not queue.empty():
-        kind, value = queue.get()
+        kind, rank, value = queue.get()
         if kind == what:
-            return value
-    return None
+            sent.append((rank != 0, value))
+    return min(sent, key=lambda item: item[0])[1] if sent else None

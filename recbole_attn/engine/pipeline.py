@@ -17,7 +17,7 @@ from recbole_attn.data.dataset import (
     load_dataset,
 )
 from recbole_attn.data.preparation import data_preparation
-from recbole_attn.errors import ConfigError, MetricConfigError
+from recbole_attn.errors import ConfigError, MetricConfigError, RecboleAttnError
 from recbole_attn.evaluator import check_metric_options
 from recbole_attn.engine.defaults import differences_line
 from recbole_attn.files import check_writable_folder
@@ -83,6 +83,32 @@ def check_before_loading(config, writes=True, processes=1):
     check_dataset_files(config, sequential, needs_categories)
     if writes:  # a loaded checkpoint writes nothing
         check_writable_folder(config["checkpoint_dir"], "checkpoint_dir")
+        check_tensorboard_folder()
+
+
+#: where RecBole's Trainer writes its TensorBoard events: in the folder the run starts in
+TENSORBOARD = "log_tensorboard"
+
+
+def check_tensorboard_folder(path=TENSORBOARD):
+    """RecBole's Trainer can write into ``path``, or a :class:`ConfigError` (it was
+    RecBole's traceback when the run had trained nothing yet)."""
+    where = os.path.abspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError(
+            f"{where} is a file; RecBole's trainer writes its TensorBoard logs into a "
+            "folder of that name where the run starts: move the file, or start the run "
+            "in another folder"
+        )
+    try:  # the folder, or where the trainer makes it (made by it, not here)
+        check_writable_folder(
+            where if os.path.isdir(where) else os.path.dirname(where), TENSORBOARD
+        )
+    except RecboleAttnError:
+        raise ConfigError(
+            f"cannot write into {where}, where RecBole's trainer writes its "
+            "TensorBoard logs: make it writable, or start the run in another folder"
+        ) from None
 
 
 def create_dataset(config, model_class=None):

@@ -82,7 +82,10 @@ def run(
     options, rest = distributed.distributed_options(config_dict)
     if options and "local_rank" not in rest:  # start the processes; each runs this
         # everything that can fail before the data loads fails here, once, as one line
-        prepare(model, dataset, config_file_list, rest, processes=options["world_size"])
+        config = prepare(
+            model, dataset, config_file_list, rest, processes=options["world_size"]
+        )
+        distributed.check_capacity(config, options["nproc"])
         return distributed.spawn(
             run,
             model,

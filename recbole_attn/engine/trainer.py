@@ -85,14 +85,7 @@ class AttnTrainer(CheckpointMixin, Trainer):
         show_progress=False,
         callback_fn=None,
     ):
-        if self.start_epoch >= self.epochs:
-            # RecBole would save the resumed weights over the best model of the finished run
-            raise ConfigError(
-                f"the checkpoint has already trained {self.start_epoch} epochs and epochs "
-                f"is {self.epochs}: nothing to train. Raise --epochs to continue, or "
-                "evaluate its best model with recbole-attn evaluate "
-                f"--model_file={self.saved_model_file}"
-            )
+        self.check_epochs_left()
         self._train_generator = getattr(train_data, "generator", None)
         if self._pending_generator_state is not None and self._train_generator:
             self._train_generator.set_state(self._pending_generator_state)

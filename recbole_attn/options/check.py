@@ -179,11 +179,18 @@ def known_run_keys(config):
     return known_keys(names, config.shipped_files) | set(config.declared)
 
 
+#: the unknown keys warned of one by one; those after them are one line
+WARNED_KEYS = 10
+
+
 def unknown_key_warnings(config, properties_dir):
-    """Warnings for the keys the run does not read: the closest key, or who reads it."""
+    """Warnings for the keys the run does not read: the closest key, or who reads it;
+    after :data:`WARNED_KEYS` of them, one line for the rest (40,000 keys were 40,000
+    lines and a minute of closest-key searches)."""
     known, owners = known_run_keys(config), model_keys(properties_dir)
     model_name, messages = config.model_class.__name__, []
-    for key in sorted(set(config.given_keys) - known):
+    unknown = sorted(set(config.given_keys) - known)
+    for key in unknown[:WARNED_KEYS]:
         if key in owners:
             models = ", ".join(sorted(set(owners[key]))[:5])
             messages.append(
@@ -196,5 +203,11 @@ def unknown_key_warnings(config, properties_dir):
         messages.append(
             f"{key!r} is not a RecBole, recbole_attn or {model_name} key and has no "
             f"effect{hint}"
+        )
+    if rest := unknown[WARNED_KEYS:]:
+        shown = ", ".join(repr(k) for k in rest[:3])
+        messages.append(
+            f"{len(rest)} more keys ({shown}, ...) are not read by {model_name} and "
+            "have no effect; check the configuration files and the options given"
         )
     return messages

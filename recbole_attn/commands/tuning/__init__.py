@@ -39,7 +39,8 @@ OWNER = ".search.owner"
 def _claim_output(output, overwrite):
     """Claim ``output`` (an empty ``result.json`` made exclusively, its owner in
     :data:`OWNER`) unless it holds an earlier search's results; a stopped or killed
-    search's files are its own, continued. Returns ``(claim, stopped)``."""
+    search's files are its own, continued. Returns the claim (``None`` with
+    ``overwrite``)."""
     what = f"the search's output {output}"
     claim = os.path.join(output, "result.json")
     owner = os.path.join(output, OWNER)
@@ -60,7 +61,7 @@ def _claim_output(output, overwrite):
     refuse_existing([os.path.join(output, n) for n in kept], what, overwrite)
     os.makedirs(output, exist_ok=True)
     if overwrite:
-        return None, stopped
+        return None
     try:
         with open(claim, "x"):
             pass
@@ -70,7 +71,7 @@ def _claim_output(output, overwrite):
             "moment ago); choose another --output"
         ) from None
     Path(owner).write_text(owner_tag() + "\n", encoding="utf-8")
-    return claim, stopped
+    return claim
 
 
 def tune_model(
@@ -119,14 +120,14 @@ def tune_model(
     )
     if output:
         output = os.path.abspath(output)
-        claim, stopped = _claim_output(output, overwrite)
+        claim = _claim_output(output, overwrite)
     else:  # a new folder no concurrent search can take
         folder = os.path.join("tune", run_stem(search["name"], search["dataset"]))
-        output, claim, stopped = claim_folder(os.path.abspath(folder)), None, False
+        output, claim = claim_folder(os.path.abspath(folder)), None
     search["overrides"].setdefault("checkpoint_dir", os.path.join(output, "saved"))
     search["storage_path"] = storage_path or os.path.join(output, "ray")
     try:  # a failed search leaves no claim behind
-        return _search_and_test(search, output, stopped, ray_address, num_cpus)
+        return _search_and_test(search, output, ray_address, num_cpus)
     finally:
         release_if_empty(claim)
         if claim:
@@ -159,11 +160,10 @@ def _prepare(model, dataset, params_file, config_file_list, overrides, algo):
     }
 
 
-def _search_and_test(search, output, stopped, ray_address, num_cpus):
+def _search_and_test(search, output, ray_address, num_cpus):
     """Run the trials (after those a stopped search finished), select on validation,
     test once, write the outputs; a stop keeps the finished trials."""
     finished = read_interrupted(output)
-    search["continue"] = bool(finished) or stopped
     try:
         started = time.time()
         if search["tool"] == "ray":
@@ -242,11 +242,7 @@ def _interrupted(output, finished, search):
     again = "the same command" + (
         "" if search["given_output"] else f" and --output={output}"
     )
-    how = (
-        "it restores Ray's experiment and runs the unfinished trials"
-        if search["tool"] == "ray"
-        else "it runs the trials left"
-    )
+    how = "it runs the trials left"
     return Interrupted(
         f"search interrupted: {len(finished)} of {total} trials finished, "
         f"kept in {os.path.join(output, 'trials.csv')}; continue with {again} "

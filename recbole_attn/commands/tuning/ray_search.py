@@ -4,6 +4,7 @@ every evaluation, so that schedulers such as ASHA can stop bad trials early.
 """
 
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -270,40 +271,76 @@ def _progress_callback(search, finished):
     return Progress()
 
 
-def _searcher(search):
-    """Ray's search algorithm and ``num_samples``: TPE (bayes), or random sampling and
-    the grid (exhaustive: every combination once)."""
+def _plan(search, before):
+    """Ray's search algorithm, ``num_samples`` and space for the trials left after the
+    finished ones in ``before`` (a stopped search's own records: nothing of Ray's
+    experiment is read back): TPE (bayes) told the finished trials' scores, random
+    sampling on a seed of its own, the grid's combinations not yet tried."""
     from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 
-    num_samples, limit = search["num_samples"], search["max_concurrent"]
-    if search["algo"] != "bayes":
+    limit, seed = search["max_concurrent"] or 0, search["seed"]
+    params, algo = search["params"], search["algo"]
+    left = total_trials(search) - len(before)
+    if algo == "exhaustive" and before:  # the combinations not yet tried, in order
+        done = [t["params"] for t in before]
+        names = [p.name for p in params]
+        points = [
+            dict(zip(names, values))
+            for values in itertools.product(*(p.values for p in params))
+            if _plain(dict(zip(names, values))) not in done
+        ]
         searcher = BasicVariantGenerator(
-            max_concurrent=limit or 0, random_state=search["seed"]
+            max_concurrent=limit, points_to_evaluate=points
         )
-        return searcher, 1 if search["algo"] == "exhaustive" else num_samples
-    from ray.tune.search.hyperopt import HyperOptSearch
+        return searcher, len(points), ray_space(params, "random")
+    space = ray_space(params, algo)
+    if algo != "bayes":
+        if before and seed is not None:  # not the samples the finished trials drew
+            seed += len(before)
+        searcher = BasicVariantGenerator(max_concurrent=limit, random_state=seed)
+        return searcher, 1 if algo == "exhaustive" else left, space
+    from recbole_attn.commands.tuning.tpe import InformedTPE
 
-    searcher = HyperOptSearch(
+    num_samples = search["num_samples"]
+    searcher = InformedTPE(
         metric="valid_score",
         mode=search["mode"],
-        # TPE's random start-up trials: 20 by default, half the budget when smaller
+        # TPE's random start-up trials (the finished ones count): 20 by default, half
+        # the budget when smaller
         n_initial_points=min(20, max(1, num_samples // 2)),
-        random_state_seed=search["seed"],
+        random_state_seed=seed,
+        evaluated=[(t["params"], t["best_valid_score"]) for t in before],
     )
     if limit:
         searcher = ConcurrencyLimiter(searcher, max_concurrent=limit)
-    return searcher, num_samples
+    return searcher, left, space
+
+
+def _experiment_name(storage_path):
+    """``recbole_attn`` for a new search; a continuation's own new name beside it
+    (``recbole_attn.1``, ...): Ray never reads back an earlier experiment's files
+    (its ``tuner.pkl`` and the trials' ``params.pkl`` are pickles)."""
+    name, n = "recbole_attn", 0
+    while os.path.exists(os.path.join(storage_path, name)):
+        n += 1
+        name = f"recbole_attn.{n}"
+    return name
 
 
 def _search_ray(search, finished=None):
     """The search on Ray Tune; every finished trial's row is appended to ``finished``,
-    which holds those of a stopped search this one continues (Ray's experiment is then
-    restored and runs its unfinished trials). Ray Tune's own stop is a
+    which holds those of a stopped search this one continues: a new experiment of the
+    trials left, planned from those rows (:func:`_plan`), never Ray's ``Tuner.restore``
+    (which unpickles the folder's ``tuner.pkl``). Ray Tune's own stop is a
     ``KeyboardInterrupt``."""
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
     finished = [] if finished is None else finished
+    before = list(finished)
+    searcher, num_samples, space = _plan(search, before)
+    if num_samples < 1:  # every trial had finished: select and test
+        return before
     trainable = tune.with_resources(
         tune.with_parameters(
             ray_trial,
@@ -316,22 +353,12 @@ def _search_ray(search, finished=None):
         {"cpu": search["cpus_per_trial"], "gpu": search["gpus_per_trial"]},
     )
     progress = _progress_callback(search, finished)
-    experiment = os.path.join(search["storage_path"], "recbole_attn")
-    if search.get("continue") and tune.Tuner.can_restore(experiment):
-        tuner = tune.Tuner.restore(
-            experiment, trainable, resume_unfinished=True, restart_errored=True
-        )
-        run_config = getattr(getattr(tuner, "_local_tuner", None), "_run_config", None)
-        if run_config is not None:  # this process's progress lines and rows
-            run_config.callbacks = [progress]
-        return _results(tuner.fit(), search, finished)
-    searcher, num_samples = _searcher(search)
     scheduler = FIFOScheduler()
     if search["scheduler"] == "asha":
         scheduler = ASHAScheduler(max_t=search["epochs"], grace_period=1)
     tuner = tune.Tuner(
         trainable,
-        param_space=ray_space(search["params"], search["algo"]),
+        param_space=space,
         tune_config=tune.TuneConfig(
             metric="valid_score",
             mode=search["mode"],
@@ -341,23 +368,25 @@ def _search_ray(search, finished=None):
         ),
         run_config=tune.RunConfig(
             storage_path=search["storage_path"],
-            name="recbole_attn",
+            name=_experiment_name(search["storage_path"]),
             verbose=0,
             callbacks=[progress],
         ),
     )
-    return _results(tuner.fit(), search, finished)
+    left = total_trials(search) - len(before)
+    return before + _results(tuner.fit(), search, finished, left)
 
 
-def _results(grid, search, finished):
-    """The rows of a search's trials from Ray's ``ResultGrid``; a ``KeyboardInterrupt``
-    when a trial did not finish or fewer than all were made (Ray Tune stopped the search
-    on a Ctrl-C: it makes trials as resources free up)."""
+def _results(grid, search, finished, left):
+    """The rows of a search's ``left`` trials from Ray's ``ResultGrid``; a
+    ``KeyboardInterrupt`` when a trial did not finish (no evaluation reported) or fewer
+    than all were made (Ray Tune stopped the search on a Ctrl-C: it makes trials as
+    resources free up)."""
     done = {t.get("trial_id") for t in finished} | completed
     analysis = getattr(grid, "_experiment_analysis", None)
     statuses = {t.trial_id: t.status for t in getattr(analysis, "trials", None) or ()}
     unfinished = set(statuses.values()) - {"TERMINATED", "ERROR"}
-    if len(grid) < total_trials(search) or unfinished:
+    if len(grid) < left or unfinished:
         raise KeyboardInterrupt
     names = [p.name for p in search["params"]]
     trials = []
@@ -367,6 +396,8 @@ def _results(grid, search, finished):
         if not statuses and (result.metrics or {}).get("trial_id") not in done:
             raise KeyboardInterrupt  # unfinished: Ray Tune was stopped
         history = result.metrics_dataframe
+        if history is None or "valid_score" not in history:
+            raise KeyboardInterrupt  # stopped before its first evaluation
         scores = history["valid_score"]
         best = scores.max() if search["mode"] == "max" else scores.min()
         ran = int(history["epoch"].max()) + 1
