@@ -513,7 +513,7 @@ def test_a_missing_dataset_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     code, err = _cli_main(["--model=STOSA", "--dataset=Yelp"], capsys)
     _one_line(code, err, "dataset 'Yelp' not found: no Yelp.inter")
-    assert "recbole-attn convert {amazon,seqfile,movielens,anime}" in err
+    assert "recbole-attn convert {amazon,seqfile,pairs,movielens,anime}" in err
 
 
 def test_a_test_only_split_evaluates_the_test_users(

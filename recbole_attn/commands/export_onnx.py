@@ -13,6 +13,7 @@ from recbole_attn.errors import RecboleAttnError
 
 def add_arguments(parser):
     """The checkpoint, the output and what the sidecar holds."""
+    from recbole_attn.commands.evaluate import MODEL_HELP
     from recbole_attn.options.arguments import TrueOrFalse
 
     parser.add_argument(
@@ -21,6 +22,7 @@ def add_arguments(parser):
         help="a checkpoint written by a run (saved/<model>-<time>-<token>.pth), or a "
         "folder: its newest",
     )
+    parser.add_argument("--model", help=MODEL_HELP)
     parser.add_argument("--output", required=True, help="the .onnx file")
     parser.add_argument(
         "--histories",
@@ -50,7 +52,7 @@ def run(args):
     from recbole_attn.commands.serving.onnx_export import export
 
     output, side, model, dataset = export(
-        newest_model_file(str(args.model_file)),
+        newest_model_file(str(args.model_file), args.model),
         args.output,
         histories=args.histories,
         overwrite=args.overwrite,

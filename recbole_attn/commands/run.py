@@ -4,6 +4,7 @@ train and test one model, or with ``--params_file`` search its hyperparameters
 (:mod:`recbole_attn.commands.tuning`); every other ``--key=value`` is a config override.
 """
 
+import math
 import os
 import sys
 
@@ -234,6 +235,12 @@ def results_table(result):
     return "\n".join(lines)
 
 
+def _finite(value):
+    """``value`` as a float, or None where it is not finite (strict JSON has no inf)."""
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
 def write_results(args, result):
     """``<checkpoint stem>.json`` beside the checkpoint: what the run gives, as JSON
     (strict: numbers as plain floats); its path."""
@@ -248,7 +255,8 @@ def write_results(args, result):
         "epochs": result["epochs"],
         "stop_reason": result["stop_reason"],
         "valid_metric": result.get("valid_metric"),
-        "best_valid_score": float(result["best_valid_score"]),
+        # no validation (a test_only split): RecBole's best score stays -inf; JSON null
+        "best_valid_score": _finite(result["best_valid_score"]),
         "best_valid_result": _plain(result["best_valid_result"]),
         "test_result": _plain(result["test_result"]),
     }
