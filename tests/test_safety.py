@@ -3,6 +3,7 @@ user has is written over, no silent wrong result, and every failure is one ``err
 line."""
 
 import glob
+import json
 import logging
 import os
 import pickle
@@ -108,8 +109,6 @@ def test_runs_started_together_keep_and_report_their_own_models(
 ):
     """Two runs (other seeds) into one checkpoint folder at the same moment: two model
     files, two log files, and each run's reported test result is its own model's."""
-    import ast
-
     from recbole_attn.engine.quick_start import load_data_and_model
 
     saved = tmp_path / "saved"
@@ -119,7 +118,8 @@ def test_runs_started_together_keep_and_report_their_own_models(
     for proc, (out, err) in zip(procs, outputs):
         assert proc.returncode == 0, err
         lines = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
-        reported[lines["model"]] = ast.literal_eval(lines["test"])
+        with open(lines["results"], encoding="utf-8") as f:  # the run's results file
+            reported[lines["model"]] = json.load(f)["test_result"]
     assert len(reported) == 2, "the runs wrote one file"
     assert sorted(glob.glob(str(saved / "*-last.pth"))) == sorted(
         p[: -len(".pth")] + "-last.pth" for p in reported
