@@ -545,10 +545,12 @@ def _why_differs(old, new):
             f"{before:,} -> {now:,} trainable parameters: the model's code changed"
         )
     if old.get("stack") != new.get("stack"):
-        torch = [
-            (run.get("stack") or {}).get("torch", "not recorded") for run in (old, new)
-        ]
-        reasons.append(f"torch {torch[1]} (before: {torch[0]})")
+        stacks = [run.get("stack") or {} for run in (old, new)]
+        # the releases, then the CPU (recorded since 2026-12-02)
+        for key in ["torch"] + sorted(set(stacks[1]) - {"torch"}):
+            before, now = (s.get(key, "not recorded") for s in stacks)
+            if before != now:
+                reasons.append(f"{key} {now} (before: {before})")
     return reasons
 
 

@@ -211,12 +211,43 @@ def stack_versions():
 
     # torch's own string names its build (+cpu, +cu132), which the metadata omits
     out = {"python": platform.python_version(), "torch": torch.__version__}
+    out["cpu"] = cpu_name()
     for name in ("numpy", "scipy", "pandas", "recbole"):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:  # pragma: no cover
             out[name] = None
     return out
+
+
+def cpu_name():
+    """The CPU a run's seconds (and last digits) come from, e.g. ``AMD EPYC (family 25
+    model 17, AVX-512)``: this project's machines differ by about 2x in speed."""
+    import platform
+
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if not line.strip():
+                    break  # the first processor is enough
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:  # not Linux
+        return platform.processor() or platform.machine()
+    flags = fields.get("flags", "").split()
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else None
+    name = fields.get("model name") or platform.machine()
+    detail = [
+        (
+            f"family {fields['cpu family']} model {fields['model']}"
+            if "cpu family" in fields and "model" in fields
+            else None
+        ),
+        isa,
+    ]
+    detail = ", ".join(d for d in detail if d)
+    return f"{name} ({detail})" if detail else name
 
 
 def ranked_test(config, trainer, test, whole=False):

@@ -215,7 +215,7 @@ def test_rerun_lines_say_which_labels_kept_their_numbers_and_why_others_moved(tm
             device="GPU (H100)",
             test={"ndcg@10": 0.1 + seed % 2 / 10, "recall@10": 0.2, "cc@10": 0.5},
             best_epoch=5 + seed % 2,
-            stack={"torch": "2.11.0"},
+            stack={"torch": "2.11.0", "cpu": "AMD EPYC (AVX2)"},
         )
         _write_run(old, "STOSA", seed, parameters=120)
         _write_run(new, "STOSA", seed, test={"ndcg@10": 0.3})
@@ -231,6 +231,7 @@ def test_rerun_lines_say_which_labels_kept_their_numbers_and_why_others_moved(tm
     assert "| 1 of 2 | 0.1000 -> 0.1500 |" in rows["PARec"]
     assert "computed on GPU (H100) (before: CPU (1 threads))" in rows["PARec"]
     assert "torch 2.11.0 (before: not recorded)" in rows["PARec"]
+    assert "cpu AMD EPYC (AVX2) (before: not recorded)" in rows["PARec"]
     assert "best epoch moved on 1 of 2 seeds" in rows["PARec"]
     assert "| 0 of 2 | 0.1000 -> 0.3000 |" in rows["STOSA"]
     assert "120 -> 100 trainable parameters" in rows["STOSA"]
