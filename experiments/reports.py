@@ -102,6 +102,8 @@ def study_table(study_name, study, runs):
         cells.append(f"{per_epoch / base_epoch:.2f}" if base_epoch else "-")
         cells.append(", ".join(sorted({r["device"] for r in runs_of})))
         lines.append("| " + " | ".join(cells) + " |")
+    if study.get("valid_ranks"):
+        lines += ["", *validation_choice_lines(study, results)]
     if study.get("pairs"):
         lines += ["", *pairs_table(study, results)]
     if study.get("gains"):
@@ -129,6 +131,47 @@ def study_table(study_name, study, runs):
                 ]
                 lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def validation_choice_lines(study, results):
+    """The choice between a study's variants made on validation: each variant's
+    validation score against the baseline's over the seeds both have, with the paired
+    t-test over the validation users (their stored ranks, each user's value averaged
+    over the seeds), and the budget the runs needed (their best epochs)."""
+    metric = study["protocol"]["valid_metric"].lower()
+    base_label = study["baseline"]
+    base = {r["seed"]: r for r in results.get(base_label, [])}
+    lines = [
+        f"Chosen on validation ({metric}, the paired t-test over the validation users, "
+        "each user's value averaged over the seeds both variants have):",
+        "",
+        f"| variant | seeds | valid {metric} | {base_label} | difference | p |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label in row_labels(study):
+        if label == base_label or label not in results:
+            continue
+        runs = {r["seed"]: r for r in results[label]}
+        seeds = sorted(s for s in runs if s in base)
+        if not seeds:
+            continue
+        ours = statistics.mean(runs[s]["best_valid"][metric] for s in seeds)
+        theirs = statistics.mean(base[s]["best_valid"][metric] for s in seeds)
+        p = paired_p(runs, base, metric, ranks="valid_ranks")
+        lines.append(
+            f"| {label} | {', '.join(map(str, seeds))} | {ours:.4f} | {theirs:.4f} | "
+            f"{(ours - theirs) / theirs:+.1%} | {'-' if p is None else _p_text(p)} |"
+        )
+    runs = [r for rs in results.values() for r in rs]
+    cap = study["protocol"].get("epochs")
+    stopped = sum(r["epochs_run"] < cap for r in runs) if cap else len(runs)
+    best = sorted(r["best_epoch"] for r in runs)
+    lines += [
+        "",
+        f"Budget: best epochs {', '.join(map(str, best))}; {stopped} of {len(runs)} "
+        f"runs ended by early stopping before the cap of {cap} epochs.",
+    ]
+    return lines
 
 
 # ---------------------------------------------------------------------- docs blocks
@@ -1029,15 +1072,16 @@ def budget_choice(tables):
 # ---------------------------------------------------------------------- per-user tests
 
 
-def user_values(run, metric):
+def user_values(run, metric, ranks="test_ranks"):
     """A run's per-user test values of a top-K accuracy metric (``recall@10``,
     ``ndcg@10``, ``mrr@20``, ``hit@5``, ``precision@5``; any cutoff below the stored
     cap, every cutoff where the ranks were stored whole: the study's ``full_ranks``),
     recomputed from its stored target ranks (leave-one-out: one target per user); None
-    without ranks or for a metric the ranks do not give."""
+    without ranks or for a metric the ranks do not give. ``ranks="valid_ranks"``: the
+    validation users' values (a study with ``valid_ranks``)."""
     import math
 
-    stored = run.get("test_ranks")
+    stored = run.get(ranks)
     name, _, k = metric.partition("@")
     if not stored or not k.isdigit() or int(k) >= stored["cap"]:
         return None
@@ -1052,10 +1096,11 @@ def user_values(run, metric):
     return None if value is None else [value(r) for r in stored["ranks"]]
 
 
-def paired_p(runs, base, metric):
+def paired_p(runs, base, metric, ranks="test_ranks"):
     """The paired t-test over users of ``runs`` against ``base`` (both {seed: run}):
     each user's value averaged over the seeds both sides have, then tested (scipy); None
-    when a run has no per-user ranks or the two were tested on other data."""
+    when a run has no per-user ranks or the two were tested on other data.
+    ``ranks="valid_ranks"``: over the validation users."""
     from scipy import stats
 
     seeds = sorted(s for s in runs if s in base)
@@ -1063,11 +1108,11 @@ def paired_p(runs, base, metric):
         return None
     sides = []
     for side in (runs, base):
-        values = [user_values(side[s], metric) for s in seeds]
+        values = [user_values(side[s], metric, ranks) for s in seeds]
         if any(v is None for v in values):
             return None
         sides.append([statistics.mean(u) for u in zip(*values)])
-    datas = {str(side[s]["test_ranks"]["data"]) for side in (runs, base) for s in seeds}
+    datas = {str(side[s][ranks]["data"]) for side in (runs, base) for s in seeds}
     if len(datas) != 1 or len(sides[0]) != len(sides[1]):
         return None
     if sides[0] == sides[1]:

@@ -29,10 +29,10 @@ from torch import nn
 
 from recbole_attn.data.dataset import AttnSequentialDataset
 from recbole_attn.errors import ConfigError
-from recbole_attn.forms.dpatt import causal_product_numerators, triple_minor_sums
-from recbole_attn.forms.stosa import PRESETS
+from recbole_attn.plugin.dpatt import causal_product_numerators, triple_minor_sums
+from recbole_attn.plugin.stosa import PRESETS
 from recbole_attn.model import dpatt, patt, stosa
-from recbole_attn.sequential.models import MODELS
+from recbole_attn.plugin import MODELS
 from recbole_attn.options.declared import Flag, OneOf, Opt, declared_options
 
 

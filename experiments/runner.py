@@ -499,7 +499,7 @@ def groups_of(study_name):
 def plan(names, args, root, quick=False):
     """The jobs of the runs not done yet: (study, definition, label, seed, args,
     folder)."""
-    from recbole_attn.sequential.models import MODELS as MODEL_CLASSES
+    from recbole_attn.plugin import MODELS as MODEL_CLASSES
     from experiments.categories import has_categories
 
     jobs = []

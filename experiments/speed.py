@@ -57,7 +57,7 @@ import torch
 
 from experiments.synthetic import write_synthetic_dataset
 from experiments.categories import has_categories
-from recbole_attn.sequential.models import get_model_class
+from recbole_attn.plugin import get_model_class
 from recbole_attn.engine.quick_start import build
 
 #: experiments/ (the outputs go to its speed/ folder)

@@ -572,6 +572,8 @@ for _dataset in ("Office", "Beauty"):
             "paper (linear)": ("STOSA", {"stosa_value_cov": "paper"}),
             "official (ELU + 1)": ("STOSA", {"stosa_value_cov": "official"}),
         },
+        "docs": "docs/results.md",
+        "docs_all_tables": True,
         "paper": "STOSA eq. 7 aggregates the value covariances W_V x with A∘A; the "
         "reference code (zfan20/STOSA modules.py, DistSelfAttention) takes ELU(W_V x) + 1. "
         "The choice is made on validation (MRR@20, paired over validation users); the "
@@ -931,7 +933,7 @@ def reproduce_name(dataset):
 def reproduce_study(dataset, categories, quick=False):
     """The reproduce group's study of one dataset. Without item ``categories`` the
     diversity metrics and the models that read categories are left out (``skipped``)."""
-    from recbole_attn.sequential.models import MODELS as MODEL_CLASSES
+    from recbole_attn.plugin import MODELS as MODEL_CLASSES
 
     protocol = dict(REPRODUCE_PROTOCOL if categories else REPRODUCE_ACCURACY_PROTOCOL)
     columns = ACCURACY + DIVERSITY if categories else list(ACCURACY)

@@ -11,7 +11,7 @@ from recbole_attn.data.histories import training_histories
 from types import SimpleNamespace
 
 from recbole_attn.model.stosa import STOSA
-from recbole_attn.sequential.models import DPAtt, PAtt
+from recbole_attn.plugin import DPAtt, PAtt
 from recbole_attn.engine.config import config_files
 from recbole_attn.engine.quick_start import build
 from recbole_attn.sequential.length_groups import AuxLoss

@@ -157,18 +157,26 @@ def test_stosa_covariances_aggregate_with_the_squared_refined_weights(tiny_confi
     net = net.double().eval()
     seq = torch.tensor([[3, 5, 7, 2, 9], [4, 6, 8, 0, 0]])
     inter = {net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: torch.tensor([5, 3])}
-    attention = net.backbone.trm_encoder.layer[0].multi_head_attention
+    layer = net.backbone.trm_encoder.layer[0]
+    attention = layer.multi_head_attention
     seen = {}
-    combine = attention.combine
-
-    def recorded(probs, queries, streams):
-        out = combine(probs, queries, streams)
-        seen.update(out=out, streams=streams)
-        return out
-
-    attention.combine = recorded  # the refined backbone aggregates through it
+    # the layer's inputs and the inputs of its two (pre-LN) FFNs' LayerNorms: the
+    # attention's outputs
+    handles = [
+        layer.register_forward_pre_hook(
+            lambda _, args: seen.update(mean=args[0], cov=args[1])
+        ),
+        layer.feed_forward.LayerNorm.register_forward_pre_hook(
+            lambda _, args: seen.update(out_cov=args[0])
+        ),
+        layer.feed_forward_mean.LayerNorm.register_forward_pre_hook(
+            lambda _, args: seen.update(out_mean=args[0])
+        ),
+    ]
     probs = net.attention_weights(inter)[0]
-    mean, cov = seen["streams"]["mean"], seen["streams"]["cov"]
+    for handle in handles:
+        handle.remove()
+    mean, cov = seen["mean"], seen["cov"]
     h = attention.n_heads
 
     def heads(x):
@@ -177,12 +185,12 @@ def test_stosa_covariances_aggregate_with_the_squared_refined_weights(tiny_confi
     def merge(x):
         return x.transpose(1, 2).reshape(2, x.size(2), -1)
 
-    z_cov = merge((probs * probs) @ heads(attention.value["cov"](cov)))
-    want = attention.LayerNorm["cov"](cov + attention.dense["cov"](z_cov))
-    z_mean = merge(probs @ heads(attention.value["mean"](mean)))
-    want_mean = attention.LayerNorm["mean"](mean + attention.dense["mean"](z_mean))
-    torch.testing.assert_close(seen["out"][1], want)
-    torch.testing.assert_close(seen["out"][0], want_mean)
+    z_cov = merge((probs * probs) @ heads(attention.value(cov)))
+    want = attention.LayerNorm(cov + attention.dense(z_cov))
+    z_mean = merge(probs @ heads(attention.value_mean(mean)))
+    want_mean = attention.LayerNorm_mean(mean + attention.dense_mean(z_mean))
+    torch.testing.assert_close(seen["out_cov"], want)
+    torch.testing.assert_close(seen["out_mean"], want_mean)
 
 
 @pytest.mark.parametrize(

@@ -174,7 +174,7 @@ def test_misspelled_key_warns_with_the_closest_key(tiny_data_path):
 def test_every_key_the_package_reads_is_known():
     """A key read as config["..."] anywhere in recbole_attn is a key of some yaml we ship
     (or RecBole's, or a documented optional one): else it would warn as unknown."""
-    from recbole_attn.sequential.models import MODELS
+    from recbole_attn.plugin import MODELS
     from recbole_attn.engine.config import properties_dir
 
     pattern = re.compile(r"config\[\"([A-Za-z_0-9]+)\"\]")

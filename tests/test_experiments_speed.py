@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from recbole_attn.sequential.models import MODELS
+from recbole_attn.plugin import MODELS
 
 from conftest import REPO
 

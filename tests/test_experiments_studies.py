@@ -11,7 +11,7 @@ from experiments import reports, research, runner, studies
 from recbole_attn.engine.config import model_yaml_files, properties_dir
 from recbole_attn.options.check import RESEARCH_WING_KEYS, yaml_keys
 from recbole_attn.options.declared import declared_options
-from recbole_attn.sequential.models import MODELS
+from recbole_attn.plugin import MODELS
 from recbole_attn.engine.quick_start import build
 from test_stosa_official import OFFICIAL  # the official code's model, option by option
 

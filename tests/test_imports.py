@@ -99,11 +99,12 @@ def test_a_circle_is_found(tmp_path):
 #: only from its own part or a lower layer, so the folder listing is the plan
 LAYERS = (
     ("errors", "model"),
-    ("files", "forms"),
+    ("files",),
     ("per_user_file",),
     ("options", "evaluator"),
     ("data",),
     ("sequential",),
+    ("plugin",),
     ("engine",),
     ("host", "upstream"),
     ("commands",),

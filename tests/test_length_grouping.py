@@ -1,5 +1,5 @@
 """Exact length grouping (``length_groups``) and the memory-bounded cross-entropy
-(``ce_logits_budget_mb``), for every model of ``recbole_attn.sequential.models.MODELS`` and the
+(``ce_logits_budget_mb``), for every model of ``recbole_attn.plugin.MODELS`` and the
 variants of the model-contract tests: in float64 without dropout (RKSA's noise and PAtt's
 sampled third items replaced by fixed values that depend on the sequence only), the
 grouped loss, every parameter gradient, the negatives and the evaluation scores equal the

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from recbole_attn.data.histories import item_counts
-from recbole_attn.sequential.models import MODELS
+from recbole_attn.plugin import MODELS
 from recbole_attn.sequential import negatives
 from recbole_attn.sequential.batching import at_positions, training_targets
 from recbole_attn.sequential.losses import (

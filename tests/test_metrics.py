@@ -509,7 +509,7 @@ def test_dataset_has_categories_answers_from_the_yaml_and_the_item_file(
 
 
 def test_only_dpatt_needs_item_categories():
-    from recbole_attn.sequential.models import MODELS
+    from recbole_attn.plugin import MODELS
 
     assert {name for name, cls in MODELS.items() if cls.needs_item_categories} == {
         "DPAtt"

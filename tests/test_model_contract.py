@@ -1,4 +1,4 @@
-"""The contract every model of ``recbole_attn.sequential.models.MODELS`` keeps (a new model gets
+"""The contract every model of ``recbole_attn.plugin.MODELS`` keeps (a new model gets
 these checks by being in MODELS): causality, padding invariance, exact batch trimming
 under both position alignments, the plugin's predictions equal to the model file's own,
 the plugin's loss at the last positions equal to the model file's own loss on the same
@@ -14,7 +14,7 @@ from torch import nn
 
 from experiments import research
 from recbole_attn.engine.checkpoint import load_checkpoint, save_checkpoint
-from recbole_attn.sequential.models import MODELS, awrsr_combinations
+from recbole_attn.plugin import MODELS, awrsr_combinations
 from recbole_attn.engine.quick_start import build
 from recbole_attn.sequential.recommender import AttnSequentialRecommender
 

@@ -12,7 +12,7 @@ import yaml
 from experiments import research
 from experiments.research import research_options
 from recbole_attn.options.declared import Number
-from recbole_attn.sequential.models import MODELS, STOSA
+from recbole_attn.plugin import MODELS, STOSA
 from recbole_attn.options.declared import (
     Opt,
     declared_options,
@@ -115,10 +115,10 @@ def test_model_files_read_exactly_the_declared_options():
         "fparec": ["FPARec"],
         "rksa": ["RKSA"],
         # the other forms of the models, which the plugin offers beside the files
-        "forms/stosa": ["STOSA"],
-        "forms/dpatt": ["DPAtt"],
-        "forms/parec": ["PARec"],
-        "forms/rksa": ["RKSA"],
+        "plugin/stosa": ["STOSA"],
+        "plugin/dpatt": ["DPAtt"],
+        "plugin/parec": ["PARec"],
+        "plugin/rksa": ["RKSA"],
     }
     read_anywhere = set()
     for module, names in files.items():
@@ -156,7 +156,7 @@ def test_every_option_has_a_meaning_and_a_default_that_passes_its_check():
 def test_research_options_are_marked_and_refused_by_the_commands(tmp_path, capsys):
     from recbole_attn.cli import main
 
-    from recbole_attn.sequential.models import MODELS
+    from recbole_attn.plugin import MODELS
 
     assert all(research_options(cls) == {} for cls in MODELS.values())
     wing = research_options(research.RESEARCH_MODELS["STOSA"])
@@ -238,7 +238,7 @@ def test_a_model_class_says_whether_its_batches_are_trimmed():
     a research-wing key: the product's models always trim, the research wing's
     full-length batches (``trim_batch: False``, PAtt's sequence ground set) do not."""
     from experiments.research import RESEARCH_MODELS
-    from recbole_attn.sequential.models import MODELS
+    from recbole_attn.plugin import MODELS
 
     assert all(MODELS[name].trims_batches({}) is True for name in MODELS)
     patt = RESEARCH_MODELS["PAtt"]
@@ -262,7 +262,7 @@ def test_the_memory_estimate_of_full_length_batches_keeps_our_chunked_logits(
 
     from experiments.research import RESEARCH_MODELS
     from recbole_attn.engine import memory
-    from recbole_attn.sequential.models import MODELS
+    from recbole_attn.plugin import MODELS
 
     seen = []
     monkeypatch.setattr(memory, "estimate", lambda *a: seen.append(a[3:]) or (0, {}))

@@ -59,7 +59,7 @@ def test_every_source_file_compiles_without_warnings():
 
 
 def test_every_model_has_its_yaml_and_search_space():
-    from recbole_attn.sequential.models import MODELS
+    from recbole_attn.plugin import MODELS
     from recbole_attn.commands.tuning import shipped_spaces
 
     for name in MODELS:

@@ -15,8 +15,8 @@ from experiments.research import (
     dpp_pair_probabilities,
     elementary_symmetric,
 )
-from recbole_attn.forms import dpatt as dpatt_forms
-from recbole_attn.forms.dpatt import causal_product_numerators
+from recbole_attn.plugin import dpatt as dpatt_forms
+from recbole_attn.plugin.dpatt import causal_product_numerators
 from recbole_attn.model import dpatt, patt
 from recbole_attn.model.dpatt import (
     category_kernel,

@@ -11,7 +11,7 @@ from recbole_attn.errors import CheckpointError
 from recbole_attn.data.dataset import last_sample_per_user
 from recbole_attn.sequential.batching import training_targets
 from recbole_attn.errors import UnknownModelError
-from recbole_attn.sequential.models import get_model_class
+from recbole_attn.plugin import get_model_class
 from recbole_attn.engine.quick_start import build, load_data_and_model, run
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -187,7 +187,7 @@ def test_recbole_style_checkpoint_is_refused(tmp_path):
 def test_model_resolution():
     from recbole.model.sequential_recommender import SASRec
 
-    from recbole_attn.sequential.models import STOSA
+    from recbole_attn.plugin import STOSA
 
     assert get_model_class("STOSA") is STOSA
     assert get_model_class("SASRec") is SASRec

@@ -14,7 +14,7 @@ import torch
 from conftest import write_tiny_dataset
 from recbole_attn.cli import main as cli_main
 from recbole_attn.errors import RecboleAttnError
-from recbole_attn.sequential.models import MODELS
+from recbole_attn.plugin import MODELS
 from recbole_attn.engine.quick_start import load_data_and_model, run
 from recbole_attn.commands.recommend import recommend, top_k, user_histories
 

@@ -18,7 +18,7 @@ from recbole_attn.model.rksa import (
     msn_sample,
     two_hop_ratio,
 )
-from recbole_attn.forms.rksa import rbf_kernel
+from recbole_attn.plugin.rksa import rbf_kernel
 from recbole_attn.model import rksa
 from recbole_attn.engine.quick_start import build, run
 

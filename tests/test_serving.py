@@ -26,7 +26,7 @@ from recbole_attn.commands.serving.onnx_export import sorted_lookup
 from recbole_attn.commands.serving.ranking import top_k
 from recbole_attn.commands.serving.scorers import OnnxScorer
 from recbole_attn.engine.quick_start import load_data_and_model, run
-from recbole_attn.sequential.models import MODELS
+from recbole_attn.plugin import MODELS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOAD = {

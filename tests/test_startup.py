@@ -33,7 +33,7 @@ def _cli(*args):
 
 
 def test_our_names_are_the_registered_models():
-    from recbole_attn.sequential.models import MODELS
+    from recbole_attn.plugin import MODELS
 
     assert MODEL_NAMES == tuple(MODELS)
 

@@ -3,6 +3,8 @@ differently"): the input layer, the FFN, the initialization and the held-out neg
 (``neg_exclude_heldout``). The model contract (causality, padding, trimming, shortcut) of
 every option is checked in tests/test_model_contract.py."""
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -10,7 +12,7 @@ from torch import nn
 
 from experiments.research import heldout_items, heldout_table, model_for
 from recbole_attn.errors import ConfigError
-from recbole_attn.forms.stosa import PreLNFeedForward
+from recbole_attn.plugin.stosa import FormsSTOSALayer, feed_forward
 from recbole_attn.model.stosa import FeedForward, elu_plus_one
 from recbole_attn.engine.quick_start import build
 from recbole_attn.sequential.batching import training_targets
@@ -84,23 +86,22 @@ def test_official_ffn_is_post_ln():
     want = ffn.LayerNorm(x + ffn.dense_2(F.elu(ffn.dense_1(x))))
     torch.testing.assert_close(out, want)
     # the paper's pre-LN form (the plugin's) differs on the same weights
-    paper = PreLNFeedForward(8, 32, 0.0, 1e-12).eval()
-    paper.load_state_dict(ffn.state_dict())
+    paper = feed_forward(ffn, x, pre_ln=True)
     torch.testing.assert_close(
-        paper(x), x + ffn.dense_2(F.elu(ffn.dense_1(ffn.LayerNorm(x))))
+        paper, x + ffn.dense_2(F.elu(ffn.dense_1(ffn.LayerNorm(x))))
     )
-    assert not torch.allclose(paper(x), out)
+    assert not torch.allclose(paper, out)
 
 
 def test_stosa_ffn_option_builds_post_ln(tiny_config):
     paper, _ = _build(tiny_config)
     official, _ = _build(tiny_config, stosa_ffn="official")
     for layer in paper.trm_encoder.layer:
-        for ffn in (layer.feed_forward.mean, layer.feed_forward.cov):
-            assert isinstance(ffn, PreLNFeedForward)
-    for layer in official.trm_encoder.layer:
-        for ffn in (layer.feed_forward.mean, layer.feed_forward.cov):
+        assert isinstance(layer, FormsSTOSALayer) and layer.pre_ln
+        for ffn in (layer.feed_forward_mean, layer.feed_forward):
             assert type(ffn) is FeedForward
+    for layer in official.trm_encoder.layer:
+        assert not layer.pre_ln
 
 
 def test_official_init_mean_and_padding_rows(tiny_config):
@@ -226,9 +227,7 @@ def _mean_sublayers(net):
     return [
         k
         for k in net.state_dict()
-        if ".mean." in k
-        and ("feed_forward" in k or ".query." not in k)
-        and ".key." not in k
+        if "_mean." in k and ".query_mean." not in k and ".key_mean." not in k
     ]
 
 
@@ -241,8 +240,8 @@ def test_official_layer_means_build_no_dead_sublayers(tiny_config):
     d, inner, layers = paper.hidden_size, paper.inner_size, paper.n_layers
     assert _mean_sublayers(official) == []
     keys = official.state_dict()
-    assert any(".query.mean." in k for k in keys) and any(
-        ".key.mean." in k for k in keys
+    assert any(".query_mean." in k for k in keys) and any(
+        ".key_mean." in k for k in keys
     )
     dead = layers * (
         2 * (d * d + d) + 2 * d + (d * inner + inner + inner * d + d) + 2 * d
@@ -277,3 +276,34 @@ def test_a_checkpoint_with_the_dead_sublayers_loads(tiny_config):
     official.load_state_dict(old)  # strict
     with pytest.raises(RuntimeError, match="Unexpected"):
         official.load_state_dict({**old, "trm_encoder.layer.0.bogus": torch.zeros(1)})
+
+
+@pytest.mark.parametrize("layer_means", ["official", "paper"])
+def test_a_checkpoint_with_the_per_stream_names_loads(tiny_config, layer_means):
+    """Releases before the two-files layout (issue 74) named the layers' modules by
+    stream (``query.mean``, ``value.cov``, ``feed_forward.cov``): such a checkpoint
+    loads strictly, as the same weights, into today's names."""
+    net, _ = _build(tiny_config, stosa_layer_means=layer_means)
+    streams = [
+        (r"(\.multi_head_attention\.)(query|key)_(mean|cov)\.", r"\1\2.\3."),
+        (r"(\.multi_head_attention\.)(value|dense|LayerNorm)_mean\.", r"\1\2.mean."),
+        (
+            r"(\.multi_head_attention\.)(value|dense|LayerNorm)\.(?!mean\.)",
+            r"\1\2.cov.",
+        ),
+        (r"\.feed_forward_mean\.", r".feed_forward.mean."),
+        (r"\.feed_forward\.(dense|Layer)", r".feed_forward.cov.\1"),
+    ]
+
+    def old_name(key):
+        for pattern, replacement in streams:
+            key = re.sub(pattern, replacement, key)
+        return key
+
+    state = net.state_dict()
+    old = {old_name(k): v.clone() + 0.5 for k, v in state.items()}
+    assert any(".value.cov." in k for k in old)
+    assert all(k not in state for k in old if "trm_encoder" in k)
+    net.load_state_dict(old)  # strict
+    for key, value in net.state_dict().items():
+        torch.testing.assert_close(value, old[old_name(key)])

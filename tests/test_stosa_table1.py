@@ -13,7 +13,7 @@ from scipy import stats
 
 from experiments import reports, runner, studies
 from recbole_attn.engine.config import model_yaml_files
-from recbole_attn.sequential.models import MODELS
+from recbole_attn.plugin import MODELS
 
 GROUP = "stosa_table1"
 

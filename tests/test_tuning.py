@@ -302,7 +302,7 @@ def test_search_on_an_existing_ray_cluster(tiny_config, tmp_path, ray_head):
 def test_shipped_hyper_files_search_keys_their_model_reads(tmp_path):
     """properties/hyper/<Model>.hyper: parses, and every parameter is a key of the model
     (the check tune_model runs before any trial)."""
-    from recbole_attn.sequential.models import MODELS
+    from recbole_attn.plugin import MODELS
     from recbole_attn.options.check import known_run_keys
 
     folder = os.path.join(REPO, "properties", "hyper")

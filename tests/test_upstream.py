@@ -131,7 +131,7 @@ def test_the_exported_yaml_has_every_default_our_config_gives(files):
     import yaml
 
     from recbole_attn.engine.config import config_files, properties_dir
-    from recbole_attn.sequential.models import get_model_class
+    from recbole_attn.plugin import get_model_class
     from recbole_attn.upstream.recbole_files import settings_text
     from recbole_attn.upstream.sources import model_sources
     from recbole_attn.upstream.yaml_files import (
@@ -266,7 +266,7 @@ def test_every_key_of_the_exported_yaml_takes_effect_in_recbole_config(
 def _recbole_training(name, options):
     """The options under which our model trains RecBole's way: RecBole's prefix samples,
     and RecBole's negatives where the model's loss samples them."""
-    from recbole_attn.sequential.models import get_model_class
+    from recbole_attn.plugin import get_model_class
     from recbole_attn.upstream.models import RECBOLE_NEGATIVES
 
     loss = options.get("loss_type")

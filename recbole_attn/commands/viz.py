@@ -37,7 +37,7 @@ def _attention_model(config, model, dataset):
             f"{type(model).__name__} has no attention matrices to draw; recbole_attn's "
             "models and RecBole's SASRec have"
         )
-    from recbole_attn.sequential.sasrecap import SHARED_OPTIONS, SASRecAP
+    from recbole_attn.plugin.sasrecap import SHARED_OPTIONS, SASRecAP
     from recbole_attn.options.declared import declared_options
     from recbole_attn.engine.config import make_config
 

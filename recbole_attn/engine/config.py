@@ -11,7 +11,7 @@ from recbole_attn.data.bucketing import check_grouping
 from recbole_attn.data.preparation import check_no_pickles
 from recbole_attn.files import read_once, read_yaml
 from recbole_attn.errors import ConfigError, MetricConfigError, RecboleAttnError
-from recbole_attn.sequential.models import get_model_class
+from recbole_attn.plugin import get_model_class
 from recbole_attn.options.declared import declared_options
 from recbole_attn.options.values import VALUE_RULES, convert_values
 

@@ -11,7 +11,7 @@ TRAINING_KEYS = ("train_batch_size", "learning_rate", "epochs", "stopping_step")
 
 def differences_line(config):
     """A log line of our yaml's keys that RecBole would set otherwise; or None."""
-    from recbole_attn.sequential.models import MODELS
+    from recbole_attn.plugin import MODELS
     from recbole_attn.options.declared import model_yaml as declared_yaml
 
     name = config["model"]

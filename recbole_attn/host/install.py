@@ -95,7 +95,7 @@ def _install():
 
 
 def _ours(name):
-    from recbole_attn.sequential.models import MODELS
+    from recbole_attn.plugin import MODELS
 
     return MODELS.get(name) if isinstance(name, str) else None
 

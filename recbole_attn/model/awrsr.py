@@ -24,9 +24,13 @@ from recbole.model.loss import BPRLoss
 from recbole_attn.model.stosa import (
     POSITION_ALIGNMENTS,
     STOSA,
+    FeedForward as STOSAFeedForward,
+    WassersteinAttention,
     elu_plus_one,
+    merge_heads,
     pairwise_wasserstein2_squared,
     position_ids,
+    split_heads,
 )
 
 
@@ -281,6 +285,45 @@ class RefinedSASRec(SequentialRecommender):
         )
 
 
+class RefinedWassersteinAttention(WassersteinAttention):
+    """STOSA's Wasserstein attention with a refiner between the normalized weights and
+    the aggregation of the covariances."""
+
+    def __init__(self, refiner, *args):
+        super().__init__(*args)
+        self.refiner = refiner
+
+    def forward(self, mean, cov, attention_mask, positions):
+        probs = self.attention_probs(mean, cov, mean, cov, attention_mask)
+        probs = self.attn_dropout(self.refiner(probs, attention_mask, positions))
+        value = split_heads(self.value(cov), self.n_heads)
+        hidden = self.dense(merge_heads((probs * probs) @ value))
+        return self.LayerNorm(cov + self.out_dropout(hidden))
+
+
+class RefinedSTOSALayer(nn.Module):
+    """STOSA's layer with :class:`RefinedWassersteinAttention`."""
+
+    def __init__(self, refiner, n_heads, hidden_size, inner_size, *rates):
+        super().__init__()
+        hidden_dropout_prob, attn_dropout_prob, layer_norm_eps = rates
+        self.multi_head_attention = RefinedWassersteinAttention(
+            refiner,
+            n_heads,
+            hidden_size,
+            hidden_dropout_prob,
+            attn_dropout_prob,
+            layer_norm_eps,
+        )
+        self.feed_forward = STOSAFeedForward(
+            hidden_size, inner_size, hidden_dropout_prob, layer_norm_eps
+        )
+
+    def forward(self, mean, cov, attention_mask, positions):
+        cov = self.multi_head_attention(mean, cov, attention_mask, positions)
+        return mean, elu_plus_one(self.feed_forward(cov))
+
+
 class RefinedSTOSA(STOSA):
     """STOSA with a refiner in every attention layer: AWRSR's STOSA backbone. The
     refiner reads every query row, so the last layer computes them all."""
@@ -290,10 +333,15 @@ class RefinedSTOSA(STOSA):
         super(RefinedSTOSA, self).__init__(config, dataset)
 
     def make_layer(self):
-        refiner = self.make_refiner()
-        layer = super().make_layer()
-        layer.multi_head_attention.refiner = refiner
-        return layer
+        return RefinedSTOSALayer(
+            self.make_refiner(),
+            self.n_heads,
+            self.hidden_size,
+            self.inner_size,
+            self.hidden_dropout_prob,
+            self.attn_dropout_prob,
+            self.layer_norm_eps,
+        )
 
     def encode(self, item_seq, item_seq_len):
         """Sequence Gaussians ``(mean, cov)`` ``[B, L, d]`` at every position."""
@@ -301,13 +349,7 @@ class RefinedSTOSA(STOSA):
         mean, cov = self.input_gaussians(item_seq, positions)
         attention_mask = self.get_attention_mask(item_seq)  # [B, 1, L, L]
         for layer in self.trm_encoder.layer:
-            attention = layer.multi_head_attention
-            streams = {"mean": mean, "cov": cov}
-            probs = attention.weights(streams, streams, attention_mask)
-            probs = attention.refiner(probs, attention_mask, positions)
-            mean, cov = layer.update(
-                mean, cov, attention.combine(probs, streams, streams)
-            )
+            mean, cov = layer(mean, cov, attention_mask, positions=positions)
         return mean, cov
 
     def forward(self, item_seq, item_seq_len):

@@ -80,47 +80,6 @@ def pairwise_wasserstein2_squared(mean1, cov1, mean2, cov2):
     return scaled_wasserstein2_squared(mean1, cov1, mean2, cov2, 1.0).clamp_min(0.0)
 
 
-@full_precision
-def triplet_wasserstein2_squared(mean, cov, pos_mean, pos_cov, neg_mean, neg_cov):
-    r"""The distances of eq. 11-12 between sequences ``[N, d]``, positives ``[N, d]``
-    and negatives ``[N, M, d]``: ``d(s, j+) [N], d(s, j-) [N, M], d(j+, j-) [N, M]``."""
-    seq = gaussian_vector(mean, cov).unsqueeze(-2)
-    pos = gaussian_vector(pos_mean, pos_cov).unsqueeze(-2)
-    neg = gaussian_vector(neg_mean, neg_cov)
-    return (
-        ((seq - pos) ** 2).sum(-1).squeeze(-1),
-        ((seq - neg) ** 2).sum(-1),
-        ((pos - neg) ** 2).sum(-1),
-    )
-
-
-class SquaredWeightsAggregate(torch.autograd.Function):
-    r""":math:`(A \circ A) V` (eq. 7) with a one-pass backward,
-    :math:`\partial A = A \circ (\partial O (2V)^\top)`. Not twice differentiable."""
-
-    @staticmethod
-    def forward(ctx, weights, value):
-        squared = weights * weights
-        ctx.save_for_backward(weights, squared, value)
-        return squared @ value
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        weights, squared, value = ctx.saved_tensors
-        grad_weights = grad_value = None
-        if ctx.needs_input_grad[0]:
-            doubled = (2.0 * value).to(grad.dtype)
-            product = grad @ doubled.transpose(-1, -2)
-            if product.dtype == weights.dtype:
-                grad_weights = product.mul_(weights)
-            else:
-                grad_weights = product * weights
-        if ctx.needs_input_grad[1]:
-            grad_value = squared.to(grad.dtype).transpose(-1, -2) @ grad
-        return grad_weights, grad_value
-
-
 def at(x, rows):
     """``x[b, rows[b]]`` of ``[B, L, ...]`` as ``[B, 1, ...]``."""
     return x[torch.arange(x.size(0), device=x.device), rows].unsqueeze(1)
@@ -151,11 +110,9 @@ def position_ids(item_seq_len, length, max_length, alignment):
 class WassersteinAttention(nn.Module):
     r"""Multi-head Wasserstein attention (eq. 5-7): per head
     :math:`A = \mathrm{softmax}(-W_2^2(q_t, k_s)/\sqrt{d_h})` between the query and key
-    Gaussians :math:`(\mu, \mathrm{ELU}(\Sigma) + 1)`, causal; the covariances
-    aggregated with :math:`A \circ A`, then projection, dropout, residual, LayerNorm."""
-
-    #: the streams aggregated with the weights (the means only shape them)
-    outputs = ("cov",)
+    Gaussians :math:`(\mu, \mathrm{ELU}(\Sigma) + 1)`, causal; the value covariances
+    :math:`W_V^\Sigma x` aggregated with :math:`A \circ A`, then projection, dropout,
+    residual and LayerNorm. It returns the covariances: the means only shape A."""
 
     def __init__(
         self,
@@ -167,63 +124,41 @@ class WassersteinAttention(nn.Module):
     ):
         super().__init__()
         self.n_heads = n_heads
-
-        def per_stream(make, names):
-            return nn.ModuleDict({name: make() for name in names})
-
-        def linear():
-            return nn.Linear(hidden_size, hidden_size)
-
-        self.query = per_stream(linear, ("mean", "cov"))
-        self.key = per_stream(linear, ("mean", "cov"))
-        self.value = per_stream(linear, self.outputs)
-        self.dense = per_stream(linear, self.outputs)
-        self.LayerNorm = per_stream(
-            lambda: nn.LayerNorm(hidden_size, eps=layer_norm_eps), self.outputs
-        )
+        self.query_mean = nn.Linear(hidden_size, hidden_size)
+        self.query_cov = nn.Linear(hidden_size, hidden_size)
+        self.key_mean = nn.Linear(hidden_size, hidden_size)
+        self.key_cov = nn.Linear(hidden_size, hidden_size)
+        self.value = nn.Linear(hidden_size, hidden_size)
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
         self.attn_dropout = nn.Dropout(attn_dropout_prob)
         self.out_dropout = nn.Dropout(hidden_dropout_prob)
 
-    def weights(self, queries, streams, attention_mask):
-        """:math:`A` ``[B, h, Q, L]`` of the query Gaussians ``queries`` over the keys of
-        ``streams`` (each a dict ``mean``, ``cov``)."""
-        q_mean, q_cov = (
-            split_heads(self.query[n](queries[n]), self.n_heads)
-            for n in ("mean", "cov")
-        )
-        k_mean, k_cov = (
-            split_heads(self.key[n](streams[n]), self.n_heads) for n in ("mean", "cov")
-        )
+    def attention_probs(self, q_mean, q_cov, mean, cov, attention_mask):
+        """:math:`A` ``[B, h, Q, L]`` of the queries ``[B, Q, d]`` over the keys."""
+        q_mean = split_heads(self.query_mean(q_mean), self.n_heads)
+        q_cov = split_heads(self.query_cov(q_cov), self.n_heads)
+        k_mean = split_heads(self.key_mean(mean), self.n_heads)
+        k_cov = split_heads(self.key_cov(cov), self.n_heads)
         scale = -1.0 / math.sqrt(q_mean.size(-1))  # eq. 6: -W_2^2 / sqrt(d)
         logits = scaled_wasserstein2_squared(
             q_mean, elu_plus_one(q_cov), k_mean, elu_plus_one(k_cov), scale
         )
         return torch.softmax(logits + attention_mask, dim=-1)
 
-    def aggregate(self, name, probs, value):
-        """Eq. 7: :math:`(A \\circ A) V` for the covariances."""
-        return SquaredWeightsAggregate.apply(probs, value)
-
-    def combine(self, probs, queries, streams):
-        """The outputs of :attr:`outputs` for the weights ``probs``, as a tuple."""
-        probs = self.attn_dropout(probs)
-        outputs = []
-        for name in self.outputs:
-            value = split_heads(self.value[name](streams[name]), self.n_heads)
-            hidden = self.dense[name](merge_heads(self.aggregate(name, probs, value)))
-            hidden = queries[name] + self.out_dropout(hidden)
-            outputs.append(self.LayerNorm[name](hidden))
-        return tuple(outputs)
-
     def forward(self, mean, cov, attention_mask, rows=None):
-        """With ``rows`` ``[B]``, only those query positions ``[B, 1, d]``."""
-        streams = {"mean": mean, "cov": cov}
-        queries = streams
+        """The covariances ``[B, L, d]``; with ``rows`` ``[B]``, only those query
+        positions ``[B, 1, d]`` (the prediction needs only the last one)."""
+        q_mean, q_cov = mean, cov
         if rows is not None:
-            queries = {name: at(x, rows) for name, x in streams.items()}
+            q_mean, q_cov = at(mean, rows), at(cov, rows)
             attention_mask = at(attention_mask.squeeze(1), rows).unsqueeze(1)
-        probs = self.weights(queries, streams, attention_mask)
-        return self.combine(probs, queries, streams)
+        probs = self.attn_dropout(
+            self.attention_probs(q_mean, q_cov, mean, cov, attention_mask)
+        )
+        value = split_heads(self.value(cov), self.n_heads)
+        hidden = self.dense(merge_heads((probs * probs) @ value))  # eq. 7
+        return self.LayerNorm(q_cov + self.out_dropout(hidden))
 
 
 class FeedForward(nn.Module):
@@ -244,19 +179,28 @@ class FeedForward(nn.Module):
 class STOSALayer(nn.Module):
     """Wasserstein attention, then the covariance FFN with ELU + 1; the mean passes."""
 
-    def __init__(self, attention, feed_forward):
+    def __init__(
+        self,
+        n_heads,
+        hidden_size,
+        inner_size,
+        hidden_dropout_prob,
+        attn_dropout_prob,
+        layer_norm_eps,
+    ):
         super().__init__()
-        self.multi_head_attention = attention
-        self.feed_forward = nn.ModuleDict(feed_forward)
-
-    def update(self, mean, cov, outputs):
-        """The layer's ``(mean, cov)`` from the attention's ``outputs`` (queries' rows)."""
-        (cov,) = outputs
-        return mean, elu_plus_one(self.feed_forward["cov"](cov))
+        self.multi_head_attention = WassersteinAttention(
+            n_heads, hidden_size, hidden_dropout_prob, attn_dropout_prob, layer_norm_eps
+        )
+        self.feed_forward = FeedForward(
+            hidden_size, inner_size, hidden_dropout_prob, layer_norm_eps
+        )
 
     def forward(self, mean, cov, attention_mask, rows=None):
-        outputs = self.multi_head_attention(mean, cov, attention_mask, rows)
-        return self.update(mean if rows is None else at(mean, rows), cov, outputs)
+        cov = self.multi_head_attention(mean, cov, attention_mask, rows)
+        if rows is not None:
+            mean = at(mean, rows)
+        return mean, elu_plus_one(self.feed_forward(cov))
 
 
 class STOSAEncoder(nn.Module):
@@ -280,6 +224,9 @@ class STOSA(SequentialRecommender):
     2-Wasserstein distance (eq. 5-7), and ranks items by ascending :math:`W_2^2` between
     the sequence Gaussian and the item Gaussian (eq. 10). The loss is BPR on the
     distances plus the hinge :math:`\lambda [d(s, j^+) - d(j^+, j^-)]_+` (eq. 11-12).
+    Prediction computes only the last position in the last layer (exact: the attention is
+    causal), and the distances run in float32 where ``enable_amp`` would take them to
+    half precision (their matmul form cancels).
 
     NOTE:
         This is the model of the reference code, which the paper's numbers come from.
@@ -352,28 +299,21 @@ class STOSA(SequentialRecommender):
         self.apply(self._init_weights)
 
     def make_layer(self):
-        attention = WassersteinAttention(
+        """One :class:`STOSALayer` (AWRSR's STOSA backbone builds its refined layers
+        here)."""
+        return STOSALayer(
             self.n_heads,
             self.hidden_size,
+            self.inner_size,
             self.hidden_dropout_prob,
             self.attn_dropout_prob,
             self.layer_norm_eps,
         )
-        feed_forward = FeedForward(
-            self.hidden_size,
-            self.inner_size,
-            self.hidden_dropout_prob,
-            self.layer_norm_eps,
-        )
-        return STOSALayer(attention, {"cov": feed_forward})
 
     def _init_weights(self, module):
         """N(0.01, initializer_range) for linear and embedding weights (the reference
         code's), zero biases and padding rows."""
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            # the draw of RecBole's N(0, std) first keeps the random stream of the runs
-            # this model was measured with
-            module.weight.data.normal_(mean=0.0, std=self.initializer_range)
             module.weight.data.normal_(mean=0.01, std=self.initializer_range)
         elif isinstance(module, nn.LayerNorm):
             module.bias.data.zero_()
@@ -430,15 +370,6 @@ class STOSA(SequentialRecommender):
             elu_plus_one(self.cov_item_embedding.weight),
         )
 
-    def triplet_distances(self, output, pos_items, neg_items):
-        """``(d(s, j+), d(s, j-), d(j+, j-))`` of eq. 11-12, each ``[N]``."""
-        pos_dist, neg_dist, pos_neg_dist = triplet_wasserstein2_squared(
-            *output,
-            *self.item_gaussians(pos_items),
-            *self.item_gaussians(neg_items.unsqueeze(-1)),
-        )
-        return pos_dist, neg_dist.squeeze(-1), pos_neg_dist.squeeze(-1)
-
     def calculate_loss(self, interaction):
         output = self.forward(
             interaction[self.ITEM_SEQ], interaction[self.ITEM_SEQ_LEN]
@@ -446,9 +377,11 @@ class STOSA(SequentialRecommender):
         pos_items = interaction[self.POS_ITEM_ID]
         if self.loss_type == "CE":
             return self.loss_fct(self.all_item_scores(output), pos_items)
-        pos_dist, neg_dist, pos_neg_dist = self.triplet_distances(
-            output, pos_items, interaction[self.NEG_ITEM_ID]
-        )
+        pos_gaussian = self.item_gaussians(pos_items)
+        neg_gaussian = self.item_gaussians(interaction[self.NEG_ITEM_ID])
+        pos_dist = wasserstein2_squared(*output, *pos_gaussian)
+        neg_dist = wasserstein2_squared(*output, *neg_gaussian)
+        pos_neg_dist = wasserstein2_squared(*pos_gaussian, *neg_gaussian)
         loss = self.loss_fct(-pos_dist, -neg_dist)
         pvn = torch.relu(pos_dist - pos_neg_dist).mean()  # eq. 11
         return loss, self.pvn_weight * pvn

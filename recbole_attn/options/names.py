@@ -5,7 +5,7 @@ import importlib.util
 import os
 import re
 
-#: our models, in the order of :data:`recbole_attn.sequential.models.MODELS`
+#: our models, in the order of :data:`recbole_attn.plugin.MODELS`
 MODEL_NAMES = ("STOSA", "SASRecAP", "PAtt", "DPAtt", "PARec", "FPARec", "AWRSR", "RKSA")
 
 #: the subpackages of ``recbole.model`` that RecBole's ``get_model`` searches

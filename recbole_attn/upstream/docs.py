@@ -16,7 +16,7 @@ from recbole_attn.upstream.sources import read_text
 
 def generated_files(root):
     """path -> text of every generated file under the checkout ``root``."""
-    from recbole_attn.sequential.models import MODELS
+    from recbole_attn.plugin import MODELS
     from recbole_attn.sequential.recommender import AttnSequentialRecommender as Base
     from recbole_attn.upstream.export import DOCS_BEGIN, DOCS_END, docs_section
 

@@ -152,7 +152,7 @@ TEST_CASES = "tests/model/test_model_auto.py"
 
 def _docstring_parts(name):
     """(description, NOTE) of the model's class docstring, dedented."""
-    from recbole_attn.sequential.models import get_model_class
+    from recbole_attn.plugin import get_model_class
 
     doc = inspect.cleandoc(get_model_class(name).__doc__ or "")
     description, _, note = doc.partition("NOTE:")

@@ -48,7 +48,7 @@ def keys_a_model_yaml_cannot_set():
 
 def _declared(name):
     from recbole_attn.options.declared import model_yaml as declared_yaml
-    from recbole_attn.sequential.models import get_model_class
+    from recbole_attn.plugin import get_model_class
 
     cls = name if isinstance(name, type) else get_model_class(name)
     return yaml.safe_load(declared_yaml(cls)) or {}
@@ -58,7 +58,7 @@ def plugin_defaults(name):
     """The plugin's defaults for model ``name`` in the order of its yaml files (its base
     classes' first), then the plugin's overall.yaml, then the models it also reads."""
     from recbole_attn.engine.config import model_yaml_files, properties_dir
-    from recbole_attn.sequential.models import get_model_class
+    from recbole_attn.plugin import get_model_class
 
     values = {}
     for path in model_yaml_files(get_model_class(name), options=_declared(name)):
@@ -101,7 +101,7 @@ def accepted_losses(name, files):
 def _meaning(name, key):
     """A declared key's meaning for a yaml comment, without the plugin's references."""
     from recbole_attn.options.declared import declared_options
-    from recbole_attn.sequential.models import get_model_class
+    from recbole_attn.plugin import get_model_class
 
     for other in (name, *MODELS[name].also_reads):
         opt = declared_options(get_model_class(other)).get(key)
@@ -136,7 +136,7 @@ def exported_keys(name, files):
 def reproduction_settings(name):
     """The plugin's defaults for ``name`` that a model yaml cannot set in RecBole (T,
     the training budget, the validation metric): the docs page's user config."""
-    from recbole_attn.sequential.models import get_model_class
+    from recbole_attn.plugin import get_model_class
 
     cannot = keys_a_model_yaml_cannot_set() - {"train_neg_sample_args", "training_mode"}
     own = {}

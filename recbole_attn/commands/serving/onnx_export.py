@@ -94,7 +94,7 @@ def exportable_lookups(model):
 
 def exportable(model_name):
     """A one-line error unless ``model_name`` is one of ours or RecBole's SASRec."""
-    from recbole_attn.sequential.models import MODELS
+    from recbole_attn.plugin import MODELS
 
     if model_name not in MODELS and model_name not in RECBOLE_MODELS:
         names = ", ".join([*MODELS, *RECBOLE_MODELS])

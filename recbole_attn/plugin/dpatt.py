@@ -1,12 +1,16 @@
-r"""DPAtt's ``dpp_diversity_form: product``: the paper's composite kernel (eq. 11) on
-every causal prefix, :math:`T^{(t)} = L_{Y_t} C_{Y_t}^{-1}`, in place of the model
-file's :math:`\det L_Y / \det C_Y`; O(B T^4) time, exact only (docs/patt.md)."""
+r"""DPAtt as the plugin runs it: PAtt's plugin class on the RecBole file's model
+(:class:`recbole_attn.model.dpatt.DPAtt`), its options declared once, and the form
+``dpp_diversity_form: product``: the paper's composite kernel (eq. 11) on every causal
+prefix, :math:`T^{(t)} = L_{Y_t} C_{Y_t}^{-1}`, in place of the model file's
+:math:`\det L_Y / \det C_Y`; O(B T^4) time, exact only (docs/patt.md)."""
 
 import torch
 
 from recbole_attn.model import dpatt
 from recbole_attn.model.dpatt import pair_minors
 from recbole_attn.model.patt import causal_masks, tiny_value
+from recbole_attn.options.declared import Default, Integer, Number, OneOf, Opt
+from recbole_attn.plugin.patt import PAtt
 
 #: ``dpp_diversity_form``: the model file's subset weight, or the paper's kernel
 DIVERSITY_FORMS = ("ratio", "product")
@@ -98,3 +102,50 @@ class DPAttWithForms(dpatt.DPAtt):
         if self.diversity_form == "product":  # the same layer with the paper's weights
             layer.__class__ = ProductDPPAttention
         return layer
+
+
+class DPAtt(PAtt, DPAttWithForms):
+    __doc__ = dpatt.DPAtt.__doc__
+    needs_item_categories = True
+    yaml_header = """DPAtt (Liu et al., KDD 2024): PAtt with the diversity-aware kernel, subset weight
+det(L_Y) / det(C_Y) (or the paper's product kernel: dpp_diversity_form). C is learned
+in a pre-stage with eq. 10 from training histories and item categories (category_field),
+then frozen. DPAtt^3: --dpp_k=3. Every other key comes from PAtt.yaml (loaded first)."""
+    options = {
+        "dpp_cat_jitter": Opt(
+            0.1, Number("probability"), "beta of C = (1-beta) V V^T + beta I"
+        ),
+        "dpp_cat_rank": Opt(32, Integer(1), "rank r of C"),
+        "dpp_cat_set_size": Opt(
+            4, Integer(2), "size of the (diverse, less diverse) training sets"
+        ),
+        "dpp_cat_draws": Opt(
+            8, Integer(1), "random subsets per training history and step"
+        ),
+        "dpp_cat_steps": Opt(200, Integer(0), "Adam steps of the pre-stage"),
+        "dpp_cat_lr": Opt(0.05, Number("positive"), "learning rate of the pre-stage"),
+        "dpp_diversity_form": Opt(
+            "ratio",
+            OneOf(*DIVERSITY_FORMS),
+            "ratio: subset weight det(L_Y)/det(C_Y); product: k-DPP of the paper's "
+            "T = L_{<=t} C_{<=t}^-1 per prefix, minors clamped at 0, O(B T^4) time",
+        ),
+    }
+    defaults = {
+        "category_field": Default(
+            "categories", "token_seq item feature with the categories (ml-100k: class)"
+        )
+    }
+    option_rules = (
+        lambda c: (
+            "dpp_diversity_form: product is exact only: set dpp_triple_samples: 0 with "
+            "it, or use dpp_diversity_form: ratio"
+            if c["dpp_diversity_form"] == "product" and c["dpp_triple_samples"]
+            else None
+        ),
+    )
+
+    def calculate_loss(self, interaction):
+        """The plugin's loss, after the pre-stage that learns C (once)."""
+        self.fit_category_kernel()
+        return super().calculate_loss(interaction)

@@ -1,5 +1,7 @@
-"""PARec's fixed positional patterns (``positional_pattern``, the paper's Table 4
-ablation) in place of the model file's learned R."""
+"""PARec as the plugin runs it: the RecBole file's model
+(:class:`recbole_attn.model.parec.PARec`) with the plugin's training, its options
+declared once, and the paper's fixed positional patterns (``positional_pattern``, the
+Table 4 ablation) in place of the learned R."""
 
 import math
 
@@ -7,6 +9,12 @@ import torch
 from torch import nn
 
 from recbole_attn.model import parec
+from recbole_attn.options.declared import Default, Number, OneOf, Opt
+from recbole_attn.plugin.sasrecap import SASREC_OPTIONS
+from recbole_attn.sequential.recommender import (
+    AttnSequentialRecommender,
+    DotProductScores,
+)
 
 #: ``learned``: the model file's R; the others are the paper's fixed ablation patterns
 PATTERNS = ("learned", "average", "linear", "exponential")
@@ -63,3 +71,39 @@ class PARecWithForms(parec.PARec):
             self.positional_pattern,
             self.pattern_decay,
         )
+
+
+class PARec(DotProductScores, AttnSequentialRecommender, PARecWithForms):
+    __doc__ = parec.PARec.__doc__
+    yaml_header = """PARec ("Positional Attention for Sequential Recommendation"): pre-LN blocks whose
+attention is a learned matrix R_l over (query, key) positions, no query/key projection.
+Paper settings: 2 blocks, full cross-entropy over all items at every position, T in
+{50, 100, 200} for the Amazon data (official scripts: d 50, 1 head, dropout 0.5)."""
+    options = {
+        **SASREC_OPTIONS,
+        "positional_pattern": Opt(
+            "learned",
+            OneOf(*PATTERNS),
+            "learned R; average, linear, exponential: the fixed patterns of the "
+            "paper's ablation (Table 4)",
+        ),
+        "pattern_decay": Opt(
+            0.5,
+            Number("positive"),
+            "gamma of the exponential pattern, w = gamma^(t - s)",
+        ),
+    }
+    defaults = {
+        "n_heads": 1,
+        "inner_size": Default(64, "official code: d"),
+        "hidden_act": Default("relu", "eq. 8: ReLU"),
+        "layer_norm_eps": 1e-8,
+        "loss_type": Default("CE", "eq. 11: cross-entropy over all items"),
+        "MAX_ITEM_LIST_LENGTH": 50,
+        "position_alignment": Default(
+            "last", "R relative to the most recent item (official: right-aligned)"
+        ),
+        "training_mode": "all_position",
+        "valid_metric": "NDCG@10",
+    }
+    recbole_loss_types = ("BPR", "CE")
