@@ -589,11 +589,13 @@ def _why_differs(old, new):
         )
     if old.get("stack") != new.get("stack"):
         stacks = [run.get("stack") or {} for run in (old, new)]
-        # the releases, then the CPU (recorded since 2026-12-02)
-        for key in ["torch"] + sorted(set(stacks[1]) - {"torch"}):
-            before, now = (s.get(key, "not recorded") for s in stacks)
-            if before != now:
-                reasons.append(f"{key} {now} (before: {before})")
+        torch = [s.get("torch", "not recorded") for s in stacks]
+        if torch[0] != torch[1]:
+            reasons.append(f"torch {torch[1]} (before: {torch[0]})")
+        # the CPU (recorded since 2026-12-02), where it moved and was recorded
+        if stacks[1].get("cpu") and stacks[0].get("cpu") != stacks[1]["cpu"]:
+            before = stacks[0].get("cpu", "not recorded")
+            reasons.append(f"cpu {stacks[1]['cpu']} (before: {before})")
     return reasons
 
 
