@@ -350,6 +350,63 @@ def test_the_same_command_takes_over_the_folder_of_a_killed_search(
     assert code == 2 and "being written by another search" in err, err
 
 
+def test_a_search_takes_sigint_also_where_it_started_ignored():
+    """A shell's background job (``cmd &``) starts with SIGINT ignored; Ray Tune takes
+    it as a stop once trials run, so the search's start-up (before) does too."""
+    from recbole_attn.options.arguments import sigint_as_interrupt
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with sigint_as_interrupt():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)  # the handler raises before this ends
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_ray_searchs_start_up_stops_it(tiny_data_path, tmp_path):
+    """SIGINT while Ray starts (the output claimed, no trial yet), to a search started
+    as a shell's background job (SIGINT ignored, as ``cmd &`` starts it): before, it was
+    ignored until Ray Tune's own handler came, and both trials ran to the end (rc 0).
+    Now the search stops as on SIGTERM: its record kept, the one line, 130."""
+    import json
+
+    argv = [sys.executable, os.path.join(REPO, "run_recbole_attn.py")]
+    argv += _search_argv(
+        tiny_data_path, tmp_path, "--max_concurrent=1", "--algo=exhaustive"
+    )[1:]
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        argv,
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    deadline = time.monotonic() + 120
+    while not (out / ".search.owner").exists() and proc.poll() is None:
+        assert time.monotonic() < deadline, "the search never claimed its output"
+        time.sleep(0.1)
+    time.sleep(0.5)  # in ray.init, which takes seconds
+    proc.send_signal(signal.SIGINT)
+    stdout, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stdout + err
+    assert "Traceback" not in err, err
+    assert err.count("\n") == 1, err
+    assert err.startswith(
+        f"error: search interrupted: 0 of 3 trials finished, kept in {out}/trials.csv; "
+        "continue with the same command (it runs the trials left, then selects and "
+        "tests)"
+    ), err
+    assert "] trial " not in stdout, stdout
+    assert json.loads((out / "interrupted.json").read_text())["trials"] == []
+    assert not (out / "result.json").exists()
+
+
 @pytest.mark.slow
 def test_starting_ray_keeps_sigterm_as_ctrl_c():
     """``ray.init`` replaces the driver's SIGTERM handler by ``sys.exit``: a search

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from recbole_attn.errors import Interrupted, RecboleAttnError
+from recbole_attn.options.arguments import sigint_as_interrupt
 from recbole_attn.files import ExistingOutputError, _unlink_quietly, claim_folder
 from recbole_attn.files import owner_gone, owner_tag, refuse_existing
 from recbole_attn.files import release_if_empty, run_stem
@@ -127,7 +128,10 @@ def tune_model(
     search["overrides"].setdefault("checkpoint_dir", os.path.join(output, "saved"))
     search["storage_path"] = storage_path or os.path.join(output, "ray")
     try:  # a failed search leaves no claim behind
-        return _search_and_test(search, output, ray_address, num_cpus)
+        with (
+            sigint_as_interrupt()
+        ):  # Ctrl-C stops Ray's start-up too (run.run says why)
+            return _search_and_test(search, output, ray_address, num_cpus)
     finally:
         release_if_empty(claim)
         if claim:
