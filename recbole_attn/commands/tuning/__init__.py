@@ -17,6 +17,7 @@ from recbole_attn.files import release_if_empty, run_stem
 from recbole_attn.commands.tuning.hyperopt_search import _search_hyperopt
 from recbole_attn.commands.tuning.outputs import INTERRUPTED, OUTPUTS
 from recbole_attn.commands.tuning.outputs import read_interrupted, write_interrupted
+from recbole_attn.commands.tuning.outputs import write_record
 from recbole_attn.commands.tuning.outputs import write_outputs
 
 # the package's API (docs/tuning.md): the search, its space and its checks
@@ -168,6 +169,11 @@ def _search_and_test(search, output, ray_address, num_cpus):
     """Run the trials (after those a stopped search finished), select on validation,
     test once, write the outputs; a stop keeps the finished trials."""
     finished = read_interrupted(output)
+    total = total_trials(search)
+    # after each finished trial (``finished`` holds it): kept even if the search is killed
+    search["keep"] = lambda: write_record(
+        output, finished, total, search["name"], search["dataset"]
+    )
     try:
         started = time.time()
         if search["tool"] == "ray":

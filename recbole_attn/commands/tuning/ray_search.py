@@ -267,6 +267,7 @@ def _progress_callback(search, finished):
             row = _trial_row(trial, names, search)
             if row is not None:
                 finished.append(row)
+                search.get("keep", lambda: None)()
 
         def on_trial_error(self, iteration, trials, trial, **info):
             self._line(trial, "failed")
