@@ -72,6 +72,11 @@ _WRITE_FAILURES = {
     errno.EROFS: ("a read-only file system", "choose a folder you can write to"),
     errno.EACCES: ("no permission to write there", "choose a folder you can write to"),
     errno.EPERM: ("no permission to write there", "choose a folder you can write to"),
+    errno.EBUSY: (
+        "the file is in use",
+        "close what holds it (an editor, a mount, a sync client), then run the same "
+        "command again",
+    ),
 }
 
 

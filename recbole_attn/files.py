@@ -4,6 +4,7 @@ exclusive creation: RecBole's names by the second collide), atomic writes, safe 
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -317,6 +318,8 @@ def write_files(files, what="the output", overwrite=False, remove=(), error=None
     failure = RecboleAttnError if error is ExistingOutputError else error
     if not overwrite:
         refuse_existing(files, what, error=error)
+    else:  # a publish of these files whose writer was killed midway: finished first
+        finish_publishes(files, what=what)
     temps, published = {}, []
     try:
         for target, content in files.items():
@@ -348,11 +351,9 @@ def write_files(files, what="the output", overwrite=False, remove=(), error=None
                     f"{what}: writing {target} failed ({reason}); nothing was "
                     f"written: {advice}"
                 ) from None
-        for target in files:
-            if overwrite:  # the temporary stays listed until it is the target
-                os.replace(temps[target], target)
-                del temps[target]
-                continue
+        if overwrite:  # the temporaries stay listed until they are the targets
+            _replace_journaled(temps, what, failure)
+        for target in files if not overwrite else ():
             _publish_new(temps[target], target, what, error)
             published.append(target)
     except BaseException:
@@ -365,6 +366,158 @@ def write_files(files, what="the output", overwrite=False, remove=(), error=None
     for path in remove:
         if path not in files and os.path.exists(path):
             os.unlink(path)
+
+
+def _journal_path(target):
+    """The record of a publish whose last file is ``target``, beside it."""
+    folder, name = os.path.split(os.path.abspath(target))
+    return os.path.join(folder, f".{name}.publish.json")
+
+
+def _replace_journaled(temps, what, failure):
+    """Replace each target of ``temps`` (target -> its new version, written) by its new
+    version: either all are replaced or none (the old versions are kept aside until
+    every one is, and put back if one cannot be); the plan is recorded first beside the
+    last target, so that a rerun finishes a publish whose writer was killed midway
+    (:func:`finish_publishes`). Emptied entries of ``temps`` are the replaced ones."""
+    targets = list(temps)
+    if not targets:
+        return
+    journal = _journal_path(targets[-1])
+    olds, replaced, doing = {}, [], ("keep the old version of", targets[0])
+    try:
+        for target in targets:
+            doing = ("keep the old version of", target)
+            if os.path.isfile(target):
+                olds[target] = _keep_aside(target)
+        plan = {
+            "owner": owner_tag(),
+            "files": [[t, temps[t], olds.get(t)] for t in targets],
+        }
+        doing = ("write", journal)
+        write_replacing(journal, lambda f: json.dump(plan, f, indent=1))
+        for target in targets:
+            doing = ("replace", target)
+            os.replace(temps[target], target)
+            replaced.append(target)
+            del temps[target]
+    except BaseException as err:
+        undone = _put_back(replaced, olds)
+        if undone:
+            _unlink_quietly(journal)
+            for old in olds.values():
+                _unlink_quietly(old)
+        else:  # the rerun finishes it: the plan and the new versions left stay
+            temps.clear()
+        if not isinstance(err, OSError):
+            raise
+        verb, target = doing
+        reason, advice = write_failure(err, target)
+        state = (
+            "nothing was changed"
+            if undone
+            else f"{len(replaced)} of {len(targets)} files are new and could not be "
+            f"put back (the publish is recorded in {journal}, which the same command "
+            "finishes)"
+        )
+        raise failure(
+            f"{what}: cannot {verb} {target} ({reason}); {state}: {advice}"
+        ) from None
+    _unlink_quietly(journal)  # done
+    for old in olds.values():
+        _unlink_quietly(old)
+
+
+def _keep_aside(target):
+    """A second name for ``target``'s current version (a hard link, else a copy)."""
+    fd, aside = _temporary(target)  # the name, claimed
+    os.close(fd)
+    os.unlink(aside)
+    try:
+        os.link(target, aside)
+    except OSError:  # a file system without hard links
+        shutil.copy2(target, aside)
+    return aside
+
+
+def _put_back(replaced, olds):
+    """Whether the old versions of ``replaced`` are back (a target that was new goes)."""
+    try:
+        for target in reversed(replaced):
+            if target in olds:
+                os.replace(olds.pop(target), target)
+            else:
+                os.unlink(target)
+    except OSError:
+        return False
+    return True
+
+
+def finish_publishes(paths, what="the output", within=()):
+    """Finish each publish (:func:`write_files` with ``overwrite``) recorded beside one
+    of ``paths`` whose writer was killed or failed midway: every file it planned is its
+    new version. A record names only files in the folders of ``paths`` or under the
+    folders ``within`` (a record planted in a folder copied from elsewhere reaches no
+    file outside it), each new version beside its file, or it is refused."""
+    folders = {os.path.dirname(os.path.abspath(p)) for p in paths}
+    roots = [os.path.join(os.path.abspath(r), "") for r in within if r]
+    for path in paths:
+        journal = _journal_path(path)
+        if os.path.isfile(journal):
+            _finish(journal, what, folders, roots)
+
+
+def _finish(journal, what, folders, roots):
+    try:
+        with open(journal, encoding="utf-8") as f:
+            plan = json.load(f)
+        owner, entries = plan["owner"], plan["files"]
+        entries = [(str(t), str(n), o if o is None else str(o)) for t, n, o in entries]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise RecboleAttnError(
+            f"{what}: {journal} is not a record of a publish this package wrote; "
+            "remove it"
+        ) from None
+    if owner != owner_tag() and not owner_gone(owner):
+        raise RecboleAttnError(
+            f"{what}: another process ({owner}) is replacing these files (its record "
+            f"is {journal}); wait for it to end, then run again"
+        )
+    for target, new, old in entries:
+        target = os.path.abspath(target)
+        ours = os.path.dirname(target) in folders
+        ours = ours or any(target.startswith(r) for r in roots)
+        beside = [p for p in (new, old) if p is not None]
+        if not ours or not all(_is_temporary_of(p, target) for p in beside):
+            raise RecboleAttnError(
+                f"{what}: {journal} names {target}, which this publish does not write "
+                "(not a record this package wrote); remove it"
+            )
+    for target, new, _ in entries:
+        if os.path.isfile(new):
+            try:
+                os.replace(new, target)
+            except OSError as err:
+                reason, advice = write_failure(err, target)
+                raise RecboleAttnError(
+                    f"{what}: cannot finish the publish recorded in {journal}: cannot "
+                    f"replace {target} ({reason}): {advice}"
+                ) from None
+    for _, _, old in entries:
+        if old is not None:
+            _unlink_quietly(old)
+    _unlink_quietly(journal)
+
+
+def _is_temporary_of(path, target):
+    """Whether ``path`` is a name :func:`_temporary` gives beside ``target``."""
+    folder, name = os.path.split(os.path.abspath(target))
+    match = _TEMPORARY.match(os.path.basename(path))
+    return (
+        os.path.dirname(os.path.abspath(path)) == folder
+        and match is not None
+        and os.path.basename(path).startswith(f".{name}.")
+    )
 
 
 def _publish_new(tmp, target, what, error):

@@ -242,6 +242,154 @@ def test_an_output_made_meanwhile_is_never_replaced(tmp_path):
     assert second.read_text() == "replaced\n"
 
 
+def _busy_replace(monkeypatch, busy, stuck=False):
+    """``os.replace`` that fails with EBUSY for the targets in ``busy`` (a set the test
+    may empty), as a file held by another process or a mount point; ``stuck``: every
+    replace after the first failure fails too (until ``busy`` is emptied)."""
+    import errno
+
+    real, failed = os.replace, []
+
+    def replace(src, dst, *args, **kwargs):
+        if os.path.abspath(dst) in busy or (stuck and failed and busy):
+            failed.append(dst)
+            raise OSError(errno.EBUSY, "Device or resource busy", dst)
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+
+
+@pytest.mark.parametrize("put_back", [True, False])
+def test_a_publish_that_cannot_replace_its_last_file_keeps_the_old_ones_or_finishes(
+    put_back, tmp_path, monkeypatch
+):
+    """``write_files(..., overwrite=True)`` (the export, the docs generator): the 7th of
+    7 files cannot be replaced (EBUSY) after 6 were. Before, a traceback, and 6 new
+    files beside an old 7th (the export's record). Now one line naming the file: the
+    old versions are back, or (when they cannot be put back either) the plan beside the
+    last file lets the rerun finish: the old files or the new ones, never a mix for
+    good."""
+    from recbole_attn.files import write_files
+
+    paths = [str(tmp_path / f"f{n}.txt") for n in range(7)]
+    for path in paths[:-1]:  # the 7th is new
+        with open(path, "w") as f:
+            f.write("old\n")
+    new = {path: f"new {n}\n" for n, path in enumerate(paths)}
+    busy = {paths[-1]}
+    _busy_replace(monkeypatch, busy, stuck=not put_back)
+    with pytest.raises(RecboleAttnError) as caught:
+        write_files(new, "the export", overwrite=True)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(
+        f"the export: cannot replace {paths[-1]} (Device or resource busy: the file "
+        "is in use); "
+    ), message
+    if put_back:
+        assert "nothing was changed: close what holds it" in message, message
+        assert sorted(os.listdir(tmp_path)) == [os.path.basename(p) for p in paths[:-1]]
+        for path in paths[:-1]:
+            assert open(path).read() == "old\n"
+    else:
+        assert "6 of 7 files are new and could not be put back (the publish is " in (
+            message
+        )
+        assert f"recorded in {tmp_path / '.f6.txt.publish.json'}, which the same" in (
+            message
+        )
+    busy.clear()  # what held it let go: the same publish again
+    write_files(new, "the export", overwrite=True)
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(p) for p in paths]
+    for path, text in new.items():
+        assert open(path).read() == text
+
+
+def test_an_export_whose_record_cannot_be_replaced_is_one_line_and_reruns(tmp_path):
+    """export-upstream with its record (the manifest, its last file) busy after its
+    other files were replaced: before, a traceback, and a checkout whose files the
+    record did not know (the rerun refused them as edited by hand). Now one line, the
+    checkout as before the export, and the same export, rerun, finishes; when the old
+    files cannot be put back either, the rerun finishes the export first."""
+    from test_upstream import _fake_checkout
+
+    from recbole_attn.upstream.export import _manifest_path, export
+
+    root = tmp_path / "RecBole"
+    _fake_checkout(root)
+    export(str(root), ["PAtt"], metrics=False)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    record = os.path.abspath(_manifest_path(str(root)))
+    for stuck in (False, True):
+        with pytest.MonkeyPatch.context() as patch:
+            _busy_replace(patch, {record}, stuck=stuck)
+            with pytest.raises(RecboleAttnError) as caught:
+                export(str(root), ["PAtt", "STOSA"], metrics=False)
+        message = str(caught.value)
+        assert "\n" not in message
+        assert message.startswith(
+            f"the export: cannot replace {record} (Device or resource busy: the file is "
+            "in use); "
+        ), message
+        if not stuck:
+            assert "nothing was changed" in message, message
+            now = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+            assert now == before, "the checkout as it was"
+        else:
+            assert "which the same command finishes" in message, message
+    written = export(str(root), ["PAtt", "STOSA"], metrics=False)
+    assert "recbole/model/sequential_recommender/stosa.py" in written
+    recorded = json.loads(open(record).read())["written"]
+    assert "recbole/model/sequential_recommender/stosa.py" in recorded
+    left = [
+        p.name for p in root.rglob(".*") if p.name.endswith((".tmp", "publish.json"))
+    ]
+    assert not left, left
+
+
+def test_a_killed_publish_is_finished_by_the_next_one(tmp_path, monkeypatch):
+    """Killed between the replacements (no clean-up runs): the plan beside its last
+    file is finished first by the next publish of those files, and a plan naming a
+    file the publish does not write is refused (a planted one replaces nothing)."""
+    import subprocess
+    import sys
+
+    from recbole_attn.files import write_files
+
+    paths = [str(tmp_path / f"f{n}.txt") for n in range(3)]
+    for path in paths:
+        with open(path, "w") as f:
+            f.write("old\n")
+    script = f"""
+import os, sys
+sys.path.insert(0, {os.getcwd()!r})
+from recbole_attn.files import write_files
+real = os.replace
+def replace(src, dst):
+    if dst == {paths[-1]!r}:
+        os._exit(9)  # killed before the last file and the clean-up
+    return real(src, dst)
+os.replace = replace
+write_files({{p: "new\\n" for p in {paths!r}}}, "the export", overwrite=True)
+"""
+    done = subprocess.run([sys.executable, "-c", script], env={**os.environ})
+    assert done.returncode == 9
+    assert [open(p).read() for p in paths] == ["new\n", "new\n", "old\n"]
+    journal = tmp_path / ".f2.txt.publish.json"
+    assert journal.is_file()
+    # a publish of other files does not take it; planted targets are refused
+    plan = json.loads(journal.read_text())
+    planted = dict(plan, files=[[str(tmp_path / "theirs"), *plan["files"][0][1:]]])
+    journal.write_text(json.dumps(planted))
+    with pytest.raises(RecboleAttnError, match="which this publish does not write"):
+        write_files({paths[-1]: "mine\n"}, "the export", overwrite=True)
+    assert not (tmp_path / "theirs").exists()
+    journal.write_text(json.dumps(plan))
+    write_files({paths[-1]: "newer\n"}, "the export", overwrite=True)
+    assert [open(p).read() for p in paths] == ["new\n", "new\n", "newer\n"]
+    assert sorted(os.listdir(tmp_path)) == ["f0.txt", "f1.txt", "f2.txt"]
+
+
 def test_a_second_search_into_one_output_stops_before_its_work(
     tiny_data_path, tmp_path, monkeypatch
 ):

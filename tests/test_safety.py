@@ -333,6 +333,95 @@ def test_a_tensorboard_folder_that_is_a_file_is_one_line(
     assert (tmp_path / "log_tensorboard").read_text() == "mine\n"
 
 
+@pytest.mark.parametrize("name", ["log", "log/SASRecAP"])
+def test_a_log_folder_that_is_a_file_is_one_line(name, tmp_path, monkeypatch):
+    """RecBole's runs log into ./log/<model>/: a file of that name said "Not a
+    directory" and to check the disk; now it says which file and what to do."""
+    from recbole_attn.engine.logs import init_logging
+    from recbole_attn.errors import RecboleAttnError
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])  # pytest holds its own
+    (tmp_path / "log").mkdir()
+    if name == "log":
+        (tmp_path / "log").rmdir()
+    (tmp_path / name).write_text("mine\n")
+    config = {"model": "SASRecAP", "dataset": "tiny", "state": "ERROR"}
+    with pytest.raises(RecboleAttnError) as caught:
+        init_logging(config)
+    assert str(caught.value) == (
+        f"cannot write the log file: {tmp_path / name} is a file; runs log into a "
+        f"folder '{name}' where they start: move the file, or start the run in another "
+        "folder"
+    )
+    assert (tmp_path / name).read_text() == "mine\n"
+
+
+@pytest.mark.slow
+def test_a_log_that_is_a_file_stops_a_run_in_one_line(tiny_data_path, tmp_path):
+    """The command, as a process (in pytest's process the root logger has handlers,
+    so a run there makes no log file): one line before the data loads."""
+    (tmp_path / "log").write_text("mine\n")
+    argv = [sys.executable, os.path.join(REPO, "run_recbole_attn.py")]
+    done = subprocess.run(
+        argv + _run_args(tiny_data_path), cwd=tmp_path, capture_output=True, text=True
+    )
+    _one_line(
+        done.returncode,
+        done.stderr,
+        f"error: cannot write the log file: {tmp_path / 'log'} is a file; runs log "
+        "into a folder 'log' where they start: move the file",
+    )
+    assert not list(tmp_path.glob("saved/*")), "it stopped before training"
+
+
+def test_a_read_only_tensorboard_folder_is_one_line(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    """./log_tensorboard/ that cannot be written (tests run as root, where permissions
+    are not enforced: every creation of a file or folder in it is refused here): one
+    line before the data loads, not the trainer's traceback."""
+    import builtins
+    import errno
+
+    monkeypatch.chdir(tmp_path)
+    board = tmp_path / "log_tensorboard"
+    board.mkdir()
+
+    def refused(path):
+        inside = os.path.abspath(os.fsdecode(path)).startswith(str(board) + os.sep)
+        if inside:
+            raise PermissionError(errno.EACCES, "Permission denied", os.fsdecode(path))
+
+    real_open, real_os_open, real_mkdir = builtins.open, os.open, os.mkdir
+
+    def guarded_open(file, mode="r", *args, **kwargs):
+        if isinstance(file, (str, bytes, os.PathLike)) and set(mode) & set("wax+"):
+            refused(file)
+        return real_open(file, mode, *args, **kwargs)
+
+    def guarded_os_open(path, flags, *args, **kwargs):
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            refused(path)
+        return real_os_open(path, flags, *args, **kwargs)
+
+    def guarded_mkdir(path, *args, **kwargs):
+        refused(path)
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", guarded_open)
+    monkeypatch.setattr(os, "open", guarded_os_open)
+    monkeypatch.setattr(os, "mkdir", guarded_mkdir)
+    code, err = _cli_main(_run_args(tiny_data_path), capsys)
+    _one_line(
+        code,
+        err,
+        f"error: cannot write into {board}, where RecBole's trainer writes its "
+        "TensorBoard logs: make it writable, or start the run in another folder",
+    )
+    assert list(board.iterdir()) == []
+
+
 def test_a_header_only_item_file_is_one_line(tmp_path, monkeypatch, capsys):
     """An item file with its category column and no rows was a traceback (pandas3's
     ``max()`` of nothing)."""

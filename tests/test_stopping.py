@@ -250,6 +250,94 @@ def test_a_stopped_search_keeps_its_trials_and_the_same_command_continues_it(
     assert code == 2 and "would replace" in err, err
 
 
+class _Killed(BaseException):
+    """The process ends here: no ``except`` of the package runs (as on SIGKILL)."""
+
+
+def test_a_search_killed_after_a_trial_keeps_it_and_the_same_command_runs_the_rest(
+    tiny_data_path, tmp_path, monkeypatch, capsys
+):
+    """hyperopt (in this process), ended in its second trial where no handler of the
+    package runs (SIGKILL): before, the finished trial was in no record (the stop's
+    record is written by the handler), so the same command refused the folder's
+    ``saved`` ("would replace"), and ``--overwrite`` started over."""
+    import json
+
+    from recbole_attn.engine.trainer import AttnTrainer
+
+    real = AttnTrainer._train_epoch
+    calls = []
+
+    def killed_in_the_second_trial(self, train_data, idx, *args, **kwargs):
+        calls.append(idx)
+        if len(calls) == 3:  # 2 epochs a trial: the second trial's first epoch
+            raise _Killed
+        return real(self, train_data, idx, *args, **kwargs)
+
+    monkeypatch.setattr(AttnTrainer, "_train_epoch", killed_in_the_second_trial)
+    monkeypatch.chdir(tmp_path)
+    argv = _search_argv(
+        tiny_data_path, tmp_path, "--tool=hyperopt", "--algo=exhaustive"
+    )
+    with pytest.raises(_Killed):
+        _cli_main(argv, capsys)
+    out = tmp_path / "out"
+    (first,) = json.loads((out / "interrupted.json").read_text())["trials"]
+    assert first["params"] == {"hidden_size": 8}
+    monkeypatch.setattr(AttnTrainer, "_train_epoch", real)
+    code, err = _cli_main(argv, capsys)
+    assert code == 0, err
+    result = json.loads((out / "result.json").read_text())
+    assert [t["params"]["hidden_size"] for t in result["trials"]] == [8, 16, 32]
+    assert result["trials"][0]["saved_model_file"] == first["saved_model_file"]
+    assert not (out / "interrupted.json").exists()
+
+
+@pytest.mark.slow
+def test_a_ray_search_killed_after_a_trial_runs_only_the_trials_left(
+    tiny_data_path, tmp_path
+):
+    """SIGKILL to a Ray search (its whole process group) after its first finished
+    trial: before, that trial was only in Ray's files, which are not read (they are
+    pickles), and the same command ran every trial again. Now the search's own record
+    is written after each trial: the same command runs only the trial left."""
+    import json
+
+    argv = [sys.executable, os.path.join(REPO, "run_recbole_attn.py")]
+    argv += _search_argv(
+        tiny_data_path, tmp_path, "--max_concurrent=1", "--algo=exhaustive"
+    )[1:]
+    space = tmp_path / "space.hyper"
+    space.write_text("hidden_size choice [8,16]\n")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # each progress line as it comes
+    proc = subprocess.Popen(
+        argv,
+        cwd=tmp_path,
+        stderr=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    for line in proc.stdout:
+        if line.startswith("[1/2]"):
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    out = tmp_path / "out"
+    (first,) = json.loads((out / "interrupted.json").read_text())["trials"]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("] trial ") == 1, done.stdout
+    assert "[2/2] trial " in done.stdout, done.stdout
+    result = json.loads((out / "result.json").read_text())
+    assert sorted(t["params"]["hidden_size"] for t in result["trials"]) == [8, 16]
+    assert first in result["trials"] or first["saved_model_file"] in [
+        t["saved_model_file"] for t in result["trials"]
+    ]
+
+
 class _Planted:
     """A pickle whose loading runs code: it writes its marker file."""
 
@@ -348,6 +436,63 @@ def test_the_same_command_takes_over_the_folder_of_a_killed_search(
     (other / ".search.owner").write_text(owner_tag() + "\n")
     code, err = _cli_main([a.replace(str(out), str(other)) for a in argv], capsys)
     assert code == 2 and "being written by another search" in err, err
+
+
+def test_a_search_takes_sigint_also_where_it_started_ignored():
+    """A shell's background job (``cmd &``) starts with SIGINT ignored; Ray Tune takes
+    it as a stop once trials run, so the search's start-up (before) does too."""
+    from recbole_attn.options.arguments import sigint_as_interrupt
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with sigint_as_interrupt():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)  # the handler raises before this ends
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_ray_searchs_start_up_stops_it(tiny_data_path, tmp_path):
+    """SIGINT while Ray starts (the output claimed, no trial yet), to a search started
+    as a shell's background job (SIGINT ignored, as ``cmd &`` starts it): before, it was
+    ignored until Ray Tune's own handler came, and both trials ran to the end (rc 0).
+    Now the search stops as on SIGTERM: its record kept, the one line, 130."""
+    import json
+
+    argv = [sys.executable, os.path.join(REPO, "run_recbole_attn.py")]
+    argv += _search_argv(
+        tiny_data_path, tmp_path, "--max_concurrent=1", "--algo=exhaustive"
+    )[1:]
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        argv,
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    deadline = time.monotonic() + 120
+    while not (out / ".search.owner").exists() and proc.poll() is None:
+        assert time.monotonic() < deadline, "the search never claimed its output"
+        time.sleep(0.1)
+    time.sleep(0.5)  # in ray.init, which takes seconds
+    proc.send_signal(signal.SIGINT)
+    stdout, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stdout + err
+    assert "Traceback" not in err, err
+    assert err.count("\n") == 1, err
+    assert err.startswith(
+        f"error: search interrupted: 0 of 3 trials finished, kept in {out}/trials.csv; "
+        "continue with the same command (it runs the trials left, then selects and "
+        "tests)"
+    ), err
+    assert "] trial " not in stdout, stdout
+    assert json.loads((out / "interrupted.json").read_text())["trials"] == []
+    assert not (out / "result.json").exists()
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import math
 import os
 import sys
 
-from recbole_attn.options.arguments import positive_int
+from recbole_attn.options.arguments import positive_int, sigint_as_interrupt
 
 PROG = "recbole-attn"
 
@@ -190,7 +190,12 @@ def run(args):
     from recbole_attn.engine.config import check_no_research_options
 
     check_no_research_options(args.config_files, args.overrides)
-    return (tune if args.params_file else train)(args)
+    if not args.params_file:
+        return train(args)
+    # Ray Tune takes SIGINT as a stop once trials run, also in a process that started
+    # with it ignored (a shell's `cmd &`): so does the search's start-up before that
+    with sigint_as_interrupt():
+        return tune(args)
 
 
 def train(args):

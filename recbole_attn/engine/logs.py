@@ -77,6 +77,13 @@ def init_logging(config, verbose=False, log_file=True):
     handlers, path = [], None
     if log_file:
         folder = os.path.join(LOG_ROOT, config["model"])
+        for part in (LOG_ROOT, folder):  # "Not a directory" said not which, nor why
+            if os.path.exists(part) and not os.path.isdir(part):
+                raise RecboleAttnError(
+                    f"cannot write the log file: {os.path.abspath(part)} is a file; "
+                    f"runs log into a folder {part!r} where they start: move the "
+                    "file, or start the run in another folder"
+                )
         try:  # exclusive: no concurrent run writes into it
             path = claim_file(
                 folder, run_stem(config["model"], config["dataset"]), ".log"

@@ -186,3 +186,19 @@ def sigterm_as_interrupt():
         yield terminated
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def sigint_as_interrupt():
+    """Inside the block a SIGINT raises :class:`KeyboardInterrupt` in the main thread,
+    also where the process started with SIGINT ignored (a shell's background job,
+    ``cmd &``, does; Python then installs no handler). Outside the main thread, nothing
+    changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 from recbole_attn.errors import ExportError
-from recbole_attn.files import write_files
+from recbole_attn.files import finish_publishes, write_files
 from recbole_attn.upstream import metric_files
 from recbole_attn.upstream.models import MODELS
 from recbole_attn.upstream.recbole_files import EDITS, TEST_CASES, add_test_cases
@@ -130,6 +130,10 @@ def export(
     """Export ``names`` (default all, ``[]`` none) and the metrics into ``recbole_dir``;
     returns the paths written. ``overwrite``: replace files and descriptions edited."""
     check_checkout(recbole_dir)
+    # an export stopped midway (a file that could not be replaced, a kill) is finished
+    # before the checkout is read: its files and its record agree again
+    within = [recbole_dir, pr_dir]
+    finish_publishes([_manifest_path(recbole_dir)], "the export", within)
     names, files = ([], {}) if names == [] else planned_files(names)
     manifest = _read_manifest(recbole_dir)
     written = manifest.get("written", {})
@@ -179,7 +183,8 @@ def export(
     }
     out = {os.path.join(recbole_dir, p): t for p, t in {**files, **edited}.items()}
     out[_manifest_path(recbole_dir)] = json.dumps(record, indent=1, sort_keys=True)
-    write_files({**out, **descriptions}, "the export", overwrite=True)
+    # the record last: its plan is kept beside it while the files are replaced
+    write_files({**descriptions, **out}, "the export", overwrite=True)
     return sorted(files) + sorted(edited)
 
 

@@ -10,12 +10,14 @@ import time
 from pathlib import Path
 
 from recbole_attn.errors import Interrupted, RecboleAttnError
+from recbole_attn.options.arguments import sigint_as_interrupt
 from recbole_attn.files import ExistingOutputError, _unlink_quietly, claim_folder
 from recbole_attn.files import owner_gone, owner_tag, refuse_existing
 from recbole_attn.files import release_if_empty, run_stem
 from recbole_attn.commands.tuning.hyperopt_search import _search_hyperopt
 from recbole_attn.commands.tuning.outputs import INTERRUPTED, OUTPUTS
 from recbole_attn.commands.tuning.outputs import read_interrupted, write_interrupted
+from recbole_attn.commands.tuning.outputs import write_record
 from recbole_attn.commands.tuning.outputs import write_outputs
 
 # the package's API (docs/tuning.md): the search, its space and its checks
@@ -127,7 +129,10 @@ def tune_model(
     search["overrides"].setdefault("checkpoint_dir", os.path.join(output, "saved"))
     search["storage_path"] = storage_path or os.path.join(output, "ray")
     try:  # a failed search leaves no claim behind
-        return _search_and_test(search, output, ray_address, num_cpus)
+        with (
+            sigint_as_interrupt()
+        ):  # Ctrl-C stops Ray's start-up too (run.run says why)
+            return _search_and_test(search, output, ray_address, num_cpus)
     finally:
         release_if_empty(claim)
         if claim:
@@ -164,6 +169,11 @@ def _search_and_test(search, output, ray_address, num_cpus):
     """Run the trials (after those a stopped search finished), select on validation,
     test once, write the outputs; a stop keeps the finished trials."""
     finished = read_interrupted(output)
+    total = total_trials(search)
+    # after each finished trial (``finished`` holds it): kept even if the search is killed
+    search["keep"] = lambda: write_record(
+        output, finished, total, search["name"], search["dataset"]
+    )
     try:
         started = time.time()
         if search["tool"] == "ray":

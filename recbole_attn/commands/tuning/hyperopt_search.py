@@ -52,6 +52,7 @@ def _objective(search, trials):
         trial_overrides["checkpoint_dir"] = os.path.join(base, f"trial_{len(trials)}")
         summary = train_trial(sampled, model, dataset, files, trial_overrides)
         trials.append({"params": _plain(sampled), **summary})
+        search.get("keep", lambda: None)()  # kept even if the search is then killed
         echo(
             f"[{len(trials)}/{total}] trial {len(trials)} {_plain(sampled)}: best valid "
             f"{summary['best_valid_score']:.4f} after {summary['epochs']} epoch(s) "

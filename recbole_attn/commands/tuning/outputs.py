@@ -75,6 +75,13 @@ def write_interrupted(output, trials, params, total, model, dataset):
         "|" + "---|" * len(header),
     ]
     _write_tables(output, header, rows, lines + [_markdown(row) for row in rows] + [""])
+    write_record(output, trials, total, model, dataset)
+
+
+def write_record(output, trials, total, model, dataset):
+    """``interrupted.json``, the finished ``trials`` the same command continues from:
+    written whole after each finished trial, so that a search killed outright (SIGKILL,
+    the memory killer: no clean-up runs) keeps them too."""
     record = {"model": model, "dataset": dataset, "total": total, "trials": trials}
     _write(
         os.path.join(output, INTERRUPTED),

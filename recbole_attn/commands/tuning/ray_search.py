@@ -170,7 +170,7 @@ def _quiet_ray():
 def _init_ray(address, num_cpus):
     """``ray.init`` on ``address`` (a cluster), else here unless Ray runs already; the
     SIGTERM handler ``ray.init`` replaces (the command's: SIGTERM as Ctrl-C) is put
-    back."""
+    back, and so is the SIGINT handler (the search's: Ctrl-C stops it)."""
     import signal
     import threading
 
@@ -180,6 +180,7 @@ def _init_ray(address, num_cpus):
     quiet = {"log_to_driver": False, "configure_logging": False}
     main_thread = threading.current_thread() is threading.main_thread()
     before = signal.getsignal(signal.SIGTERM) if main_thread else None
+    before_int = signal.getsignal(signal.SIGINT) if main_thread else None
     try:
         if not address:
             if not ray.is_initialized():
@@ -197,6 +198,8 @@ def _init_ray(address, num_cpus):
     finally:
         if main_thread and before is not None:
             signal.signal(signal.SIGTERM, before)
+        if main_thread and before_int is not None:
+            signal.signal(signal.SIGINT, before_int)
 
 
 def _row(params, best_valid_score, ran, saved, search):
@@ -264,6 +267,7 @@ def _progress_callback(search, finished):
             row = _trial_row(trial, names, search)
             if row is not None:
                 finished.append(row)
+                search.get("keep", lambda: None)()
 
         def on_trial_error(self, iteration, trials, trial, **info):
             self._line(trial, "failed")
