@@ -96,6 +96,17 @@ def _tiny(tiny_config, **extra):
             "no --scheduler=asha",
         ),
         ("hidden_size choice [8,16]\n", {"ray_address": "nohost"}, "HOST:PORT"),
+        ("hidden_size choice [8,16]\n", {"grace_period": 2}, "add --scheduler=asha"),
+        (
+            "hidden_size choice [8,16]\n",
+            {"scheduler": "asha", "grace_period": 0},
+            "grace_period must be a whole number",
+        ),
+        (
+            "hidden_size choice [8,16]\n",
+            {"scheduler": "asha", "grace_period": 500},
+            "lower --grace_period or raise --epochs",
+        ),
     ],
 )
 def test_bad_searches_fail_before_any_trial(
@@ -161,6 +172,8 @@ def test_ray_search_selects_on_validation(tiny_config, tmp_path, algo):
         # strings, as the command line gives them
         config_dict=_tiny(tiny_config, epochs="2", MAX_ITEM_LIST_LENGTH="12"),
         scheduler="asha" if algo == "bayes" else "fifo",
+        # ASHA may stop no trial before its second evaluation
+        grace_period=2 if algo == "bayes" else None,
         num_samples=2,
         algo=algo,
         seed=0,
@@ -179,6 +192,8 @@ def test_ray_search_selects_on_validation(tiny_config, tmp_path, algo):
             (1, "stopped by ASHA"),
         )
     assert any(t["epochs"] == 2 for t in trials)
+    if algo == "bayes":  # the grace period of 2 evaluations let every trial finish
+        assert all(t["epochs"] == 2 for t in trials) and result["grace_period"] == 2
     # the reported validation score is the one of the selected, reloaded model
     assert result["best_valid_result"]["ndcg@10"] == pytest.approx(
         result["best_valid_score"], abs=1e-4

@@ -144,6 +144,12 @@ def _add_search_arguments(group):
         help="Ray scheduler: fifo, or asha (stops bad trials early)",
     )
     group.add_argument(
+        "--grace_period",
+        type=positive_int,
+        help="asha: the evaluations every trial gets before it may be stopped "
+        "(default: 1, Ray's)",
+    )
+    group.add_argument(
         "--search_seed",
         type=int,
         dest="seed",
@@ -170,7 +176,8 @@ def _add_search_arguments(group):
 
 #: the search's flags, passed to tune_model by name
 SEARCH_FLAGS = (
-    "num_samples scheduler algo tool max_concurrent seed cpus_per_trial gpus_per_trial "
+    "num_samples scheduler grace_period algo tool max_concurrent seed cpus_per_trial "
+    "gpus_per_trial "
     "ray_address output overwrite"
 ).split()
 

@@ -84,6 +84,7 @@ def tune_model(
     config_dict=None,
     num_samples=4,
     scheduler="fifo",
+    grace_period=None,
     algo="random",
     tool="ray",
     max_concurrent=None,
@@ -106,12 +107,14 @@ def tune_model(
     if gpus_per_trial:
         overrides.setdefault("use_gpu", True)
     search = _prepare(model, dataset, params_file, config_file_list, overrides, algo)
+    _check_grace_period(grace_period, scheduler, search)
     if tool == "ray":
         check_ray_address(ray_address)
     search.update(
         algo=algo,
         tool=tool,
         scheduler=scheduler,
+        grace_period=int(grace_period or 1),
         num_samples=int(num_samples),
         max_concurrent=max_concurrent,
         seed=seed,
@@ -191,6 +194,11 @@ def _search_and_test(search, output, ray_address, num_cpus):
         "algo": search["algo"],
         "tool": search["tool"],
         "scheduler": search["scheduler"],
+        **(
+            {"grace_period": search["grace_period"]}
+            if search["scheduler"] == "asha"
+            else {}
+        ),
         "best_params": best["params"],
         "best_valid_score": best["best_valid_score"],
         "valid_score_bigger": search["mode"] == "max",
@@ -203,6 +211,29 @@ def _search_and_test(search, output, ray_address, num_cpus):
     }
     write_outputs(output, result, search["overrides"], search["params"])
     return result
+
+
+def _check_grace_period(grace_period, scheduler, search):
+    """ASHA's grace period: a whole number of evaluations within the trials' budget."""
+    if grace_period is None:
+        return
+    number = isinstance(grace_period, int) and not isinstance(grace_period, bool)
+    if not number or grace_period < 1:
+        raise RecboleAttnError(
+            f"grace_period must be a whole number >= 1, got {grace_period!r}"
+        )
+    if scheduler != "asha":
+        raise RecboleAttnError(
+            "grace_period is ASHA's (the evaluations every trial gets before it may "
+            "be stopped): add --scheduler=asha, or drop --grace_period"
+        )
+    evaluations = max(search["epochs"] // search["eval_step"], 1)
+    if grace_period > evaluations:
+        raise RecboleAttnError(
+            f"grace_period {grace_period} is more than the {evaluations} evaluations "
+            f"a trial has (epochs {search['epochs']}, eval_step {search['eval_step']}): "
+            "lower --grace_period or raise --epochs"
+        )
 
 
 def _check_options(algo, scheduler, tool, ray_address, *numbers):

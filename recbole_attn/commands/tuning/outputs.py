@@ -124,7 +124,13 @@ def _trials_page(result, header, rows):
     best = result["best_params"]
     lines = [
         f"# {result['model']} on {result['dataset']}: {len(rows)} trials, "
-        f"algo {result['algo']} ({result['tool']}, scheduler {result['scheduler']}), "
+        f"algo {result['algo']} ({result['tool']}, scheduler {result['scheduler']}"
+        + (
+            f", grace period {result['grace_period']}"
+            if result.get("grace_period")
+            else ""
+        )
+        + f"), "
         f"{result['search_seconds']} s",
         "",
         f"Selected on validation {result['valid_metric']}; only the selected "

@@ -359,7 +359,9 @@ def _search_ray(search, finished=None):
     progress = _progress_callback(search, finished)
     scheduler = FIFOScheduler()
     if search["scheduler"] == "asha":
-        scheduler = ASHAScheduler(max_t=search["epochs"], grace_period=1)
+        scheduler = ASHAScheduler(
+            max_t=search["epochs"], grace_period=search.get("grace_period", 1)
+        )
     tuner = tune.Tuner(
         trainable,
         param_space=space,
