@@ -299,7 +299,7 @@ class STOSA(SequentialRecommender):
         self.apply(self._init_weights)
 
     def make_layer(self):
-        """One :class:`STOSALayer` (AWRSR's STOSA backbone builds its refined layers
+        """One :class:`STOSALayer` (a model built on STOSA builds its own layers
         here)."""
         return STOSALayer(
             self.n_heads,

@@ -1,4 +1,4 @@
-"""STOSA as the plugin runs it: the RecBole file's model
+r"""STOSA as the plugin runs it: the RecBole file's model
 (:class:`recbole_attn.model.stosa.STOSA`) with the plugin's training (every loss with
 in-model negatives, the pvn hinge of eq. 11 under each of them), its options declared
 once, and its research forms:
@@ -7,7 +7,7 @@ once, and its research forms:
   that differ from the model file's (:data:`PRESETS`: ``layer_means``, ``input``,
   ``ffn``, ``init``; docs/models.md, "STOSA");
 * ``stosa_value_cov: official``: the reference code's value covariances
-  :math:`\\mathrm{ELU}(W_V^\\Sigma x) + 1`.
+  :math:`\mathrm{ELU}(W_V^\Sigma x) + 1`.
 
 A form replaces whole methods; the layers are :class:`FormsSTOSALayer`, the model file's
 parameters computed with the plugin's one-pass backward of :math:`A \circ A` and the
@@ -157,15 +157,15 @@ class FormsWassersteinAttention(stosa.WassersteinAttention):
 
 
 def feed_forward(ffn, x, pre_ln):
-    """The model file's post-LN FFN, or the paper's pre-LN one (eq. 9):
-    :math:`x + \\mathrm{Dropout}(\\mathrm{FFN}(\\mathrm{LN}(x)))`."""
+    r"""The model file's post-LN FFN, or the paper's pre-LN one (eq. 9):
+    :math:`x + \mathrm{Dropout}(\mathrm{FFN}(\mathrm{LN}(x)))`."""
     if not pre_ln:
         return ffn(x)
     return x + ffn.dropout(ffn.dense_2(F.elu(ffn.dense_1(ffn.LayerNorm(x)))))
 
 
 class FormsSTOSALayer(stosa.STOSALayer):
-    """The model file's layer as the plugin computes it: :math:`A \circ A` by
+    r"""The model file's layer as the plugin computes it: :math:`A \circ A` by
     :class:`SquaredWeightsAggregate` (the same forward), and the forms the model file
     has not: the paper's means through attention and FFN (eq. 7-9), its pre-LN FFN, the
     reference code's value covariances; and AWRSR's refiner (``positions``) where the
