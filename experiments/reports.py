@@ -198,7 +198,8 @@ def with_docs_block(page, markers, block, name):
         )
     head, rest = page.split(start, 1)
     _, tail = rest.split(end, 1)
-    return f"{head}{start}\n{block}\n{end}{tail}"
+    middle = f"{block}\n" if block else ""  # an empty block: the markers alone
+    return f"{head}{start}\n{middle}{end}{tail}"
 
 
 def first_table(report_text):
@@ -221,7 +222,9 @@ def tables_onward(report_text):
 
 def docs_block(study, report_text):
     """What a docs page shows of a study's report: its first table, or every table from
-    the first on (``docs_all_tables``)."""
+    the first on (``docs_all_tables``); nothing while the study has no run."""
+    if report_text is None:
+        return ""
     if study.get("docs_all_tables"):
         return tables_onward(report_text)
     return first_table(report_text)

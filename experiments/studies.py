@@ -515,8 +515,9 @@ STOSA_TABLE1_OFFICIAL = {
         "mrr@40": 0.0444,
     },
 }
-#: STOSA.yaml's budget and validation metric, shared by both variants (a test checks
-#: they are the yaml's)
+#: STOSA.yaml's validation metric and patience, shared by both variants (a test checks
+#: they are the yaml's), and the cap of 200 epochs STOSA.yaml had when these runs were
+#: made (since 2026-12-02 it is 1000, which the patience reaches first: issue 73)
 STOSA_TABLE1_PROTOCOL = {
     "eval_args": FULL,
     "eval_mask_history": True,
@@ -752,8 +753,8 @@ STUDIES["awrsr_table2_Beauty"] = {
     "protocol_text": "STOSA's Table 1 protocol (the paper is built on STOSA's code): "
     "the authors' Beauty (22,363 users; the paper's has 52k: compare the gains, not the "
     "levels), leave-one-out, full ranking with the user's already-seen items masked; "
-    "R@1, R@5, N@5; STOSA.yaml's budget (at most 200 epochs, early stop after 50 "
-    "validations without a better MRR@20). Each refinement trains with its backbone's "
+    "R@1, R@5, N@5; the Table 1 runs' budget (at most 200 epochs, early stop after "
+    "50 validations without a better MRR@20). Each refinement trains with its backbone's "
     "exact settings; the backbone rows are the stosa_table1_Beauty runs.",
     "variants": {
         # SASRecAP's settings (SASRecAP.yaml, as the stosa_table1 SASRec trained), pinned:
