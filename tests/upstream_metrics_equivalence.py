@@ -45,7 +45,12 @@ def values(module, data_struct_class):
         defaults = {
             k: v
             for k, v in yaml.safe_load(f).items()
-            if k in ("ild_distance", "f1_accuracy_metrics", "f1_diversity_metrics")
+            if k
+            in (
+                "ild_distance",
+                "accdivf1_accuracy_metrics",
+                "accdivf1_diversity_metrics",
+            )
         }
     assert (
         len(defaults) == 3
@@ -58,8 +63,8 @@ def values(module, data_struct_class):
         "AccDivF1": base,
         "AccDivF1 NDCG/CC": {
             **base,
-            "f1_accuracy_metrics": ["NDCG"],
-            "f1_diversity_metrics": ["CC"],
+            "accdivf1_accuracy_metrics": ["NDCG"],
+            "accdivf1_diversity_metrics": ["CC"],
         },
     }
     out = {}

@@ -32,8 +32,13 @@ from recbole_attn.evaluator.metrics import (  # noqa: F401 (the package's API)
 METRIC_DEFAULTS = {
     "category_field": "categories",
     "ild_distance": "cosine",
-    "f1_accuracy_metrics": ["Recall", "NDCG"],
-    "f1_diversity_metrics": ["CC", "ILD"],
+    "accdivf1_accuracy_metrics": ["Recall", "NDCG"],
+    "accdivf1_diversity_metrics": ["CC", "ILD"],
+}
+#: the plugin's earlier names of AccDivF1's options (read where the new ones are unset)
+METRIC_ALIASES = {
+    "accdivf1_accuracy_metrics": "f1_accuracy_metrics",
+    "accdivf1_diversity_metrics": "f1_diversity_metrics",
 }
 
 
@@ -43,11 +48,16 @@ class _WithDefaults:
     def __init__(self, config):
         self.config = config
 
-    def __getitem__(self, key):
+    def _get(self, key):
         try:
-            value = self.config[key]
+            return self.config[key]
         except KeyError:
-            value = None
+            return None
+
+    def __getitem__(self, key):
+        value = self._get(key)
+        if value is None and key in METRIC_ALIASES:
+            value = self._get(METRIC_ALIASES[key])
         return METRIC_DEFAULTS.get(key) if value is None else value
 
     def __contains__(self, key):

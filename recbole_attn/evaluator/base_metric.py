@@ -9,12 +9,6 @@ from recbole.utils import EvaluatorType
 ITEM_CATEGORIES = "data.item_categories"
 
 
-def topk_list(config):
-    """``config['topk']`` as a list (RecBole accepts an int too)."""
-    topk = config["topk"]
-    return [topk] if isinstance(topk, int) else list(topk)
-
-
 class CategoryMetric(AbstractMetric):
     """Base of the category metrics: a top-K RANKING metric on ``rec.items`` and the item
     category table; bigger is better."""
@@ -25,7 +19,7 @@ class CategoryMetric(AbstractMetric):
 
     def __init__(self, config):
         super().__init__(config)
-        self.topk = topk_list(config)
+        self.topk = config["topk"]  # a list: RecBole's Config makes an int one
 
     def used_info(self, dataobject):
         return dataobject.get("rec.items"), dataobject.get(ITEM_CATEGORIES)

@@ -2,32 +2,24 @@
 ``collector.py``, whose ``Collector.data_collect`` stores
 :func:`collected_item_categories` under ``data.item_categories``."""
 
-import numpy as np
 import torch
 from recbole.utils import FeatureSource, FeatureType
-from torch.nn.utils.rnn import pad_sequence
 
 
 def item_category_table(dataset, field):
     """LongTensor ``[n_items, max_categories]``: row = internal item id, the item's
-    category token ids, zero-padded; all zeros for uncategorized items."""
+    category token ids, zero-padded; all zeros for uncategorized items. ``dataset`` is
+    a built one (``dataset.build()``, which RecBole's ``data_preparation`` calls): its
+    ``item_feat`` an ``Interaction``, as the Trainer's ``train_data.dataset`` is."""
     iid_field = dataset.iid_field
     n_items = dataset.item_num
     feat = dataset.item_feat
     if feat is None or field not in feat:
         return torch.zeros(n_items, 1, dtype=torch.long)
-    if isinstance(feat[field], torch.Tensor):  # Interaction (after dataset.build())
-        values = feat[field].long()
-        if values.dim() == 1:
-            values = values.unsqueeze(1)
-        ids = feat[iid_field].long()
-    else:  # pandas DataFrame (before build): one array of token ids per row
-        rows = [
-            torch.as_tensor(np.asarray(v, dtype=np.int64)).view(-1) for v in feat[field]
-        ]
-        one = [torch.zeros(1, dtype=torch.long)]  # keeps the width >= 1
-        values = pad_sequence(rows + one, batch_first=True)[:-1]
-        ids = torch.as_tensor(np.asarray(feat[iid_field], dtype=np.int64))
+    values = feat[field].long()
+    if values.dim() == 1:
+        values = values.unsqueeze(1)
+    ids = feat[iid_field].long()
     table = torch.zeros(n_items, max(1, values.shape[1]), dtype=torch.long)
     table[ids] = values
     return table

@@ -10,8 +10,8 @@ of item ``i``; ``C`` = the set of distinct categories that occur in the item tab
   default) or Jaccard ``|c_i ∩ c_j| / |c_i ∪ c_j|`` (``jaccard``), over pairs of categorized
   items; a user without one (always at K = 1) is left out of the mean, ILD@K = 0 if all are.
 * ``AccDivF1@K`` = 2·a·d / (a + d), the harmonic mean (not of precision and recall) of the
-  dataset-level means a of the accuracy metrics (``f1_accuracy_metrics``, default ``[Recall,
-  NDCG]``) and d of the diversity metrics (``f1_diversity_metrics``, default ``[CC, ILD]``)
+  dataset-level means a of the accuracy metrics (``accdivf1_accuracy_metrics``, default ``[Recall,
+  NDCG]``) and d of the diversity metrics (``accdivf1_diversity_metrics``, default ``[CC, ILD]``)
   at the same K, which AccDivF1 computes itself (they need not be in ``metrics``)."""
 
 import numpy as np
@@ -19,11 +19,7 @@ import torch
 from recbole.evaluator.base_metric import AbstractMetric
 from recbole.utils import EvaluatorType
 
-from recbole_attn.evaluator.base_metric import (
-    ITEM_CATEGORIES,
-    CategoryMetric,
-    topk_list,
-)
+from recbole_attn.evaluator.base_metric import ITEM_CATEGORIES, CategoryMetric
 
 ILD_DISTANCES = ("cosine", "jaccard")
 
@@ -86,10 +82,7 @@ def coverage_per_user(rec_items, item_categories):
 def ild_per_user(rec_items, item_categories, distance="cosine"):
     """ILD@k of every user for k = 1..K: a float64 array ``[n_users, K]``, NaN where the
     user's top-k has no pair of two categorized items."""
-    if distance not in ILD_DISTANCES:
-        raise ValueError(
-            f"ild_distance must be one of {list(ILD_DISTANCES)}, got {distance!r}"
-        )
+    distance = checked_distance(distance)
     hot = category_multi_hot(item_categories)
     rec_items = torch.as_tensor(rec_items, dtype=torch.long).cpu()
     n_users, k = rec_items.shape
@@ -166,7 +159,11 @@ class ILD(CategoryMetric):
 def ild_distance(config):
     """``ild_distance`` (``cosine``, the default, or ``jaccard``); a ``ValueError``
     for any other."""
-    distance = str(config["ild_distance"]).lower()
+    return checked_distance(str(config["ild_distance"]).lower())
+
+
+def checked_distance(distance):
+    """``distance`` if it is one of :data:`ILD_DISTANCES`; a ``ValueError`` else."""
     if distance not in ILD_DISTANCES:
         raise ValueError(
             f"ild_distance must be one of {list(ILD_DISTANCES)}, got {distance!r}"
@@ -205,7 +202,7 @@ def f1_components(config):
                 )
         return [name.lower() for name in map(str, value)]
 
-    return names("f1_accuracy_metrics"), names("f1_diversity_metrics")
+    return names("accdivf1_accuracy_metrics"), names("accdivf1_diversity_metrics")
 
 
 class AccDivF1(AbstractMetric):
@@ -216,8 +213,8 @@ class AccDivF1(AbstractMetric):
         a = \mathrm{mean}(\mathrm{Recall@K}, \mathrm{NDCG@K}), \quad
         d = \mathrm{mean}(\mathrm{CC@K}, \mathrm{ILD@K})
 
-    The metrics that enter ``a`` and ``d`` are set by ``f1_accuracy_metrics`` and
-    ``f1_diversity_metrics`` (any top-K metric computed from ``rec.topk``, ``rec.items`` or
+    The metrics that enter ``a`` and ``d`` are set by ``accdivf1_accuracy_metrics`` and
+    ``accdivf1_diversity_metrics`` (any top-K metric computed from ``rec.topk``, ``rec.items`` or
     the category table, e.g. ``[NDCG]`` and ``[CC]`` for PAtt's Table 3). The components are
     computed here, unrounded, whether or not they are in ``metrics``.
     """
@@ -228,7 +225,7 @@ class AccDivF1(AbstractMetric):
 
     def __init__(self, config):
         super().__init__(config)
-        self.topk = topk_list(config)
+        self.topk = config["topk"]
         accuracy, diversity = f1_components(config)
         self.accuracy = [self._component(config, key) for key in accuracy]
         self.diversity = [self._component(config, key) for key in diversity]

@@ -121,7 +121,13 @@ RECBOLE_INTERNAL_KEYS = tuple(
 )
 
 #: recbole_attn keys read with a default in code (no yaml line): the metrics' options
-PLUGIN_OPTIONAL_KEYS = ("ild_distance", "f1_accuracy_metrics", "f1_diversity_metrics")
+PLUGIN_OPTIONAL_KEYS = (
+    "ild_distance",
+    "accdivf1_accuracy_metrics",
+    "accdivf1_diversity_metrics",
+    "f1_accuracy_metrics",
+    "f1_diversity_metrics",
+)
 
 
 def yaml_keys(path):

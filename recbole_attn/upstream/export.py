@@ -19,12 +19,15 @@ from recbole_attn.errors import ExportError
 from recbole_attn.files import finish_publishes, write_files
 from recbole_attn.upstream import metric_files
 from recbole_attn.upstream.models import MODELS
-from recbole_attn.upstream.recbole_files import EDITS, TEST_CASES, add_test_cases
+from recbole_attn.upstream.recbole_files import EDITS, MODEL_COUNTS, TEST_CASES
+from recbole_attn.upstream.recbole_files import add_test_cases, add_to_model_counts
+from recbole_attn.upstream.recbole_files import new_models
 from recbole_attn.upstream.recbole_files import docs_page, pr_description
 from recbole_attn.upstream.sources import imported_models, own_paths
 from recbole_attn.upstream.sources import python_files, read_text, with_headers
 from recbole_attn.upstream.yaml_files import model_yaml
 
+MODEL_INTRO = "docs/source/user_guide/model_intro.rst"
 #: what the last export wrote (path -> sha256), in the checkout's .git folder
 MANIFEST = "recbole-attn-export.json"
 
@@ -157,6 +160,12 @@ def export(
         for path, edit in EDITS.items()
         if names and read(path) is not None
     }
+    # RecBole's count of its models, raised by the models new to model_intro.rst
+    added = len(new_models(read(MODEL_INTRO), names))
+    for path in MODEL_COUNTS if added else ():
+        if read(path) is not None:
+            text = edited.get(path, read(path))
+            edited[path] = add_to_model_counts(text, added, path)
     methods = dict(manifest.get("methods", {}))
     if names:
         edited[TEST_CASES], new = add_test_cases(read(TEST_CASES), names, methods)

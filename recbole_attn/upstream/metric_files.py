@@ -180,8 +180,8 @@ OVERALL_COMMENTS = {
     "category_field": "(str) The token_seq item feature with the items' categories, "
     "for CC, ILD and AccDivF1.",
     "ild_distance": "(str) The distance of ILD: 'cosine' or 'jaccard'.",
-    "f1_accuracy_metrics": "(list) The accuracy metrics whose mean AccDivF1 combines.",
-    "f1_diversity_metrics": "(list) The diversity metrics whose mean AccDivF1 combines.",
+    "accdivf1_accuracy_metrics": "(list) The accuracy metrics whose mean AccDivF1 combines.",
+    "accdivf1_diversity_metrics": "(list) The diversity metrics whose mean AccDivF1 combines.",
 }
 OVERALL_AFTER = "metric_decimal_place:"
 
@@ -233,9 +233,9 @@ OPTIONS = """\
   ``categories``.
 - ``ild_distance (str)``: The distance between two items' category sets in ``ILD``:
   ``cosine`` or ``jaccard``. Defaults to ``cosine``.
-- ``f1_accuracy_metrics (list)`` and ``f1_diversity_metrics (list)``: The top-k metrics
-  whose means are the accuracy and the diversity that ``AccDivF1`` combines (their
-  harmonic mean). Default to ``['Recall', 'NDCG']`` and ``['CC', 'ILD']``.
+- ``accdivf1_accuracy_metrics (list)`` and ``accdivf1_diversity_metrics (list)``: The
+  top-k metrics whose means are the accuracy and the diversity that ``AccDivF1``
+  combines (their harmonic mean). Default to ``['Recall', 'NDCG']`` and ``['CC', 'ILD']``.
 """
 
 
@@ -309,7 +309,7 @@ def pr_description():
         "(`collected_item_categories`: a `ValueError` when `category_field` is not a "
         "loaded `token_seq` item feature).\n"
         "- `recbole/properties/overall.yaml`: the options `category_field`, "
-        "`ild_distance`, `f1_accuracy_metrics`, `f1_diversity_metrics` with their "
+        "`ild_distance`, `accdivf1_accuracy_metrics`, `accdivf1_diversity_metrics` with their "
         "defaults, documented in `evaluation_settings.rst`.\n\n"
         f"## Files\n\n{files_table()}\n\n"
         "## Tests\n\n"

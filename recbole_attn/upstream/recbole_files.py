@@ -98,7 +98,8 @@ def add_init_lines(text, names):
     return text.rstrip("\n") + "\n" + "".join(lines) if lines else text
 
 
-def model_list_entry(name):
+def model_list_entry(name, keys_at=8):
+    """The entry of ``name``: its brace at 6 spaces, its keys at ``keys_at``."""
     model = MODELS[name]
     entry = {
         "category": "Sequential Recommendation",
@@ -114,13 +115,21 @@ def model_list_entry(name):
         "repository": "RecBole",
         "repo_link": "https://github.com/RUCAIBox/RecBole",
     }
-    return textwrap.indent(json.dumps(entry, indent=4, ensure_ascii=False), " " * 6)
+    text = json.dumps(entry, indent=keys_at - 6, ensure_ascii=False)
+    return textwrap.indent(text, " " * 6)
+
+
+def _last_entry_indent(text):
+    """The indent of the keys of the file's last entry (RecBole's later entries: 8)."""
+    found = re.findall(r'^( *)"category":', text, re.M)
+    return len(found[-1]) if found else 8
 
 
 def add_model_list_entries(text, names):
     """``asset/model_list.json`` with the entries of ``names`` it lacks, at its end."""
     present = {e.get("model") for e in json.loads(text)["data"]}
-    new = [model_list_entry(n) for n in names if n not in present]
+    keys_at = _last_entry_indent(text)
+    new = [model_list_entry(n, keys_at) for n in names if n not in present]
     if not new:
         return text
     end = text.rstrip().rstrip("}").rstrip().rstrip("]").rstrip()
@@ -136,9 +145,55 @@ def add_docs_lines(text, names):
         raise ExportError(
             "docs/source/user_guide/model_intro.rst lists no sequential model"
         )
-    new = [f"   model/sequential/{n.lower()}\n" for n in names]
+    new = [docs_line(n) for n in names]
     new = [line for line in new if line not in lines]
     return "".join(lines[: at[-1] + 1] + new + lines[at[-1] + 1 :])
+
+
+#: the sentences of RecBole's README and docs that count its models (its model pull
+#: requests raise them); path -> patterns of the number
+MODEL_COUNTS = {
+    "README.md": (
+        r"(Our library includes )(\d+)( recommendation algorithms)",
+        r"(We implement )(\d+)( commonly used recommendation algorithms)",
+    ),
+    "README_CN.md": (
+        r"(我们实现了)(\d+)(个推荐系统模型)",
+        r"(我们实现了)(\d+)(个常用的推荐算法)",
+    ),
+    "docs/source/index.rst": (
+        r"(our library includes )(\d+)( recommendation algorithms)",
+        r"(We implement )(\d+)( commonly used recommendation algorithms)",
+    ),
+    "docs/source/user_guide/model_intro.rst": (
+        r"(We implement )(\d+)( recommendation models)",
+    ),
+}
+
+
+def docs_line(name):
+    return f"   model/sequential/{name.lower()}\n"
+
+
+def new_models(model_intro, names):
+    """The models of ``names`` that ``model_intro.rst`` does not list yet: those a
+    pull request adds to RecBole's count of its models."""
+    lines = (model_intro or "").splitlines(keepends=True)
+    return [n for n in names if docs_line(n) not in lines]
+
+
+def add_to_model_counts(text, added, path="the file"):
+    """``text`` with RecBole's count of its models raised by ``added``."""
+    for pattern in MODEL_COUNTS[path]:
+        text, found = re.subn(
+            pattern, lambda m: f"{m[1]}{int(m[2]) + added}{m[3]}", text, count=1
+        )
+        if not found and added:
+            raise ExportError(
+                f"{path} no longer counts RecBole's models as {pattern!r}: RecBole "
+                "changed it; raise its count by hand"
+            )
+    return text
 
 
 #: RecBole's files that get our lines: path -> edit(text, names); and the test cases
@@ -168,6 +223,41 @@ def _yaml_block(values):
     return ".. code:: yaml\n\n" + lines
 
 
+#: the ``hyper.test`` choices of every model, for the keys its yaml has (SASRec's page's)
+HYPER = {
+    "learning_rate": [0.01, 0.005, 0.001, 0.0005, 0.0001],
+    "hidden_dropout_prob": [0.2, 0.5],
+    "attn_dropout_prob": [0.2, 0.5],
+    "n_heads": [1, 2],
+    "n_layers": [1, 2, 3],
+}
+
+
+def hyper_choices(name, values):
+    """``{key: choices}`` of the docs page's ``hyper.test``: every model's keys that the
+    yaml ``values`` has (each with its default among the choices), then the model's."""
+    out = {}
+    for key, choices in HYPER.items():
+        if key == "learning_rate" or key in values:
+            default = values.get(key)
+            extra = [] if default is None or default in choices else [default]
+            out[key] = sorted([*choices, *extra])
+    if "learning_rate" in out:  # as SASRec's page lists them
+        out["learning_rate"] = sorted(out["learning_rate"], reverse=True)
+    return {**out, **MODELS[name].hyper}
+
+
+def _hyper_text(choices):
+    def literal(value):
+        return "[" + ",".join(repr(v) for v in value) + "]"
+
+    return "".join(f"   {k} choice {literal(v)}\n" for k, v in choices.items())
+
+
+def _settings_keys(keys):
+    return ", ".join(f"``{k}``" for k in keys)
+
+
 def settings_text(name, files):
     """The docs page's settings a model yaml cannot hold (T, the training budget), and
     the defaults RecBole ignores of the model whose file it runs (AWRSR: STOSA's)."""
@@ -177,13 +267,32 @@ def settings_text(name, files):
     out = []
     settings = reproduction_settings(name)
     if settings:
+        length = "MAX_ITEM_LIST_LENGTH"
+        others = [k for k in settings if k != length]
+        why = []
+        if length in settings:
+            why.append(
+                f"RecBole reads ``{length}`` from "
+                "``recbole/properties/dataset/sample.yaml`` (``50``) after the model's "
+                "yaml, so a model's yaml cannot set it"
+            )
+        if others:
+            why.append(
+                f"{_settings_keys(others)} {'is' if len(others) == 1 else 'are'} "
+                "training and evaluation settings of ``overall.yaml``, which RecBole's "
+                "model yaml files leave to the user"
+            )
+        topk = (
+            " ``topk`` holds the K of ``valid_metric``: RecBole validates at the K of "
+            "``topk`` alone."
+            if "topk" in settings
+            else ""
+        )
         out.append(
-            "**Reproduction settings:** RecBole reads "
-            "``MAX_ITEM_LIST_LENGTH`` from ``recbole/properties/dataset/sample.yaml`` "
-            "(``50``) after the model's yaml, and the training and evaluation settings "
-            "from ``overall.yaml``, so the model's yaml holds none of them. To train "
-            "as the model was reproduced, set them in your own config "
-            "file (or ``config_dict``):\n\n" + _yaml_block(settings)
+            f"**Reproduction settings:** {name} was reproduced with the settings "
+            f"below, which its yaml does not hold: {'; '.join(why)}. To train as it "
+            "was reproduced, set them in your own config file (or ``config_dict``)."
+            f"{topk}\n\n" + _yaml_block(settings)
         )
     own = exported_keys(name, files)
     for other in MODELS[name].also_reads:
@@ -199,6 +308,60 @@ def settings_text(name, files):
                 + _yaml_block(differ)
             )
     return "\n".join(out)
+
+
+def _python_dict(values, indent="   "):
+    """``values`` as the pages' ``parameter_dict`` (one key a line)."""
+    lines = "".join(f"{indent}   {k!r}: {v!r},\n" for k, v in values.items())
+    return f"{indent}parameter_dict = {{\n{lines}{indent}}}\n"
+
+
+def running_example(name):
+    """The page's ``run.py``: ``run_recbole`` on ml-100k, with the model's
+    ``config_dict`` where it needs one (DPAtt: the category field)."""
+    example = MODELS[name].example
+    call = f"run_recbole(model='{name}', dataset='ml-100k'"
+    if not example:
+        return f"   {call})\n"
+    return _python_dict(example) + f"   {call}, config_dict=parameter_dict)\n"
+
+
+#: the closing links of RecBole's model pages
+CLOSING = """\
+If you want to change parameters, dataset or evaluation settings, take a look at
+
+- :doc:`../../../user_guide/config_settings`
+- :doc:`../../../user_guide/data_intro`
+- :doc:`../../../user_guide/train_eval_intro`
+- :doc:`../../../user_guide/usage`
+"""
+
+
+def tuning_text(name, values):
+    """The page's "Tuning Hyper Parameters" section, as RecBole's model pages have it."""
+    example = MODELS[name].example
+    config = (
+        f"{name} needs the ``parameter_dict`` above there too: write it into the "
+        "config file of ``--config_files``:\n\n" + _yaml_block(example) + "\n"
+        if example
+        else ""
+    )
+    return (
+        "Tuning Hyper Parameters\n-------------------------\n\n"
+        "If you want to use ``HyperTuning`` to tune hyper parameters of this model, you "
+        "can copy the following settings and name it as ``hyper.test``.\n\n"
+        ".. code:: bash\n\n" + _hyper_text(hyper_choices(name, values)) + "\n"
+        "Note that we just provide these hyper parameter ranges for reference only, and "
+        "we can not guarantee that they are the optimal range of this model.\n\n"
+        "Then, with the source code of RecBole (you can download it from GitHub), you "
+        "can run the ``run_hyper.py`` to tuning:\n\n"
+        ".. code:: bash\n\n"
+        "   python run_hyper.py --model=[model_name] --dataset=[dataset_name] "
+        "--config_files=[config_files_path] --params_file=hyper.test\n\n"
+        + config
+        + "For more details about Parameter Tuning, refer to "
+        ":doc:`../../../user_guide/usage/parameter_tuning`.\n\n\n" + CLOSING
+    )
 
 
 def docs_page(name, yaml_text, files=None):
@@ -234,8 +397,9 @@ def docs_page(name, yaml_text, files=None):
         + "**A Running Example:**\n\n"
         "Write the following code to a python file, such as `run.py`\n\n"
         ".. code:: python\n\n   from recbole.quick_start import run_recbole\n\n"
-        f"   run_recbole(model='{name}', dataset='ml-100k')\n"
-        "\nAnd then:\n\n.. code:: bash\n\n   python run.py\n"
+        + running_example(name)
+        + "\nAnd then:\n\n.. code:: bash\n\n   python run.py\n\n"
+        + tuning_text(name, values)
     )
 
 
@@ -268,7 +432,7 @@ _SHAPES = {
         "class TestKnowledgeRecommender(unittest.TestCase):\n    pass\n"
     ),
     "asset/model_list.json": (
-        '{\n  "data": [\n      {\n          "model": "SASRec"\n      }\n  ]\n}'
+        '{\n  "data": [\n      {\n        "model": "SASRec"\n      }\n  ]\n}'
     ),
     "docs/source/user_guide/model_intro.rst": "   model/sequential/sasrec\n\nNext\n",
 }
@@ -285,7 +449,31 @@ def added_lines(before, after):
 def recbole_edits(names):
     """``{path: (added, removed)}``: the lines a pull request of ``names`` adds."""
     edit = {**EDITS, TEST_CASES: lambda text, names: add_test_cases(text, names)[0]}
-    return {p: added_lines(t, edit[p](t, names)) for p, t in _SHAPES.items()}
+    out = {p: added_lines(t, edit[p](t, names)) for p, t in _SHAPES.items()}
+    for path, (added, removed) in count_edits(_COUNT_SHAPES, names).items():
+        before = out.get(path, (0, 0))
+        out[path] = (before[0] + added, before[1] + removed)
+    return out
+
+
+def count_edits(texts, names):
+    """``{path: (added, removed)}`` of the count sentences in ``texts`` (path ->
+    text) that a pull request of ``names`` raises."""
+    added = len(names)
+    return {
+        p: added_lines(t, add_to_model_counts(t, added, p)) for p, t in texts.items()
+    }
+
+
+#: RecBole's count sentences in short, one a line as in its files
+_COUNT_SHAPES = {
+    "README.md": "Our library includes 94 recommendation algorithms, covering\n"
+    "+ We implement 94 commonly used recommendation algorithms, and\n",
+    "README_CN.md": "我们实现了94个推荐系统模型，\n我们实现了94个常用的推荐算法，\n",
+    "docs/source/index.rst": "our library includes 94 recommendation algorithms\n"
+    "We implement 94 commonly used recommendation algorithms\n",
+    "docs/source/user_guide/model_intro.rst": "We implement 94 recommendation models\n",
+}
 
 
 def table(new, edits):

@@ -143,7 +143,45 @@ def reproduction_settings(name):
     for cls in reversed(get_model_class(name).__mro__):
         if "yaml_header" in vars(cls):
             own.update(_declared(cls))
-    return {k: v for k, v in own.items() if k in cannot}
+    out = {k: v for k, v in own.items() if k in cannot}
+    if "valid_metric" in out:  # computable only with its K in topk, its name in metrics
+        out = _with_valid_metric_computed(out, plugin_defaults(name))
+    return out
+
+
+def recbole_overall_defaults():
+    """RecBole's own ``overall.yaml`` (the installed RecBole's)."""
+    import recbole
+
+    path = os.path.join(os.path.dirname(recbole.__file__), "properties", "overall.yaml")
+    return yaml.safe_load(read_text(path)) or {}
+
+
+def _with_valid_metric_computed(settings, plugin):
+    """``settings`` with the ``topk`` (and ``metrics``) RecBole needs to compute their
+    ``valid_metric``, right after it: RecBole's Trainer reads ``valid_metric`` from the
+    validation results, which hold only ``metrics`` at every K of ``topk``. Where
+    RecBole's defaults lack them, the plugin's (``plugin``), which the model was
+    reproduced with."""
+    metric, _, k = str(settings["valid_metric"]).partition("@")
+    recbole_own = recbole_overall_defaults()
+    extra = {}
+    topk = recbole_own["topk"]
+    if k and int(k) not in ([topk] if isinstance(topk, int) else topk):
+        extra["topk"] = plugin["topk"]
+    metrics = [m.lower() for m in recbole_own["metrics"]]
+    if metric.lower() not in metrics:
+        extra["metrics"] = plugin["metrics"]
+    topk = extra.get("topk", topk)
+    names = [m.lower() for m in extra.get("metrics", recbole_own["metrics"])]
+    # the plugin's defaults compute it: its valid_metric is checked before a run
+    assert int(k or topk[0]) in topk and metric.lower() in names, settings
+    out = {}
+    for key, value in settings.items():
+        out[key] = value
+        if key == "valid_metric":
+            out.update(extra)
+    return out
 
 
 def model_yaml(name, files):

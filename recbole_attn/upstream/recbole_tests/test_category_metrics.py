@@ -6,14 +6,14 @@ import math
 import os
 import sys
 import unittest
-from types import SimpleNamespace
 
 sys.path.append(os.getcwd())
 import torch
 from recbole.config import Config
-from recbole.data import create_dataset
+from recbole.data import create_dataset, data_preparation
 from recbole.evaluator.collector import Collector, DataStruct
 from recbole.evaluator.register import metric_information, metrics_dict
+from recbole.utils import init_seed
 
 current_path = os.path.dirname(os.path.realpath(__file__))
 TOPK = [1, 2, 3]
@@ -120,8 +120,8 @@ class TestCategoryMetrics(unittest.TestCase):
         config = config_with()
         self.assertEqual(config["category_field"], "categories")
         self.assertEqual(config["ild_distance"], "cosine")
-        self.assertEqual(config["f1_accuracy_metrics"], ["Recall", "NDCG"])
-        self.assertEqual(config["f1_diversity_metrics"], ["CC", "ILD"])
+        self.assertEqual(config["accdivf1_accuracy_metrics"], ["Recall", "NDCG"])
+        self.assertEqual(config["accdivf1_diversity_metrics"], ["CC", "ILD"])
 
     def test_accdivf1(self):
         config = config_with()
@@ -135,13 +135,15 @@ class TestCategoryMetrics(unittest.TestCase):
         self.assert_values("accdivf1", result, f1)
 
     def test_accdivf1_components(self):
-        config = config_with(f1_accuracy_metrics=["NDCG"], f1_diversity_metrics=["CC"])
+        config = config_with(
+            accdivf1_accuracy_metrics=["NDCG"], accdivf1_diversity_metrics=["CC"]
+        )
         result = metrics_dict["accdivf1"](config).calculate_metric(data_struct())
         self.assert_values(
             "accdivf1", result, lambda k: 2 * ndcg(k) * cc(k) / (ndcg(k) + cc(k))
         )
         with self.assertRaises(ValueError):
-            metrics_dict["accdivf1"](config_with(f1_accuracy_metrics=["AUC"]))
+            metrics_dict["accdivf1"](config_with(accdivf1_accuracy_metrics=["AUC"]))
 
 
 def category_config(**options):
@@ -162,13 +164,23 @@ def category_config(**options):
     )
 
 
+def train_data_of(config):
+    """The training data RecBole's Trainer hands the collector (``data_collect``):
+    that of ``data_preparation``, whose dataset is built."""
+    init_seed(config["seed"], config["reproducibility"])
+    dataset = create_dataset(config)
+    train_data, _, _ = data_preparation(config, dataset)
+    return train_data
+
+
 class TestCategoryCollector(unittest.TestCase):
     def test_collector_gives_every_item_its_categories(self):
         config = category_config()
-        dataset = create_dataset(config)
+        train_data = train_data_of(config)
         collector = Collector(config)
-        collector.data_collect(SimpleNamespace(dataset=dataset))
+        collector.data_collect(train_data)
         table = collector.get_data_struct().get("data.item_categories")
+        dataset = train_data.dataset
         self.assertEqual(table.shape[0], dataset.item_num)
         # tests/test_data/test/test.item: 1 Toy Story, 2 GoldenEye
         for token, genres in (
@@ -177,12 +189,13 @@ class TestCategoryCollector(unittest.TestCase):
         ):
             row = table[dataset.token2id("item_id", token)]
             self.assertEqual(set(dataset.id2token("class", row[row > 0])), genres)
+        self.assertFalse(table[0].any())  # the padding item has no category
 
     def test_a_missing_category_field_is_a_clear_error(self):
         config = category_config(category_field="genre")
-        dataset = create_dataset(config)
+        train_data = train_data_of(config)
         with self.assertRaisesRegex(ValueError, "genre"):
-            Collector(config).data_collect(SimpleNamespace(dataset=dataset))
+            Collector(config).data_collect(train_data)
 
 
 if __name__ == "__main__":
