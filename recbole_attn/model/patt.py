@@ -258,7 +258,9 @@ class PAtt(SequentialRecommender):
     Embedding, FFN, residuals, layer norms, dropout and prediction are SASRec's.
 
     NOTE:
-        Deviations from the paper (the reference code's forms, but its two leaks):
+        Deviations from the paper (the reference code's forms, without its two
+        leaks: its normalizer over padding and future items, and its negative sampler's
+        avoidance of held-out items):
 
         * Ground set: the k-DPP of query t lives on its valid prefix (no padding or
           future item in any normalizer; the reference normalizer sums over them).

@@ -311,7 +311,8 @@ class RKSA(SequentialRecommender):
         Decisions where the paper is silent (no reference code exists):
 
         * :math:`\omega`, :math:`\alpha` are defined per query row t (the paper: the
-          last item only), so every position trains and row t reads no later item.
+          last item only), so each row t is a prediction of its own (RecBole trains
+          the last row of every prefix) and reads no later item.
         * One :math:`y_0` and one :math:`y` per sequence and head, shared by the rows;
           :math:`\psi` shared by a layer's heads, its Cholesky factor taken of
           :math:`(\psi + \epsilon I)/(1 + \epsilon)` (``rksa_jitter``).
