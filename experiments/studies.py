@@ -1350,6 +1350,12 @@ MEASUREMENTS = {
         "outputs": "experiments/speed/recommend_<dataset>.md",
         "what": "every user's top-K (recbole_attn.commands.recommend) against one test evaluation",
     },
+    "stosa_last_row": {
+        "command": "python -m experiments.stosa_last_row [--dataset=ml-100k]",
+        "outputs": "experiments/speed/stosa_last_row_<dataset>.md",
+        "what": "STOSA's last-row prediction path against every position (its pull "
+        "request's figure)",
+    },
     "rksa_cooccurrence": {
         "command": "python -m experiments.rksa_cooccurrence [--scale=10]",
         "outputs": "experiments/rksa_cooccurrence/",
