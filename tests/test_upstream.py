@@ -870,7 +870,7 @@ def test_a_run_says_where_the_plugins_defaults_differ_from_recboles():
     line = differences_line(
         make_config("STOSA", "ml-100k", config_dict={"MAX_ITEM_LIST_LENGTH": 100})
     )
-    assert "MAX_ITEM_LIST_LENGTH" not in line and "epochs=200" in line
+    assert "MAX_ITEM_LIST_LENGTH" not in line and "epochs=1000" in line
     line = differences_line(make_config("PAtt", "ml-100k"))
     assert "MAX_ITEM_LIST_LENGTH=30" in line
     given = {
