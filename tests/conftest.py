@@ -2,6 +2,7 @@
 
 import logging
 import os
+import re
 
 import pytest
 
@@ -79,3 +80,21 @@ def tiny_config(tiny_data_path, tmp_path, monkeypatch):
         **TINY_MODEL,
     }
     logging.getLogger().handlers.clear()
+
+
+#: STOSA's names since its layers hold one module a sublayer (issue 74) -> the
+#: per-stream ModuleDict names the patterns above were written for
+STOSA_STREAMS = [
+    (r"(\.multi_head_attention\.)(query|key)_(mean|cov)\.", r"\1\2.\3."),
+    (r"(\.multi_head_attention\.)(value|dense|LayerNorm)_mean\.", r"\1\2.mean."),
+    (r"(\.multi_head_attention\.)(value|dense|LayerNorm)\.(?!mean\.)", r"\1\2.cov."),
+    (r"\.feed_forward_mean\.", r".feed_forward.mean."),
+    (r"\.feed_forward\.(dense|Layer)", r".feed_forward.cov.\1"),
+]
+
+
+def per_stream_name(name):
+    """A STOSA parameter's name as releases before issue 74 wrote it (per stream)."""
+    for pattern, replacement in STOSA_STREAMS:
+        name = re.sub(pattern, replacement, name)
+    return name

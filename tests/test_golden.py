@@ -15,6 +15,7 @@ import zlib
 import pytest
 import torch
 
+from conftest import per_stream_name
 from experiments import research
 from recbole_attn.engine.quick_start import build
 
@@ -77,22 +78,10 @@ RENAMES = {
 RENAMES["DPAtt"] = RENAMES["PAtt"]
 
 
-#: STOSA's names since its layers hold one module a sublayer (issue 74) -> the
-#: per-stream ModuleDict names the patterns above were written for
-STOSA_STREAMS = [
-    (r"(\.multi_head_attention\.)(query|key)_(mean|cov)\.", r"\1\2.\3."),
-    (r"(\.multi_head_attention\.)(value|dense|LayerNorm)_mean\.", r"\1\2.mean."),
-    (r"(\.multi_head_attention\.)(value|dense|LayerNorm)\.(?!mean\.)", r"\1\2.cov."),
-    (r"\.feed_forward_mean\.", r".feed_forward.mean."),
-    (r"\.feed_forward\.(dense|Layer)", r".feed_forward.cov.\1"),
-]
-
-
 def old_name(model, name):
     """The pre-refactor name of today's parameter ``name`` of ``model``."""
     if model == "STOSA":
-        for pattern, streams in STOSA_STREAMS:
-            name = re.sub(pattern, streams, name)
+        name = per_stream_name(name)
     for pattern, old in RENAMES.get(model, []):
         if re.match(pattern, name):
             return re.sub(pattern, old, name)

@@ -3,13 +3,12 @@ differently"): the input layer, the FFN, the initialization and the held-out neg
 (``neg_exclude_heldout``). The model contract (causality, padding, trimming, shortcut) of
 every option is checked in tests/test_model_contract.py."""
 
-import re
-
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from conftest import per_stream_name
 from experiments.research import heldout_items, heldout_table, model_for
 from recbole_attn.errors import ConfigError
 from recbole_attn.plugin.stosa import FormsSTOSALayer, feed_forward
@@ -284,26 +283,10 @@ def test_a_checkpoint_with_the_per_stream_names_loads(tiny_config, layer_means):
     stream (``query.mean``, ``value.cov``, ``feed_forward.cov``): such a checkpoint
     loads strictly, as the same weights, into today's names."""
     net, _ = _build(tiny_config, stosa_layer_means=layer_means)
-    streams = [
-        (r"(\.multi_head_attention\.)(query|key)_(mean|cov)\.", r"\1\2.\3."),
-        (r"(\.multi_head_attention\.)(value|dense|LayerNorm)_mean\.", r"\1\2.mean."),
-        (
-            r"(\.multi_head_attention\.)(value|dense|LayerNorm)\.(?!mean\.)",
-            r"\1\2.cov.",
-        ),
-        (r"\.feed_forward_mean\.", r".feed_forward.mean."),
-        (r"\.feed_forward\.(dense|Layer)", r".feed_forward.cov.\1"),
-    ]
-
-    def old_name(key):
-        for pattern, replacement in streams:
-            key = re.sub(pattern, replacement, key)
-        return key
-
     state = net.state_dict()
-    old = {old_name(k): v.clone() + 0.5 for k, v in state.items()}
+    old = {per_stream_name(k): v.clone() + 0.5 for k, v in state.items()}
     assert any(".value.cov." in k for k in old)
     assert all(k not in state for k in old if "trm_encoder" in k)
     net.load_state_dict(old)  # strict
     for key, value in net.state_dict().items():
-        torch.testing.assert_close(value, old[old_name(key)])
+        torch.testing.assert_close(value, old[per_stream_name(key)])
