@@ -19,6 +19,7 @@ study's variant sets one of their options (:func:`model_for`), e.g.
   the official normalizer sums (row t then reads the items after t); batches keep their
   full length.
 * PARec's official forms (``add_position_embedding``, ``ffn_placement: after``).
+* AWRSR on STOSA: STOSA's forms one by one on its backbone (``awrsr_office``).
 
 Stored runs name the product model (``"model": "STOSA"``) and these options among their
 overrides.
@@ -470,9 +471,24 @@ class PARecForms:
         return self.LayerNorm(hidden)
 
 
+class AWRSRForms:
+    """Mixin of AWRSR: STOSA's forms one by one on its STOSA backbone."""
+
+    options = STOSAForms.options
+    backbones = {
+        **MODELS["AWRSR"].backbones,
+        "STOSA": type(
+            "RefinedSTOSAResearch",
+            (STOSAForms, MODELS["AWRSR"].backbones["STOSA"]),
+            {"__module__": __name__},
+        ),
+    }
+
+
 #: the forms each model's research class adds, besides every model's
 MODEL_FORMS = {
     "STOSA": (STOSAForms,),
+    "AWRSR": (AWRSRForms,),
     "PAtt": (SequenceGroundSet, PAttForms),
     "DPAtt": (PAttForms,),
     "PARec": (PARecForms,),

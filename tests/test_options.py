@@ -281,3 +281,27 @@ def test_the_memory_estimate_of_full_length_batches_keeps_our_chunked_logits(
     for model_class, config in cases:
         memory.check_memory(config, data, model_class, available=2**40)
     assert seen == [(True, 3, 3), (True, 3, None), (True, 3, None), (False, 3, None)]
+
+
+def test_awrsr_research_class_gives_its_stosa_backbone_the_forms_one_by_one(
+    tiny_config,
+):
+    """A study's AWRSR-on-STOSA variant with one of STOSA's research forms
+    (``awrsr_office``: ``stosa_layer_means``) trains AWRSR's research class, whose STOSA
+    backbone takes that form (found in review: the runner refused the variant)."""
+    from experiments import research
+    from recbole_attn.engine.quick_start import build
+
+    config = {
+        **tiny_config,
+        "backbone": "STOSA",
+        "refinement": "simp",
+        "stosa_preset": "official",
+        "stosa_layer_means": "paper",
+    }
+    cls = research.model_for("AWRSR", config)
+    assert cls is research.RESEARCH_MODELS["AWRSR"]
+    _, net, _, _ = build(cls, "tiny", config_dict=config)
+    assert net.backbone.forms["layer_means"] == "paper"
+    _, net, _, _ = build(cls, "tiny", config_dict={**config, "stosa_layer_means": None})
+    assert net.backbone.forms["layer_means"] == "official"  # the preset's

@@ -261,13 +261,14 @@ def _progress_callback(search, finished):
             )
 
         def on_trial_complete(self, iteration, trials, trial, **info):
-            """Its line, and its row among the finished."""
-            self._line(trial, "finished")
+            """Its row among the finished, kept, then its line: a search killed once
+            the line is out does not run the trial again."""
             completed.add(trial.trial_id)
             row = _trial_row(trial, names, search)
             if row is not None:
                 finished.append(row)
                 search.get("keep", lambda: None)()
+            self._line(trial, "finished")
 
         def on_trial_error(self, iteration, trials, trial, **info):
             self._line(trial, "failed")
