@@ -56,7 +56,8 @@ TRAINING_OPTIONS = {
         4,
         Integer(1),
         "split every batch into at most this many groups of similar lengths "
-        "(exact: loss and gradients are the ungrouped batch's); 1 = off",
+        "(exact: loss and gradients are the ungrouped batch's, but for the random "
+        "draws: dropout, RKSA's sample); 1 = off",
     ),
     "length_group_overhead": Opt(
         0.02,
