@@ -1284,6 +1284,33 @@ STUDIES["archive_quality_Beauty_lambda4096"] = _archive_quality(
 )
 
 
+#: STOSA's value covariances before 2026-12-02, when the default became the reference
+#: code's ELU(W_V x) + 1 (the studies stosa_value_cov_*, a tie on validation): every
+#: study above ran the linear form on STOSA and AWRSR's STOSA backbone, and pins it, so
+#: that it reruns as recorded and its new runs pair with its stored ones
+LINEAR_VALUES = {"stosa_value_cov": "paper"}
+
+
+def on_stosa(model, overrides):
+    """Whether a variant runs STOSA's layers (STOSA, or AWRSR on STOSA)."""
+    return model == "STOSA" or (
+        model == "AWRSR" and overrides.get("backbone") == "STOSA"
+    )
+
+
+def with_linear_values(study):
+    """``study`` with :data:`LINEAR_VALUES` pinned in each variant on STOSA that sets
+    no value covariances."""
+    for label, (model, overrides) in study["variants"].items():
+        if on_stosa(model, overrides) and "stosa_value_cov" not in overrides:
+            study["variants"][label] = (model, {**LINEAR_VALUES, **overrides})
+    return study
+
+
+for _study in STUDIES.values():
+    with_linear_values(_study)
+
+
 # ------------------------------------------------------------------ groups
 #: name -> the studies it runs and the report over them (``experiments/<group>/``)
 GROUPS = {

@@ -185,7 +185,10 @@ def test_stosa_covariances_aggregate_with_the_squared_refined_weights(tiny_confi
     def merge(x):
         return x.transpose(1, 2).reshape(2, x.size(2), -1)
 
-    z_cov = merge((probs * probs) @ heads(attention.value(cov)))
+    # the value covariances: the reference code's ELU(W_V x) + 1 (STOSA's default)
+    z_cov = merge(
+        (probs * probs) @ heads(torch.nn.functional.elu(attention.value(cov)) + 1)
+    )
     want = attention.LayerNorm(cov + attention.dense(z_cov))
     z_mean = merge(probs @ heads(attention.value_mean(mean)))
     want_mean = attention.LayerNorm_mean(mean + attention.dense_mean(z_mean))

@@ -18,12 +18,12 @@ from test_stosa_official import OFFICIAL  # the official code's model, option by
 
 def test_defaults_are_the_official_model_without_the_leak(tiny_config):
     """STOSA.yaml = every official behaviour but the held-out leak (the Office ablation's
-    "no held-out leak" row, experiments/studies.py STOSA_OFFICIAL)."""
+    "no held-out leak" row, experiments/studies.py STOSA_OFFICIAL), and the reference
+    code's value covariances (a tie on validation, stosa_value_cov_*; that ablation ran
+    before them, with the linear ones, which every study before them pins)."""
     config, net, _, _ = build("STOSA", "tiny", config_dict=tiny_config)
     forms = {f"stosa_{form}": value for form, value in net.forms.items()}
-    # but the value covariances, the paper's linear form until the study
-    # stosa_value_cov_* decides on validation (docs/models.md)
-    assert forms.pop("stosa_value_cov") == "paper"
+    assert forms.pop("stosa_value_cov") == "official"
     assert {**forms, "position_alignment": config["position_alignment"]} == OFFICIAL
     # the leak is no product option (experiments/research.py)
     assert config["neg_exclude_heldout"] is None

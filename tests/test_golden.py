@@ -96,6 +96,7 @@ RECORDED_DEFAULTS = {
         "stosa_ffn": "paper",
         "stosa_init": "recbole",
         "position_alignment": "first",
+        "stosa_value_cov": "paper",  # the default until 2026-12-02 (issue 73)
     },
     # PAtt's mechanism before its defaults followed the official code (issue 33)
     "PAtt": {

@@ -45,16 +45,23 @@ PATT_RECORDED = {
     "dpp_sampler": "linear",
     "position_alignment": "first",
 }
+#: STOSA's value covariances as recorded, the linear W_V x before its defaults took the
+#: reference code's (issue 73)
+STOSA_RECORDED = {"stosa_value_cov": "paper"}
 #: (name, model, extra options) of the pinned runs: every model and variant
 RUNS = [
     ("SASRecAP", "SASRecAP", {}),
     ("SASRecAP-BCE", "SASRecAP", {"loss_type": "BCE"}),
-    ("STOSA", "STOSA", {}),
+    ("STOSA", "STOSA", STOSA_RECORDED),
     ("PAtt", "PAtt", PATT_RECORDED),
     ("PAtt-k3", "PAtt", {**PATT_RECORDED, "dpp_k": 3}),
     ("DPAtt", "DPAtt", {**PATT_RECORDED, "dpp_cat_steps": 5}),
     ("AWRSR-SASRec-simp", "AWRSR", {"backbone": "SASRec", "refinement": "simp"}),
-    ("AWRSR-STOSA-stoc", "AWRSR", {"backbone": "STOSA", "refinement": "stoc"}),
+    (
+        "AWRSR-STOSA-stoc",
+        "AWRSR",
+        {"backbone": "STOSA", "refinement": "stoc", **STOSA_RECORDED},
+    ),
     ("PARec", "PARec", {}),
     ("FPARec", "FPARec", {"factor_k": 4}),
     ("RKSA", "RKSA", {}),

@@ -355,9 +355,9 @@ def test_the_last_layer_at_the_last_items_is_the_full_encoding_there(
 
 @pytest.mark.parametrize("layer_means", ["official", "paper"])
 def test_value_covariances_of_the_reference_code(tiny_config, layer_means):
-    """stosa_value_cov: official aggregates the reference code's value covariances,
-    ELU(W_V x) + 1, with A∘A (eq. 7 written out as a loop over keys here); paper, the
-    default, the linear W_V x. Same weights, so the two differ only there."""
+    """stosa_value_cov: official, the default, aggregates the reference code's value
+    covariances, ELU(W_V x) + 1, with A∘A (eq. 7 written out as a loop over keys here);
+    paper, the linear W_V x. Same weights, so the two differ only there."""
     outs = {}
     for value_cov in ("paper", "official"):
         forms = {"stosa_value_cov": value_cov, "stosa_layer_means": layer_means}

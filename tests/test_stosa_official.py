@@ -3,6 +3,10 @@ differently"): the input layer, the FFN, the initialization and the held-out neg
 (``neg_exclude_heldout``). The model contract (causality, padding, trimming, shortcut) of
 every option is checked in tests/test_model_contract.py."""
 
+import json
+import logging
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,7 +17,7 @@ from experiments.research import heldout_items, heldout_table, model_for
 from recbole_attn.errors import ConfigError
 from recbole_attn.plugin.stosa import FormsSTOSALayer, feed_forward
 from recbole_attn.model.stosa import FeedForward, elu_plus_one
-from recbole_attn.engine.quick_start import build
+from recbole_attn.engine.quick_start import build, load_data_and_model, run
 from recbole_attn.sequential.batching import training_targets
 
 #: the paper's model (each option's other value); the yaml defaults are the official ones
@@ -210,7 +214,7 @@ def test_the_preset_sets_the_four_forms(tiny_config):
         )
         want = {f: values[f"stosa_{f}"] for f in forms}
         # the value covariances are an option of their own, which no preset sets
-        assert net.forms == {**want, "value_cov": "paper"}, preset
+        assert net.forms == {**want, "value_cov": "official"}, preset
     mixed = {"stosa_preset": "paper", "stosa_input": "official"}
     with pytest.raises(ConfigError, match="stosa_input is a research-only option"):
         build("STOSA", "tiny", config_dict={**tiny_config, **mixed})
@@ -290,3 +294,28 @@ def test_a_checkpoint_with_the_per_stream_names_loads(tiny_config, layer_means):
     net.load_state_dict(old)  # strict
     for key, value in net.state_dict().items():
         torch.testing.assert_close(value, old[per_stream_name(key)])
+
+
+def test_a_checkpoint_from_before_the_value_cov_option_loads_its_linear_form(
+    tiny_config,
+):
+    """A checkpoint written before ``stosa_value_cov`` existed records no value of it:
+    it trained the linear value covariances and loads with them (the default is the
+    reference code's since); a recorded value loads as recorded. AWRSR on STOSA too."""
+    for model, extra in (("STOSA", {}), ("AWRSR", {"backbone": "STOSA"})):
+        config = {**tiny_config, "epochs": 1, **extra}
+        path = run(model, "tiny", config_dict=config)["saved_model_file"]
+        logging.getLogger().handlers.clear()
+
+        def value_cov(path):
+            net = load_data_and_model(path)[1]
+            return (net.backbone if model == "AWRSR" else net).forms["value_cov"]
+
+        assert value_cov(path) == "official"
+        checkpoint = torch.load(path, weights_only=True)
+        options = json.loads(checkpoint["external_config_json"])
+        assert options.pop("stosa_value_cov") == "official"  # the yaml's, recorded
+        checkpoint["external_config_json"] = json.dumps(options)
+        old = os.path.join(os.path.dirname(path), f"old-{model}.pth")
+        torch.save(checkpoint, old)
+        assert value_cov(old) == "paper", model

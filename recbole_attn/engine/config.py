@@ -35,6 +35,16 @@ def model_classes(model_class, options=None):
     return list(hook(options or {})) if hook else [model_class]
 
 
+def checkpoint_defaults(model, options):
+    """The values a checkpoint that records no value of an option was trained with:
+    its classes' ``checkpoint_defaults`` (options added after the checkpoint was
+    written, whose defaults have changed since)."""
+    defaults = {}
+    for cls in model_classes(get_model_class(model), options):
+        defaults.update(getattr(cls, "checkpoint_defaults", {}))
+    return defaults
+
+
 def user_options(config_file_list=None, config_dict=None):
     """The user's options: the yaml files in order, then the overrides."""
     options = {}

@@ -7,6 +7,7 @@ from recbole.utils import set_color
 
 from recbole_attn.engine import distributed
 from recbole_attn.engine.checkpoint import checkpoint_options, load_checkpoint
+from recbole_attn.engine.config import checkpoint_defaults
 from recbole_attn.data.preparation import eval_modes
 from recbole_attn.errors import ConfigError, Interrupted
 from recbole_attn.engine.logs import DETAIL, show_progress
@@ -132,6 +133,7 @@ def load_run(model_file, config_dict=None):
     """:func:`load_data_and_model`'s, with the whole dataset before the splits."""
     checkpoint = load_checkpoint(model_file)
     overrides = checkpoint_options(checkpoint, model_file)
+    overrides = {**checkpoint_defaults(checkpoint["model"], overrides), **overrides}
     for key in ("model", "dataset"):
         given = (config_dict or {}).get(key)
         if given is not None and str(given) != checkpoint[key]:

@@ -296,7 +296,7 @@ class RefinedWassersteinAttention(WassersteinAttention):
     def forward(self, mean, cov, attention_mask, positions):
         probs = self.attention_probs(mean, cov, mean, cov, attention_mask)
         probs = self.attn_dropout(self.refiner(probs, attention_mask, positions))
-        value = split_heads(self.value(cov), self.n_heads)
+        value = elu_plus_one(split_heads(self.value(cov), self.n_heads))
         hidden = self.dense(merge_heads((probs * probs) @ value))
         return self.LayerNorm(cov + self.out_dropout(hidden))
 

@@ -6,8 +6,9 @@ once, and its research forms:
 * ``stosa_preset: paper``: the model as the paper writes it (eq. 5-12), four forms
   that differ from the model file's (:data:`PRESETS`: ``layer_means``, ``input``,
   ``ffn``, ``init``; docs/models.md, "STOSA");
-* ``stosa_value_cov: official``: the reference code's value covariances
-  :math:`\mathrm{ELU}(W_V^\Sigma x) + 1`.
+* ``stosa_value_cov: paper``: the value covariances as eq. 7 writes them, the linear
+  :math:`W_V^\Sigma x` (the model file's are the reference code's
+  :math:`\mathrm{ELU}(W_V^\Sigma x) + 1`).
 
 A form replaces whole methods; the layers are :class:`FormsSTOSALayer`, the model file's
 parameters computed with the plugin's one-pass backward of :math:`A \circ A` and the
@@ -167,8 +168,8 @@ def feed_forward(ffn, x, pre_ln):
 class FormsSTOSALayer(stosa.STOSALayer):
     r"""The model file's layer as the plugin computes it: :math:`A \circ A` by
     :class:`SquaredWeightsAggregate` (the same forward), and the forms the model file
-    has not: the paper's means through attention and FFN (eq. 7-9), its pre-LN FFN, the
-    reference code's value covariances; and AWRSR's refiner (``positions``) where the
+    has not: the paper's means through attention and FFN (eq. 7-9), its pre-LN FFN, its
+    linear value covariances; and AWRSR's refiner (``positions``) where the
     attention has one. Its parameters are the model file's, in its order."""
 
     def __init__(self, forms, n_heads, hidden_size, inner_size, *rates):
@@ -176,7 +177,7 @@ class FormsSTOSALayer(stosa.STOSALayer):
         hidden_dropout_prob, _, layer_norm_eps = rates
         self.paper_means = forms["layer_means"] == "paper"
         self.pre_ln = forms["ffn"] == "paper"
-        self.official_values = forms["value_cov"] == "official"
+        self.linear_values = forms["value_cov"] == "paper"
         self.multi_head_attention = FormsWassersteinAttention(
             self.paper_means, n_heads, hidden_size, *rates
         )
@@ -214,7 +215,7 @@ class FormsSTOSALayer(stosa.STOSALayer):
                 q_mean,
             )
         value = stosa.split_heads(att.value(cov), att.n_heads)
-        if self.official_values:  # zfan20/STOSA modules.py, DistSelfAttention
+        if not self.linear_values:  # zfan20/STOSA modules.py, DistSelfAttention
             value = stosa.elu_plus_one(value)  # per head (the layout of stored runs)
         cov_out = aggregate(
             SquaredWeightsAggregate.apply, value, att.dense, att.LayerNorm, q_cov
@@ -290,6 +291,9 @@ class STOSAForms:
 class STOSA(AttnSequentialRecommender, STOSAForms, stosa.STOSA):
     __doc__ = stosa.STOSA.__doc__
     extra_loss_names = ("pvn",)  # the hinge of eq. 11, with negatives
+    #: checkpoints written before ``stosa_value_cov`` existed (2026-12-01) trained the
+    #: linear value covariances, the default until 2026-12-02
+    checkpoint_defaults = {"stosa_value_cov": "paper"}
     yaml_header = """STOSA (Fan et al., WWW 2022). Defaults = the official README run on Amazon data
 (docs/models.md, "STOSA") and the official code's model without its leak of held-out
 items (stosa_preset: official); stosa_preset: paper is the model as the paper writes it."""
@@ -303,10 +307,11 @@ items (stosa_preset: official); stosa_preset: paper is the model as the paper wr
             "model as the paper writes it (eq. 5-12)",
         ),
         "stosa_value_cov": Opt(
-            "paper",
+            "official",
             OneOf(*VALUE_COVS),
-            "the value covariances aggregated with A*A: paper, the linear W_V x of eq. "
-            "7; official, the reference code's ELU(W_V x) + 1 (docs/models.md)",
+            "the value covariances aggregated with A*A: official, the reference code's "
+            "ELU(W_V x) + 1; paper, the linear W_V x of eq. 7 (a tie on validation: "
+            "experiments/stosa_value_cov_*)",
         ),
     }
     defaults = {
