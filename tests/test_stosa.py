@@ -390,3 +390,28 @@ def test_value_covariances_of_the_reference_code(tiny_config, layer_means):
         assert torch.allclose(got, want, atol=1e-5), value_cov
         outs[value_cov] = got
     assert not torch.allclose(outs["paper"], outs["official"], atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "model,extra", [("STOSA", {}), ("AWRSR", {"backbone": "STOSA"})]
+)
+def test_the_model_files_own_layers_compute_the_plugins_defaults(
+    tiny_config, model, extra
+):
+    """The model file's class built alone (its own layers, not the plugin's), with the
+    plugin's weights, scores every item as the plugin does with its defaults: the
+    reference code's value covariances among them."""
+    from recbole_attn.model import awrsr, stosa
+
+    config, net, _, (train, _, _) = build(
+        model, "tiny", config_dict={**tiny_config, **extra}
+    )
+    own = {"STOSA": stosa.STOSA, "AWRSR": awrsr.AWRSR}[model](config, train.dataset)
+    own.load_state_dict(net.state_dict())
+    net.eval(), own.eval()
+    seq, lengths = _seq(net, [[3, 5, 7, 2], [4, 6, 1], [9]])
+    data = {net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths}
+    with torch.no_grad():
+        torch.testing.assert_close(
+            own.full_sort_predict(data), net.full_sort_predict(data)
+        )
