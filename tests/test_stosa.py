@@ -408,7 +408,8 @@ def test_the_model_files_own_layers_compute_the_plugins_defaults(
     )
     own = {"STOSA": stosa.STOSA, "AWRSR": awrsr.AWRSR}[model](config, train.dataset)
     own.load_state_dict(net.state_dict())
-    net.eval(), own.eval()
+    net.eval()
+    own.eval()
     seq, lengths = _seq(net, [[3, 5, 7, 2], [4, 6, 1], [9]])
     data = {net.ITEM_SEQ: seq, net.ITEM_SEQ_LEN: lengths}
     with torch.no_grad():

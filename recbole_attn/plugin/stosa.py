@@ -177,7 +177,7 @@ class FormsSTOSALayer(stosa.STOSALayer):
         hidden_dropout_prob, _, layer_norm_eps = rates
         self.paper_means = forms["layer_means"] == "paper"
         self.pre_ln = forms["ffn"] == "paper"
-        self.linear_values = forms["value_cov"] == "paper"
+        self.official_values = forms["value_cov"] == "official"
         self.multi_head_attention = FormsWassersteinAttention(
             self.paper_means, n_heads, hidden_size, *rates
         )
@@ -215,7 +215,7 @@ class FormsSTOSALayer(stosa.STOSALayer):
                 q_mean,
             )
         value = stosa.split_heads(att.value(cov), att.n_heads)
-        if not self.linear_values:  # zfan20/STOSA modules.py, DistSelfAttention
+        if self.official_values:  # zfan20/STOSA modules.py, DistSelfAttention
             value = stosa.elu_plus_one(value)  # per head (the layout of stored runs)
         cov_out = aggregate(
             SquaredWeightsAggregate.apply, value, att.dense, att.LayerNorm, q_cov
