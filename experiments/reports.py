@@ -1168,13 +1168,14 @@ def _ratio(values, paper):
     return f"{statistics.mean(values) / paper:.2f}" if values and paper else "-"
 
 
-def stosa_table1_page(group_name, sections):
-    """STOSA's Table 1 (``sections``: [(study, runs folder)], one per dataset): per
-    dataset and metric the paper's STOSA and SASRec, ours (mean ± sd over seeds) and
-    ours relative to the paper's, STOSA's gain over our SASRec (paired by seed, with the
-    paired t-test over test users, each user averaged over the seeds both have,
-    Holm-corrected over the whole table) beside the paper's gain; then what each run
-    took and where it ran."""
+def _table1_rows(sections, official_column=True):
+    """The lines of STOSA's Table 1 over ``sections`` ([(study, runs folder)], one per
+    dataset; the runs labelled STOSA and SASRec) and what each model's runs took:
+    per dataset and metric the paper's STOSA and SASRec, ours (mean ± sd over seeds)
+    and ours relative to the paper's, STOSA's gain over our SASRec (paired by seed, with
+    the paired t-test over test users, each user averaged over the seeds both have,
+    Holm-corrected over the whole table) beside the paper's gain. Returns (table lines,
+    times: [(dataset, label, study, {seed: run})])."""
     rows, pvalues, times = [], {}, []
     for study, folder in sections:
         dataset = study["dataset"]
@@ -1208,7 +1209,11 @@ def stosa_table1_page(group_name, sections):
                     f"{paper['STOSA'][metric]:.4f}",
                     fmt(ours["STOSA"]),
                     _ratio(ours["STOSA"], paper["STOSA"][metric]),
-                    f"{official[metric]:.4f}" if metric in official else "-",
+                    *(
+                        [f"{official[metric]:.4f}" if metric in official else "-"]
+                        if official_column
+                        else []
+                    ),
                     f"{paper['SASRec'][metric]:.4f}",
                     fmt(ours["SASRec"]),
                     _ratio(ours["SASRec"], paper["SASRec"][metric]),
@@ -1227,20 +1232,221 @@ def stosa_table1_page(group_name, sections):
                 ]
             )
     marks = holm_marks(pvalues)
-    seeds = sorted({s for _, _, _, of in times for s in of})
     header = [
         "dataset",
         "metric",
         "paper STOSA",
         "ours STOSA",
         "ours / paper",
-        "official code (run here)",
+        *(["official code (run here)"] if official_column else []),
         "paper SASRec",
         "ours SASRec (BCE)",
         "ours / paper",
         "paper: STOSA over SASRec",
         "ours: STOSA over SASRec (p)",
     ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for *cells, key in rows:
+        if cells[-1] != "-":
+            cells[-1] += marks.get(key, "")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines, times
+
+
+def _table1_costs(times):
+    """The lines of the table of what each model's runs took and where they ran."""
+    lines = [
+        "| dataset | model | seeds | best / run epochs | s / epoch | min / run | device |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for dataset, label, study, of_label in times:
+        runs_of = [of_label[s] for s in sorted(of_label)]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    dataset,
+                    label,
+                    ", ".join(str(r["seed"]) for r in runs_of),
+                    ", ".join(f"{r['best_epoch']}/{r['epochs_run']}" for r in runs_of),
+                    f"{_median_epoch(runs_of):.2f}",
+                    ", ".join(f"{r['seconds'] / 60:.0f}" for r in runs_of),
+                    ", ".join(sorted({r["device"] for r in runs_of})),
+                ]
+            )
+            + " |"
+        )
+    return lines
+
+
+def _table1_missing(sections):
+    """The line that lists the runs not made yet (none when all are)."""
+    missing = []
+    for study, folder in sections:
+        todo = {
+            label: [
+                str(seed)
+                for seed in study["seeds"]
+                if not os.path.isfile(
+                    os.path.join(folder, f"{studies.slug(label)}__seed{seed}.json")
+                )
+            ]
+            for label in study["variants"]
+        }
+        parts = [
+            f"{label} {', '.join(seeds)}" for label, seeds in todo.items() if seeds
+        ] + [
+            f"{label}: its search has not finished"
+            for label in study.get("searches", {})
+            if label not in study["variants"]
+        ]
+        if parts:
+            missing.append(f"{study['dataset']} ({'; '.join(parts)})")
+    return ["", "Not run yet (seeds): " + ", ".join(missing) + "."] if missing else []
+
+
+def _seeds_of(times):
+    return sorted({s for _, _, _, of in times for s in of})
+
+
+#: the short names of the searched keys on the stosa_tuned page (App. C's words)
+SEARCHED_NAMES = {
+    "hidden_size": "d",
+    "MAX_ITEM_LIST_LENGTH": "T",
+    "learning_rate": "lr",
+    "weight_decay": "L2",
+    "hidden_dropout_prob": "dropout",
+    "n_layers": "layers",
+    "n_heads": "heads",
+}
+
+
+def search_state(folder):
+    """What a search's output folder holds (``recbole-attn ... --params_file=...
+    --output=<folder>``): ``{"state", "trials", "total", "result"}``; state is
+    ``finished`` (its result.json, written last), ``interrupted`` (its
+    interrupted.json: the trials finished so far) or ``not started``."""
+    for name, state in (
+        ("result.json", "finished"),
+        ("interrupted.json", "interrupted"),
+    ):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                record = json.load(f)
+            total = record.get("total", len(record["trials"]))
+            return {
+                "state": state,
+                "trials": record["trials"],
+                "total": total,
+                "result": record if state == "finished" else None,
+            }
+    return {"state": "not started", "trials": [], "total": None, "result": None}
+
+
+def searched_text(params):
+    """``d 64, T 50, lr 0.001, ...``: a configuration of the searched keys."""
+    return ", ".join(f"{SEARCHED_NAMES.get(k, k)} {v}" for k, v in params.items())
+
+
+def _search_rows(sections, root):
+    """The lines of the table of the searches behind ``sections``' variants."""
+    lines = [
+        "| dataset | model | search | trials | stopped by ASHA | epochs trained "
+        "| selected on validation | its valid MRR@20 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for study, _ in sections:
+        for label, search in study["searches"].items():
+            state = search_state(os.path.join(root, search))
+            trials = state["trials"]
+            if state["state"] == "finished":
+                best = state["result"]
+                chosen = searched_text(best["best_params"])
+                score = f"{best['best_valid_score']:.4f}"
+            elif trials:
+                best = max(trials, key=lambda t: t["best_valid_score"])
+                chosen = f"none yet (best so far: {searched_text(best['params'])})"
+                score = f"({best['best_valid_score']:.4f})"
+            else:
+                chosen, score = "none yet", "-"
+            done = f"{len(trials)} of {state['total']}" if state["total"] else "0"
+            cut = sum(t["stop_reason"] == "stopped by ASHA" for t in trials)
+            lines.append(
+                f"| {study['dataset']} | {label} | `{search}/` ({state['state']}) "
+                f"| {done} | {cut} | {sum(t['epochs'] for t in trials)} "
+                f"| {chosen} | {score} |"
+            )
+    return lines
+
+
+def stosa_tuned_page(group_name, sections, root):
+    """STOSA's Table 1 as the paper tuned it (``sections``: [(study, runs folder)], one
+    per dataset, each variant's configuration selected by its search, whose folder
+    under ``root`` the study names): the searches (trials, what ASHA cut, the epochs
+    they trained, the selection), then the table of :func:`_table1_rows` from three
+    seeds of each selected configuration, and what each run took."""
+    table, times = _table1_rows(sections, official_column=False)
+    seeds = _seeds_of(times)
+    protocol = studies.STOSA_PAPER_STOPPING
+    lines = [
+        f"# {group_name}: STOSA's Table 1 as the paper tuned it",
+        "",
+        "The paper's App. C: \"We grid search all parameters and report the test "
+        "performance based on the best validation results\". Each model's configuration "
+        "here is the one its search selected on validation MRR@20 "
+        "(`recbole-attn ... --params_file=experiments/stosa_tuned/<model>.hyper`: the "
+        "paper's grid with a weight decay of 0 added, 48 configurations drawn at random, "
+        "ASHA with a grace period of 50 evaluations; experiments/stosa_tuned/README.md). "
+        "The search's own test of its selection is not used: the rows below are fresh "
+        "seeds of the selected configuration.",
+        "",
+        "Protocol: STOSA's Table 1 (the authors' sequence files, leave-one-out, full "
+        "ranking with the user's already-seen items masked; R@K and N@K RecBole's, MRR "
+        "the official code's MRR@40 from each test user's stored rank) with the paper's "
+        f"stopping rule: early stop after {protocol['stopping_step']} validations "
+        f"without a better {protocol['valid_metric']}, a cap of {protocol['epochs']} "
+        "epochs, test at the best validation epoch, for every trial and every run. "
+        "STOSA: its defaults (the reference code's value covariances) but the searched "
+        "keys; SASRec: RecBole's SASRec layers on all positions with the SASRec paper's "
+        "BCE loss, its defaults but the searched keys. Mean ± sd over seeds "
+        f"({', '.join(map(str, seeds)) or 'none yet'}); gains paired by seed, p: paired "
+        "t-test over the test users (each user averaged over the seeds), Holm-corrected "
+        "over every cell of the table, * below .05.",
+        "",
+        f"Command: the searches of experiments/stosa_tuned/README.md, then "
+        f"`{RUNNER} --group={group_name} --select` (declares each finished search's "
+        f"selection), then `{RUNNER} --group={group_name} --jobs=2 --threads=1` "
+        f"(resumable) and `{RUNNER} --group={group_name} --report`",
+        "",
+        "## The searches",
+        "",
+        "Trials: finished of drawn; epochs trained: by every finished trial (a trial that "
+        "was running when a search was stopped starts again and is not counted). Two "
+        "trials at a time on a 2-core CPU, one torch thread each.",
+        "",
+        *_search_rows(sections, root),
+        "",
+        "## Table 1 with the selected configurations",
+        "",
+        *table,
+        "",
+        "What each run took, where it ran (minutes of wall time per run; epochs: best / "
+        "run; two runs at a time on a 2-core CPU, one torch thread each, unless the "
+        "device says otherwise):",
+        "",
+        *_table1_costs(times),
+        *_table1_missing(sections),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def stosa_table1_page(group_name, sections):
+    """STOSA's Table 1 (``sections``: [(study, runs folder)], one per dataset): the
+    table of :func:`_table1_rows` with the official code's column, then what each run
+    took and where it ran."""
+    table, times = _table1_rows(sections)
+    seeds = _seeds_of(times)
     protocol = studies.STOSA_TABLE1_PROTOCOL
     lines = [
         f"# {group_name}: STOSA's Table 1 on its four datasets",
@@ -1266,58 +1472,15 @@ def stosa_table1_page(group_name, sections):
         f"Command: `{RUNNER} --group={group_name} --jobs=2 --threads=1` (resumable; "
         f"`--seeds=2020` for one seed), then `{RUNNER} --group={group_name} --report`",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
-    ]
-    for *cells, key in rows:
-        if cells[-1] != "-":
-            cells[-1] += marks.get(key, "")
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += [
+        *table,
         "",
         "What each run took, where it ran (minutes of wall time per run; epochs: best / "
         "run; two runs at a time on a 2-core CPU, one torch thread each, unless the "
         "device says otherwise):",
         "",
-        "| dataset | model | seeds | best / run epochs | s / epoch | min / run | device |",
-        "|---|---|---|---|---|---|---|",
+        *_table1_costs(times),
+        *_table1_missing(sections),
     ]
-    for dataset, label, study, of_label in times:
-        runs_of = [of_label[s] for s in sorted(of_label)]
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    dataset,
-                    label,
-                    ", ".join(str(r["seed"]) for r in runs_of),
-                    ", ".join(f"{r['best_epoch']}/{r['epochs_run']}" for r in runs_of),
-                    f"{_median_epoch(runs_of):.2f}",
-                    ", ".join(f"{r['seconds'] / 60:.0f}" for r in runs_of),
-                    ", ".join(sorted({r["device"] for r in runs_of})),
-                ]
-            )
-            + " |"
-        )
-    missing = []
-    for study, folder in sections:
-        todo = {
-            label: [
-                str(seed)
-                for seed in study["seeds"]
-                if not os.path.isfile(
-                    os.path.join(folder, f"{studies.slug(label)}__seed{seed}.json")
-                )
-            ]
-            for label in study["variants"]
-        }
-        parts = [
-            f"{label} {', '.join(seeds)}" for label, seeds in todo.items() if seeds
-        ]
-        if parts:
-            missing.append(f"{study['dataset']} ({'; '.join(parts)})")
-    if missing:
-        lines += ["", "Not run yet (seeds): " + ", ".join(missing) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -1386,9 +1549,10 @@ def _selection_text(study, runs):
     )
 
 
-def paper_tables_block(page):
-    """What docs/results.md shows of the paper_tables page: its sections, one heading
-    level down (the page's title and command stay in the report)."""
+def sections_block(page):
+    """What docs/results.md shows of a group's page (paper_tables, stosa_tuned): its
+    sections, two heading levels down (the page's title and command stay in the
+    report)."""
     body = page.split("\n## ", 1)[1] if "\n## " in page else ""
     body = "\n## " + body
     return body.replace("\n### ", "\n##### ").replace("\n## ", "\n#### ").lstrip("\n")

@@ -418,6 +418,8 @@ def group_report(group_name, root=HERE, names=None, quick=False):
         return stosa_table1_report(group_name, root, names)
     if group["report"] == "paper_tables":
         return paper_tables_report(group_name, root, names)
+    if group["report"] == "stosa_tuned":
+        return stosa_tuned_report(group_name, root, names)
     sections = [(_study(name, quick), runs_folder(root, name)) for name in names]
     output = os.path.join(root, group_name)
     os.makedirs(output, exist_ok=True)
@@ -434,7 +436,7 @@ def group_report(group_name, root=HERE, names=None, quick=False):
 
 
 #: the kinds of report written over a group's studies (their studies have no page)
-GROUP_REPORTS = ("reproduce", "stosa_table1", "paper_tables")
+GROUP_REPORTS = ("reproduce", "stosa_table1", "paper_tables", "stosa_tuned")
 
 
 def stosa_table1_report(group_name, root, names):
@@ -457,6 +459,81 @@ def stosa_table1_report(group_name, root, names):
     return path
 
 
+def stosa_tuned_report(group_name, root, names):
+    """``<root>/<group>/report.md``: the searches and STOSA's Table 1 from the runs of
+    their selections (``names``), and the page's tables in docs/results.md."""
+    sections = [(STUDIES[name], runs_folder(root, name)) for name in names]
+    text = reports.stosa_tuned_page(group_name, sections, root)
+    output = os.path.join(root, group_name)
+    os.makedirs(output, exist_ok=True)
+    path = os.path.join(output, "report.md")
+    with open(path, "w") as f:
+        f.write(text)
+    if os.path.abspath(root) == HERE:
+        write_docs_block(
+            RESULTS_PAGE,
+            reports.docs_markers(group_name, "the tables", option="--group"),
+            reports.sections_block(text),
+            group_name,
+        )
+    return path
+
+
+#: the lines around the searches' selections in experiments/studies.py
+SELECTED_MARKERS = (
+    "# the searches' selections (generated)\n",
+    "# end of the searches' selections\n",
+)
+
+
+def _literal(value):
+    """A Python literal of a searched value, in black's quotes."""
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
+def selected_block(root=HERE):
+    """The declaration of :data:`experiments.studies.STOSA_TUNED_SELECTED` that the
+    stored searches give: each finished search's (its result.json's) best_params."""
+    from experiments.studies import STOSA_TUNED_DATASETS, STOSA_TUNED_MODELS
+    from experiments.studies import stosa_tuned_search
+
+    selected = {}
+    for dataset in STOSA_TUNED_DATASETS:
+        for label in STOSA_TUNED_MODELS:
+            search = stosa_tuned_search(label, dataset)
+            state = reports.search_state(os.path.join(root, search))
+            if state["state"] == "finished":
+                selected[search] = state["result"]["best_params"]
+    if not selected:
+        return "STOSA_TUNED_SELECTED = {}\n"
+    # black's layout of the dict (JSON's quotes are black's), so the file stays black
+    lines = ["STOSA_TUNED_SELECTED = {"]
+    for search, params in selected.items():
+        lines.append(f"    {json.dumps(search)}: {{")
+        lines += [f"        {json.dumps(k)}: {_literal(v)}," for k, v in params.items()]
+        lines.append("    },")
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+def write_selected(root=HERE):
+    """Rewrite the generated block of experiments/studies.py from the stored searches;
+    returns the block."""
+    path = os.path.join(HERE, "studies.py")
+    with open(path) as f:
+        text = f.read()
+    start, end = SELECTED_MARKERS
+    if start not in text or end not in text:
+        raise SystemExit(
+            f"{path} lacks the lines {start.strip()!r} and {end.strip()!r}"
+        )
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    block = selected_block(root)
+    with open(path, "w") as f:
+        f.write(head + start + block + end + tail)
+    return block
+
+
 def paper_tables_report(group_name, root, names):
     """``<root>/<group>/report.md``: each paper's own table from the runs of ``names``,
     and the page in docs/results.md (between the group's markers)."""
@@ -471,7 +548,7 @@ def paper_tables_report(group_name, root, names):
         write_docs_block(
             RESULTS_PAGE,
             reports.docs_markers(group_name, "the tables", option="--group"),
-            reports.paper_tables_block(text),
+            reports.sections_block(text),
             group_name,
         )
     return path
@@ -614,6 +691,12 @@ def parse_args(argv=None):
         "(its `rescore` option) where missing, then rebuild the reports",
     )
     p.add_argument(
+        "--select",
+        action="store_true",
+        help="--group=stosa_tuned: declare each finished search's selected "
+        "configuration (rewrites the generated block of experiments/studies.py)",
+    )
+    p.add_argument(
         "--quick",
         action="store_true",
         help="a group on a synthetic fixture, one epoch, one seed (seconds)",
@@ -645,6 +728,14 @@ def print_list():
 def main(argv=None):
     """Returns the paths of the reports written."""
     args = parse_args(argv)
+    if args.select:
+        if args.group != ["stosa_tuned"] or args.study:
+            raise SystemExit(
+                "--select declares the searches' selections: "
+                "--group=stosa_tuned --select"
+            )
+        print(write_selected())
+        return []
     if args.list or not (args.study or args.group or args.report):
         print_list()
         return []

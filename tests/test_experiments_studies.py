@@ -66,7 +66,10 @@ def test_every_study_is_well_formed():
     for name, study in studies.STUDIES.items():
         for key in ("dataset", "protocol", "columns", "baseline", "variants", "paper"):
             assert key in study, (name, key)
-        assert study["baseline"] in study["variants"], name
+        # a stosa_tuned variant is declared once its search has selected it
+        searched = set(study["variants"]) | set(study.get("searches", ()))
+        assert study["baseline"] in searched, name
+        assert set(study["variants"]) <= searched, name
         for label, (model, overrides) in study["variants"].items():
             assert model in MODELS or model == "SASRec", (name, label)
             assert isinstance(overrides, dict)
@@ -81,6 +84,7 @@ def test_every_study_is_well_formed():
             "budget",
             "stosa_table1",
             "paper_tables",
+            "stosa_tuned",
         )
     for name, group in studies.GROUPS.items():
         assert set(group["studies"]) <= set(studies.STUDIES), name

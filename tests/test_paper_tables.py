@@ -203,5 +203,5 @@ def test_stored_page_and_docs_section_are_what_the_runner_writes():
     with open(path) as f:
         page = f.read()
     markers = reports.docs_markers(GROUP, "the tables", option="--group")
-    block = reports.paper_tables_block(text)
+    block = reports.sections_block(text)
     assert reports.with_docs_block(page, markers, block, GROUP) == page
