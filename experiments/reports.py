@@ -1253,6 +1253,18 @@ def _table1_rows(sections, official_column=True):
     return lines, times
 
 
+def _cost_cells(runs):
+    """What ``runs`` (of one model, seed order) took and where: their seeds, best / run
+    epochs, median s / epoch, minutes per run, devices (the cells of a cost table)."""
+    return [
+        ", ".join(str(r["seed"]) for r in runs),
+        ", ".join(f"{r['best_epoch']}/{r['epochs_run']}" for r in runs),
+        f"{_median_epoch(runs):.2f}",
+        ", ".join(f"{r['seconds'] / 60:.0f}" for r in runs),
+        ", ".join(sorted({r["device"] for r in runs})),
+    ]
+
+
 def _table1_costs(times):
     """The lines of the table of what each model's runs took and where they ran."""
     lines = [
@@ -1267,11 +1279,7 @@ def _table1_costs(times):
                 [
                     dataset,
                     label,
-                    ", ".join(str(r["seed"]) for r in runs_of),
-                    ", ".join(f"{r['best_epoch']}/{r['epochs_run']}" for r in runs_of),
-                    f"{_median_epoch(runs_of):.2f}",
-                    ", ".join(f"{r['seconds'] / 60:.0f}" for r in runs_of),
-                    ", ".join(sorted({r["device"] for r in runs_of})),
+                    *_cost_cells(runs_of),
                 ]
             )
             + " |"
@@ -1675,11 +1683,7 @@ def paper_tables_page(group_name, sections):
                     paper,
                     dataset,
                     label,
-                    ", ".join(str(r["seed"]) for r in runs_of),
-                    ", ".join(f"{r['best_epoch']}/{r['epochs_run']}" for r in runs_of),
-                    f"{_median_epoch(runs_of):.2f}",
-                    ", ".join(f"{r['seconds'] / 60:.0f}" for r in runs_of),
-                    ", ".join(sorted({r["device"] for r in runs_of})),
+                    *_cost_cells(runs_of),
                 ]
             )
             + " |"

@@ -414,12 +414,8 @@ def group_report(group_name, root=HERE, names=None, quick=False):
     if group["report"] not in GROUP_REPORTS:
         raise ValueError(f"unknown group report {group['report']!r}")
     names = names or group["studies"]
-    if group["report"] == "stosa_table1":
-        return stosa_table1_report(group_name, root, names)
-    if group["report"] == "paper_tables":
-        return paper_tables_report(group_name, root, names)
-    if group["report"] == "stosa_tuned":
-        return stosa_tuned_report(group_name, root, names)
+    if group["report"] in PAGES:
+        return page_report(group_name, root, names)
     sections = [(_study(name, quick), runs_folder(root, name)) for name in names]
     output = os.path.join(root, group_name)
     os.makedirs(output, exist_ok=True)
@@ -439,11 +435,14 @@ def group_report(group_name, root=HERE, names=None, quick=False):
 GROUP_REPORTS = ("reproduce", "stosa_table1", "paper_tables", "stosa_tuned")
 
 
-def stosa_table1_report(group_name, root, names):
-    """``<root>/<group>/report.md``: STOSA's Table 1 from the runs of ``names``, and its
-    table in docs/results.md (between the group's markers)."""
+def page_report(group_name, root, names):
+    """``<root>/<group>/report.md`` of a group whose page its report kind writes
+    (:data:`PAGES`) from the runs of ``names``, and the page's tables in
+    docs/results.md (between the group's markers)."""
+    kind = GROUPS[group_name]["report"]
+    write_page, what, block = PAGES[kind]
     sections = [(STUDIES[name], runs_folder(root, name)) for name in names]
-    text = reports.stosa_table1_page(group_name, sections)
+    text = write_page(group_name, sections, root)
     output = os.path.join(root, group_name)
     os.makedirs(output, exist_ok=True)
     path = os.path.join(output, "report.md")
@@ -452,31 +451,28 @@ def stosa_table1_report(group_name, root, names):
     if os.path.abspath(root) == HERE:
         write_docs_block(
             RESULTS_PAGE,
-            reports.docs_markers(group_name, option="--group"),
-            reports.first_table(text),
+            reports.docs_markers(group_name, what, option="--group"),
+            block(text),
             group_name,
         )
     return path
 
 
-def stosa_tuned_report(group_name, root, names):
-    """``<root>/<group>/report.md``: the searches and STOSA's Table 1 from the runs of
-    their selections (``names``), and the page's tables in docs/results.md."""
-    sections = [(STUDIES[name], runs_folder(root, name)) for name in names]
-    text = reports.stosa_tuned_page(group_name, sections, root)
-    output = os.path.join(root, group_name)
-    os.makedirs(output, exist_ok=True)
-    path = os.path.join(output, "report.md")
-    with open(path, "w") as f:
-        f.write(text)
-    if os.path.abspath(root) == HERE:
-        write_docs_block(
-            RESULTS_PAGE,
-            reports.docs_markers(group_name, "the tables", option="--group"),
-            reports.sections_block(text),
-            group_name,
-        )
-    return path
+#: report kind -> (its page from (group, sections, root), what docs/results.md shows of
+#: it, that part of the page)
+PAGES = {
+    "stosa_table1": (
+        lambda group, sections, root: reports.stosa_table1_page(group, sections),
+        "the table",
+        reports.first_table,
+    ),
+    "paper_tables": (
+        lambda group, sections, root: reports.paper_tables_page(group, sections),
+        "the tables",
+        reports.sections_block,
+    ),
+    "stosa_tuned": (reports.stosa_tuned_page, "the tables", reports.sections_block),
+}
 
 
 #: the lines around the searches' selections in experiments/studies.py
@@ -532,26 +528,6 @@ def write_selected(root=HERE):
     with open(path, "w") as f:
         f.write(head + start + block + end + tail)
     return block
-
-
-def paper_tables_report(group_name, root, names):
-    """``<root>/<group>/report.md``: each paper's own table from the runs of ``names``,
-    and the page in docs/results.md (between the group's markers)."""
-    sections = [(STUDIES[name], runs_folder(root, name)) for name in names]
-    text = reports.paper_tables_page(group_name, sections)
-    output = os.path.join(root, group_name)
-    os.makedirs(output, exist_ok=True)
-    path = os.path.join(output, "report.md")
-    with open(path, "w") as f:
-        f.write(text)
-    if os.path.abspath(root) == HERE:
-        write_docs_block(
-            RESULTS_PAGE,
-            reports.docs_markers(group_name, "the tables", option="--group"),
-            reports.sections_block(text),
-            group_name,
-        )
-    return path
 
 
 def _study(name, quick=False):

@@ -3,6 +3,7 @@ option (a run's best model scored under another ranking)."""
 
 import argparse
 import json
+import os
 import random
 import statistics
 
@@ -241,3 +242,27 @@ def test_reports_pair_users_averaged_over_seeds():
     assert reports.paired_p(a, {1: {"seed": 1}}, "ndcg@10") is None  # an older run
     marks = reports.holm_marks({"x": 0.01, "y": 0.04, "z": None})
     assert marks == {"x": " (p .020*)", "y": " (p .040*)", "z": ""}
+
+
+@pytest.mark.parametrize(
+    "group", [g for g, d in studies.GROUPS.items() if d["report"] in runner.PAGES]
+)
+def test_stored_group_pages_and_docs_blocks_are_what_the_runner_writes(group):
+    """A group's stored report.md (stosa_table1, paper_tables, stosa_tuned) and its
+    block of docs/results.md are what ``--group=<group> --report`` writes from the
+    stored runs: no page is typed."""
+    from experiments import reports
+
+    write_page, what, block = runner.PAGES[studies.GROUPS[group]["report"]]
+    sections = [
+        (studies.STUDIES[n], runner.runs_folder(runner.HERE, n))
+        for n in studies.GROUPS[group]["studies"]
+    ]
+    text = write_page(group, sections, runner.HERE)
+    with open(os.path.join(runner.HERE, group, "report.md")) as f:
+        assert text == f.read()
+    with open(os.path.join(os.path.dirname(runner.HERE), runner.RESULTS_PAGE)) as f:
+        page = f.read()
+    markers = reports.docs_markers(group, what, option="--group")
+    assert markers[0] in page
+    assert reports.with_docs_block(page, markers, block(text), group) == page

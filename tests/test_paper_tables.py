@@ -189,19 +189,3 @@ def test_borrowed_rows_and_the_choice_on_validation(tmp_path):
         "Chosen on validation (mean NDCG@10 over seeds: RKSA C 0.3200, RKSA C+I+U "
         "0.3250): **RKSA C+I+U** stands for the paper's model." in page
     )
-
-
-def test_stored_page_and_docs_section_are_what_the_runner_writes():
-    sections = [
-        (studies.STUDIES[n], runner.runs_folder(runner.HERE, n))
-        for n in studies.GROUPS[GROUP]["studies"]
-    ]
-    text = reports.paper_tables_page(GROUP, sections)
-    with open(os.path.join(runner.HERE, GROUP, "report.md")) as f:
-        assert text == f.read()
-    path = os.path.join(os.path.dirname(runner.HERE), runner.RESULTS_PAGE)
-    with open(path) as f:
-        page = f.read()
-    markers = reports.docs_markers(GROUP, "the tables", option="--group")
-    block = reports.sections_block(text)
-    assert reports.with_docs_block(page, markers, block, GROUP) == page

@@ -167,24 +167,3 @@ def test_page_pairs_seeds_tests_users_and_lists_missing_runs(tmp_path):
         "| Office | STOSA | 2020, 2021 | 3/9, 3/9 | 2.00 | 2, 2 | CPU (1 threads) |"
         in page
     )
-
-
-@pytest.mark.skipif(
-    not os.path.isfile(os.path.join(runner.HERE, GROUP, "report.md")),
-    reason="no stored run of the stosa_table1 group yet",
-)
-def test_stored_page_and_docs_table_are_what_the_runner_writes():
-    sections = [
-        (studies.STUDIES[n], runner.runs_folder(runner.HERE, n))
-        for n in studies.GROUPS[GROUP]["studies"]
-    ]
-    text = reports.stosa_table1_page(GROUP, sections)
-    with open(os.path.join(runner.HERE, GROUP, "report.md")) as f:
-        assert text == f.read()
-    path = os.path.join(os.path.dirname(runner.HERE), runner.RESULTS_PAGE)
-    with open(path) as f:
-        page = f.read()
-    markers = reports.docs_markers(GROUP, option="--group")
-    assert markers[0] in page
-    block = reports.first_table(text)
-    assert reports.with_docs_block(page, markers, block, GROUP) == page

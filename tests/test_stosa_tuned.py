@@ -184,18 +184,3 @@ def test_the_page_reports_each_search_as_stored(tmp_path):
 def test_select_refuses_another_group(argv):
     with pytest.raises(SystemExit, match="--group=stosa_tuned --select"):
         runner.main(argv)
-
-
-def test_stored_page_and_docs_tables_are_what_the_runner_writes():
-    sections = [
-        (studies.STUDIES[n], runner.runs_folder(runner.HERE, n))
-        for n in studies.GROUPS[GROUP]["studies"]
-    ]
-    text = reports.stosa_tuned_page(GROUP, sections, runner.HERE)
-    with open(os.path.join(runner.HERE, GROUP, "report.md")) as f:
-        assert text == f.read()
-    with open(os.path.join(os.path.dirname(runner.HERE), runner.RESULTS_PAGE)) as f:
-        page = f.read()
-    markers = reports.docs_markers(GROUP, "the tables", option="--group")
-    block = reports.sections_block(text)
-    assert reports.with_docs_block(page, markers, block, GROUP) == page
