@@ -196,6 +196,24 @@ def _search_argv(tiny_data_path, tmp_path, *extra):
     ]
 
 
+def _raise_in_the_second_trial(monkeypatch, error):
+    """Make the trainer raise ``error`` in the first epoch of a search's second trial
+    (2 epochs a trial: the third epoch trained); returns the real epoch."""
+    from recbole_attn.engine.trainer import AttnTrainer
+
+    real = AttnTrainer._train_epoch
+    calls = []
+
+    def raising(self, train_data, idx, *args, **kwargs):
+        calls.append(idx)
+        if len(calls) == 3:
+            raise error
+        return real(self, train_data, idx, *args, **kwargs)
+
+    monkeypatch.setattr(AttnTrainer, "_train_epoch", raising)
+    return real
+
+
 def test_a_stopped_search_keeps_its_trials_and_the_same_command_continues_it(
     tiny_data_path, tmp_path, monkeypatch, capsys
 ):
@@ -207,16 +225,7 @@ def test_a_stopped_search_keeps_its_trials_and_the_same_command_continues_it(
 
     from recbole_attn.engine.trainer import AttnTrainer
 
-    real = AttnTrainer._train_epoch
-    calls = []
-
-    def stop_in_the_second_trial(self, train_data, idx, *args, **kwargs):
-        calls.append(idx)
-        if len(calls) == 3:  # 2 epochs a trial: the second trial's first epoch
-            raise KeyboardInterrupt
-        return real(self, train_data, idx, *args, **kwargs)
-
-    monkeypatch.setattr(AttnTrainer, "_train_epoch", stop_in_the_second_trial)
+    real = _raise_in_the_second_trial(monkeypatch, KeyboardInterrupt)
     monkeypatch.chdir(tmp_path)
     argv = _search_argv(
         tiny_data_path, tmp_path, "--tool=hyperopt", "--algo=exhaustive"
@@ -238,7 +247,6 @@ def test_a_stopped_search_keeps_its_trials_and_the_same_command_continues_it(
     assert not empty, "the stopped trial's claimed checkpoint is released"
     # the same command continues: the finished trial is kept, the two others run
     monkeypatch.setattr(AttnTrainer, "_train_epoch", real)
-    calls.clear()
     code, err = _cli_main(argv, capsys)
     assert code == 0, err
     result = json.loads((out / "result.json").read_text())
@@ -265,16 +273,7 @@ def test_a_search_killed_after_a_trial_keeps_it_and_the_same_command_runs_the_re
 
     from recbole_attn.engine.trainer import AttnTrainer
 
-    real = AttnTrainer._train_epoch
-    calls = []
-
-    def killed_in_the_second_trial(self, train_data, idx, *args, **kwargs):
-        calls.append(idx)
-        if len(calls) == 3:  # 2 epochs a trial: the second trial's first epoch
-            raise _Killed
-        return real(self, train_data, idx, *args, **kwargs)
-
-    monkeypatch.setattr(AttnTrainer, "_train_epoch", killed_in_the_second_trial)
+    real = _raise_in_the_second_trial(monkeypatch, _Killed)
     monkeypatch.chdir(tmp_path)
     argv = _search_argv(
         tiny_data_path, tmp_path, "--tool=hyperopt", "--algo=exhaustive"
@@ -293,6 +292,35 @@ def test_a_search_killed_after_a_trial_keeps_it_and_the_same_command_runs_the_re
     assert not (out / "interrupted.json").exists()
 
 
+#: the environment of a search run as a command: each progress line as it comes
+UNBUFFERED = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def _ray_search_argv(tiny_data_path, tmp_path, epochs=2):
+    """The command line of a Ray Tune search of :func:`_search_argv`'s, one trial at a
+    time, ``epochs`` a trial."""
+    argv = [sys.executable, os.path.join(REPO, "run_recbole_attn.py")]
+    argv += _search_argv(
+        tiny_data_path, tmp_path, "--max_concurrent=1", "--algo=exhaustive"
+    )[1:]
+    return [a.replace("--epochs=2", f"--epochs={epochs}") for a in argv]
+
+
+def _stop_after_the_first_trial(argv, cwd, stop, **popen):
+    """Start the search ``argv``; call ``stop(proc)`` when its first finished trial's
+    line comes; returns the process and the lines it printed until then."""
+    proc = subprocess.Popen(
+        argv, cwd=cwd, stdout=subprocess.PIPE, text=True, env=UNBUFFERED, **popen
+    )
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("[1/"):
+            stop(proc)
+            break
+    return proc, lines
+
+
 @pytest.mark.slow
 def test_a_ray_search_killed_after_a_trial_runs_only_the_trials_left(
     tiny_data_path, tmp_path
@@ -303,31 +331,23 @@ def test_a_ray_search_killed_after_a_trial_runs_only_the_trials_left(
     is written after each trial: the same command runs only the trial left."""
     import json
 
-    argv = [sys.executable, os.path.join(REPO, "run_recbole_attn.py")]
-    argv += _search_argv(
-        tiny_data_path, tmp_path, "--max_concurrent=1", "--algo=exhaustive"
-    )[1:]
+    argv = _ray_search_argv(tiny_data_path, tmp_path)
     space = tmp_path / "space.hyper"
     space.write_text("hidden_size choice [8,16]\n")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # each progress line as it comes
-    proc = subprocess.Popen(
+    proc, _ = _stop_after_the_first_trial(
         argv,
-        cwd=tmp_path,
+        tmp_path,
+        lambda proc: os.killpg(proc.pid, signal.SIGKILL),
         stderr=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
         start_new_session=True,
     )
-    for line in proc.stdout:
-        if line.startswith("[1/2]"):
-            os.killpg(proc.pid, signal.SIGKILL)
-            break
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     out = tmp_path / "out"
     (first,) = json.loads((out / "interrupted.json").read_text())["trials"]
-    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        argv, cwd=tmp_path, capture_output=True, text=True, env=UNBUFFERED
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("] trial ") == 1, done.stdout
     assert "[2/2] trial " in done.stdout, done.stdout
@@ -359,26 +379,13 @@ def test_ctrl_c_stops_a_ray_search_that_the_same_command_continues(
     import json
     import pickle
 
-    argv = [sys.executable, os.path.join(REPO, "run_recbole_attn.py")]
-    argv += _search_argv(
-        tiny_data_path, tmp_path, "--max_concurrent=1", "--algo=exhaustive"
-    )[1:]
-    argv = [a.replace("--epochs=2", "--epochs=3") for a in argv]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # each progress line as it comes
-    proc = subprocess.Popen(
+    argv = _ray_search_argv(tiny_data_path, tmp_path, epochs=3)
+    proc, lines = _stop_after_the_first_trial(
         argv,
-        cwd=tmp_path,
+        tmp_path,
+        lambda proc: proc.send_signal(signal.SIGINT),
         stderr=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
     )
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("[1/3]"):
-            proc.send_signal(signal.SIGINT)
-            break
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, "".join(lines) + out + err
     assert "Traceback" not in err, err
@@ -394,7 +401,9 @@ def test_ctrl_c_stops_a_ray_search_that_the_same_command_continues(
     assert len(planted) >= 2, sorted(experiment.rglob("*"))
     for n, path in enumerate(planted):
         path.write_bytes(pickle.dumps(_Planted(tmp_path / f"ran-{n}")))
-    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        argv, cwd=tmp_path, capture_output=True, text=True, env=UNBUFFERED
+    )
     assert done.returncode == 0, done.stderr
     assert not list(tmp_path.glob("ran-*")), "a planted pickle ran"
     result = json.loads((tmp_path / "out" / "result.json").read_text())
