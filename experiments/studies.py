@@ -1342,7 +1342,17 @@ def stosa_tuned_search(label, dataset):
 #: from the stored result.json files (a test checks it is theirs); a search that has not
 #: finished has no entry, and its variant is not declared until it has
 # the searches' selections (generated)
-STOSA_TUNED_SELECTED = {}
+STOSA_TUNED_SELECTED = {
+    "stosa_tuned/search/STOSA-Office": {
+        "hidden_size": 64,
+        "MAX_ITEM_LIST_LENGTH": 50,
+        "learning_rate": 0.001,
+        "weight_decay": 0.0,
+        "hidden_dropout_prob": 0.5,
+        "n_layers": 3,
+        "n_heads": 1,
+    },
+}
 # end of the searches' selections
 
 
