@@ -87,7 +87,10 @@ def test_the_declared_selections_are_the_stored_searches():
         text = f.read()
     start, end = runner.SELECTED_MARKERS
     declared = text.split(start, 1)[1].split(end, 1)[0]
-    assert declared == runner.selected_block()
+    assert declared == runner.selected_block(), (
+        "studies.py's selections are not the stored searches': run "
+        "python -m experiments.runner --group=stosa_tuned --select"
+    )
     for dataset in studies.STOSA_TUNED_DATASETS:
         study = studies.STUDIES[studies.stosa_tuned_name(dataset)]
         for label, (model, overrides) in study["variants"].items():
