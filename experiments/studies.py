@@ -1352,6 +1352,15 @@ STOSA_TUNED_SELECTED = {
         "n_layers": 3,
         "n_heads": 1,
     },
+    "stosa_tuned/search/SASRec-Office": {
+        "hidden_size": 128,
+        "MAX_ITEM_LIST_LENGTH": 50,
+        "learning_rate": 0.001,
+        "weight_decay": 0.0,
+        "hidden_dropout_prob": 0.5,
+        "n_layers": 3,
+        "n_heads": 2,
+    },
 }
 # end of the searches' selections
 
