@@ -463,6 +463,67 @@ def test_a_search_takes_sigint_also_where_it_started_ignored():
         signal.signal(signal.SIGINT, before)
 
 
+def test_a_sigint_held_comes_after_the_block_to_the_handler_before():
+    """``sigint_held``: a SIGINT inside the block does not stop it; it comes when the
+    block ends, to the handler there before, which is put back."""
+    from recbole_attn.options.arguments import sigint_as_interrupt, sigint_held
+
+    done = []
+    with sigint_as_interrupt():
+        ours = signal.getsignal(signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            with sigint_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.2)  # a handler would have run by now
+                done.append("the block's end")
+        assert done == ["the block's end"]
+        assert signal.getsignal(signal.SIGINT) is ours
+        with sigint_held():  # no SIGINT: nothing comes
+            done.append("again")
+    assert done == ["the block's end", "again"]
+
+
+def test_ctrl_c_while_ray_is_imported_leaves_ray_whole(tmp_path):
+    """The Ray start-up's Ctrl-C that CI met: it came inside ``import ray``, the
+    half-imported ``ray`` stayed, and Ray's exit handler (``ray.shutdown``) printed a
+    traceback. A stand-in ``ray`` whose import takes the SIGINT half way: the search's
+    start-up stops (KeyboardInterrupt) with the import finished."""
+    fake = tmp_path / "ray"
+    (fake / "tune").mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "import os, signal, time\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "time.sleep(0.3)\n"
+        "whole = True\n"
+        "def is_initialized():\n"
+        "    return True\n"
+    )
+    (fake / "tune" / "__init__.py").write_text("")
+    driver = (
+        "import sys\n"
+        "from recbole_attn.options.arguments import sigint_as_interrupt\n"
+        "from recbole_attn.commands.tuning.ray_search import _init_ray\n"
+        "try:\n"
+        "    with sigint_as_interrupt():\n"
+        "        _init_ray(None, 1)\n"
+        "    print('not stopped')\n"
+        "except KeyboardInterrupt:\n"
+        "    ray = sys.modules.get('ray')\n"
+        "    print('stopped', getattr(ray, 'whole', False))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), REPO]))
+    done = subprocess.run(
+        [sys.executable, "-c", driver],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip() == "stopped True", done.stdout + done.stderr
+
+
 @pytest.mark.slow
 def test_ctrl_c_during_a_ray_searchs_start_up_stops_it(tiny_data_path, tmp_path):
     """SIGINT while Ray starts (the output claimed, no trial yet), to a search started

@@ -202,3 +202,22 @@ def sigint_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def sigint_held():
+    """Inside the block a SIGINT waits: it comes when the block ends, to the handler
+    there before (an import such as ``import ray`` is not left half done; Ray's own exit
+    handler, ``ray.shutdown``, fails with a traceback on a half-imported ``ray``).
+    Outside the main thread, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        signal.raise_signal(signal.SIGINT)

@@ -170,12 +170,17 @@ def _quiet_ray():
 def _init_ray(address, num_cpus):
     """``ray.init`` on ``address`` (a cluster), else here unless Ray runs already; the
     SIGTERM handler ``ray.init`` replaces (the command's: SIGTERM as Ctrl-C) is put
-    back, and so is the SIGINT handler (the search's: Ctrl-C stops it)."""
+    back, and so is the SIGINT handler (the search's: Ctrl-C stops it). A Ctrl-C while
+    Ray is imported stops the search once the imports are done."""
     import signal
     import threading
 
+    from recbole_attn.options.arguments import sigint_held
+
     _quiet_ray()
-    import ray
+    with sigint_held():  # Ctrl-C during the imports: after them, Ray whole
+        import ray
+        import ray.tune  # noqa: F401 (the search's, seconds of imports)
 
     quiet = {"log_to_driver": False, "configure_logging": False}
     main_thread = threading.current_thread() is threading.main_thread()
