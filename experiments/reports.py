@@ -1357,12 +1357,20 @@ def searched_text(params):
     return ", ".join(f"{SEARCHED_NAMES.get(k, k)} {v}" for k, v in params.items())
 
 
+def _trial_hours(trials):
+    """The trials' own wall time summed, in hours (``-`` unless every trial kept its
+    ``seconds``: searches before 2026-12-03 kept none)."""
+    if not trials or any(t.get("seconds") is None for t in trials):
+        return "-"
+    return f"{sum(t['seconds'] for t in trials) / 3600:.1f}"
+
+
 def _search_rows(sections, root):
     """The lines of the table of the searches behind ``sections``' variants."""
     lines = [
         "| dataset | model | search | trials | stopped by ASHA | epochs trained "
-        "| selected on validation | its valid MRR@20 |",
-        "|---|---|---|---|---|---|---|---|",
+        "| trial hours | selected on validation | its valid MRR@20 |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for study, _ in sections:
         for label, search in study["searches"].items():
@@ -1383,7 +1391,7 @@ def _search_rows(sections, root):
             lines.append(
                 f"| {study['dataset']} | {label} | `{search}/` ({state['state']}) "
                 f"| {done} | {cut} | {sum(t['epochs'] for t in trials)} "
-                f"| {chosen} | {score} |"
+                f"| {_trial_hours(trials)} | {chosen} | {score} |"
             )
     return lines
 
@@ -1430,8 +1438,11 @@ def stosa_tuned_page(group_name, sections, root):
         "## The searches",
         "",
         "Trials: finished of drawn; epochs trained: by every finished trial (a trial that "
-        "was running when a search was stopped starts again and is not counted). Two "
-        "trials at a time on a 2-core CPU, one torch thread each.",
+        "was running when a search was stopped starts again and is not counted); trial "
+        "hours: the finished trials' own wall times summed (- for the searches that "
+        "kept none, before 2026-12-03: their cost, from the logs, is in "
+        "experiments/stosa_tuned/README.md). Two trials at a time on a 2-core CPU, one "
+        "torch thread each.",
         "",
         *_search_rows(sections, root),
         "",

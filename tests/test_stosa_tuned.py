@@ -14,14 +14,17 @@ GROUP = "stosa_tuned"
 README = os.path.join(runner.HERE, "stosa_tuned", "README.md")
 
 
-def _trial(score, epochs, reason, **params):
-    return {
+def _trial(score, epochs, reason, seconds=None, **params):
+    trial = {
         "params": params,
         "best_valid_score": score,
         "epochs": epochs,
         "stop_reason": reason,
         "saved_model_file": "x.pth",
     }
+    if seconds is not None:  # kept by the searches since 2026-12-03
+        trial["seconds"] = seconds
+    return trial
 
 
 def _store(folder, name, record):
@@ -31,11 +34,13 @@ def _store(folder, name, record):
 
 
 def _searches(root):
-    """STOSA on Office finished, SASRec on Office interrupted, Beauty not started."""
+    """STOSA on Office finished (its trials' times kept: 2 h), SASRec on Office
+    interrupted (one trial without its time), Beauty not started."""
+    early = "early stopping (stopping_step 50)"
     trials = [
-        _trial(0.02, 80, "early stopping (stopping_step 50)", hidden_size=32),
-        _trial(0.05, 300, "early stopping (stopping_step 50)", hidden_size=64),
-        _trial(0.01, 50, "stopped by ASHA", hidden_size=32),
+        _trial(0.02, 80, early, seconds=1800.0, hidden_size=32),
+        _trial(0.05, 300, early, seconds=4500.0, hidden_size=64),
+        _trial(0.01, 50, "stopped by ASHA", seconds=900.0, hidden_size=32),
     ]
     _store(
         os.path.join(root, studies.stosa_tuned_search("STOSA", "Office")),
@@ -49,7 +54,7 @@ def _searches(root):
     _store(
         os.path.join(root, studies.stosa_tuned_search("SASRec", "Office")),
         "interrupted.json",
-        {"total": 48, "trials": trials[:1] + trials[2:]},
+        {"total": 48, "trials": trials[:1] + [{**trials[2], "seconds": None}]},
     )
 
 
@@ -157,6 +162,7 @@ def test_the_page_reports_each_search_as_stored(tmp_path):
         "3 of 3",
         "1",
         "430",
+        "2.0",
         "d 64, lr 0.001",
         "0.0500",
     ]
@@ -165,6 +171,7 @@ def test_the_page_reports_each_search_as_stored(tmp_path):
         "2 of 48",
         "1",
         "130",
+        "-",
         "none yet (best so far: d 32)",
         "(0.0200)",
     ]
@@ -173,6 +180,7 @@ def test_the_page_reports_each_search_as_stored(tmp_path):
         "0",
         "0",
         "0",
+        "-",
         "none yet",
         "-",
     ]

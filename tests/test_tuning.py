@@ -145,6 +145,11 @@ def _check_outputs(result, space_names, n_trials):
     assert len(rows) == len(result["trials"]) == n_trials
     assert set(space_names) <= set(rows[0])
     assert {"best_valid_score", "epochs", "stop_reason"} <= set(rows[0])
+    # each trial's own wall time: what a search cost, also over several sittings
+    assert all(float(row["seconds"]) > 0 for row in rows), rows
+    assert [float(r["seconds"]) for r in rows] == [
+        t["seconds"] for t in result["trials"]
+    ]
     table = open(os.path.join(out, "trials.md")).read().splitlines()
     body = [line for line in table if line.startswith("| ") and "---" not in line]
     assert len(body) == n_trials + 1  # header + one row per trial

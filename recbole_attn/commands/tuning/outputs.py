@@ -33,12 +33,14 @@ def _write(path, write):
 def _table(trials, params):
     """The header and rows of the trial table."""
     names = [p.name for p in params]
-    header = names + ["best_valid_score", "epochs", "stop_reason", "saved_model_file"]
+    header = names + ["best_valid_score", "epochs", "seconds", "stop_reason"]
+    header.append("saved_model_file")
     rows = [
         [t["params"][n] for n in names]
         + [
             f"{t['best_valid_score']:.6f}",
             t["epochs"],
+            t.get("seconds", ""),  # none in the records of searches before 2026-12-03
             t["stop_reason"],
             t["saved_model_file"],
         ]

@@ -207,9 +207,10 @@ def _init_ray(address, num_cpus):
             signal.signal(signal.SIGINT, before_int)
 
 
-def _row(params, best_valid_score, ran, saved, search):
+def _row(params, best_valid_score, ran, saved, search, seconds=None):
     """A row of the trial table. Why the trial stopped: its own word (it returned: all
-    epochs or early stopping), else all epochs or ASHA's stop (at its last epoch)."""
+    epochs or early stopping), else all epochs or ASHA's stop (at its last epoch).
+    ``seconds``: Ray's ``time_total_s`` of the trial (also of one that ASHA stopped)."""
     status_path = os.path.join(os.path.dirname(saved), STATUS_FILE)
     if os.path.isfile(status_path):
         with open(status_path) as f:
@@ -218,13 +219,16 @@ def _row(params, best_valid_score, ran, saved, search):
         reason = "all epochs"
     else:
         reason = "stopped by ASHA"
-    return {
+    row = {
         "params": _plain(params),
         "best_valid_score": float(best_valid_score),
         "epochs": ran,
         "stop_reason": reason,
         "saved_model_file": saved,
     }
+    if seconds is not None:
+        row["seconds"] = round(float(seconds), 1)
+    return row
 
 
 def _trial_row(trial, names, search):
@@ -235,7 +239,8 @@ def _trial_row(trial, names, search):
         return None
     params = {k: trial.config.get(k) for k in names}
     ran = int(result.get("epoch", -1)) + 1
-    return {**_row(params, best, ran, saved, search), "trial_id": trial.trial_id}
+    row = _row(params, best, ran, saved, search, result.get("time_total_s"))
+    return {**row, "trial_id": trial.trial_id}
 
 
 #: the ids of the trials Ray Tune completed in this process
@@ -414,7 +419,7 @@ def _results(grid, search, finished, left):
         best = scores.max() if search["mode"] == "max" else scores.min()
         ran = int(history["epoch"].max()) + 1
         params = {k: result.config[k] for k in names}
-        trials.append(
-            _row(params, best, ran, result.metrics["saved_model_file"], search)
-        )
+        metrics = result.metrics
+        saved, seconds = metrics["saved_model_file"], metrics.get("time_total_s")
+        trials.append(_row(params, best, ran, saved, search, seconds))
     return trials

@@ -5,6 +5,7 @@ One trial of a search: train one configuration (:func:`train_trial`, through the
 
 import json
 import os
+import time
 
 from recbole_attn.files import write_replacing
 
@@ -33,9 +34,11 @@ def _plain(params):
 def train_trial(params, model, dataset, config_file_list, config_dict, report=None):
     """Train one configuration, validating after every evaluation; never touches the test
     split. ``report(epoch, valid_score, best_valid_score, metrics, saved_model_file)`` is
-    called after every evaluation. Returns the trial's summary."""
+    called after every evaluation. Returns the trial's summary (``seconds``: its wall
+    time, the data's loading included)."""
     from recbole_attn.engine.quick_start import build, train_and_evaluate
 
+    started = time.monotonic()
     config_dict = {**(config_dict or {}), **_plain(params)}
     config, _, trainer, (train_data, valid_data, _) = build(
         model, dataset, config_file_list, config_dict
@@ -63,6 +66,7 @@ def train_trial(params, model, dataset, config_file_list, config_dict, report=No
         "epochs": result["epochs"],
         "stop_reason": result["stop_reason"],
         "saved_model_file": result["saved_model_file"],
+        "seconds": round(time.monotonic() - started, 1),
     }
     # whole or not at all: the search reads it for the trial's stop reason
     status = os.path.join(config["checkpoint_dir"], STATUS_FILE)
