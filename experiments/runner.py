@@ -32,10 +32,11 @@ import json
 import logging
 import os
 import statistics
+import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
+from multiprocessing import active_children, get_context
 
 from experiments import reports, research
 from experiments.studies import GROUPS, MEASUREMENTS, QUICK_STUDIES, STUDIES, slug
@@ -323,9 +324,13 @@ def rescore_missing(study_name, folder, study=None):
 def _work(job):
     """One run in a fresh worker process; writes its JSON file."""
     study_name, study, label, seed, args, folder = job
+    from recbole_attn.files import write_replacing
+
     result = run_one(study_name, label, seed, args, study=study)
-    with open(run_path(folder, label, seed), "w") as f:
-        json.dump(result, f, indent=1)
+    # whole or not at all: a run killed while its file is written runs again
+    write_replacing(
+        run_path(folder, label, seed), lambda f: json.dump(result, f, indent=1)
+    )
     return study_name, label, seed, result["test"], result["seconds"]
 
 
@@ -609,22 +614,38 @@ def plan(names, args, root, quick=False):
 
 def execute(jobs, workers):
     """Run the jobs, ``workers`` fresh processes at a time; a failed run does not stop
-    the others."""
+    the others. Ctrl-C (or SIGINT to this process alone) stops the running runs too,
+    keeps the finished ones and says so: the same command runs the rest."""
     if not jobs:
         return
-    with ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         max_workers=workers, mp_context=get_context("spawn"), max_tasks_per_child=1
-    ) as pool:
+    )
+    finished = 0
+    try:
         futures = [pool.submit(_work, job) for job in jobs]
         for future in as_completed(futures):
             try:
                 name, label, seed, test, seconds = future.result()
+                finished += 1
                 print(
                     f"done {name}: {label} seed {seed} ({seconds:.0f} s): {test}",
                     flush=True,
                 )
             except Exception as err:  # keep the other runs going
                 print(f"FAILED: {err!r}", flush=True)
+    except KeyboardInterrupt:
+        for child in active_children():  # the pool's workers, in their runs
+            child.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+        print(
+            f"stopped: {finished} of {len(jobs)} runs finished and kept; the running "
+            "ones are dropped; the same command runs the rest",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(130) from None
+    pool.shutdown(wait=True)
 
 
 # ---------------------------------------------------------------------- main

@@ -266,3 +266,67 @@ def test_stored_group_pages_and_docs_blocks_are_what_the_runner_writes(group):
     markers = reports.docs_markers(group, what, option="--group")
     assert markers[0] in page
     assert reports.with_docs_block(page, markers, block(text), group) == page
+
+
+def test_ctrl_c_stops_the_running_runs_and_says_what_is_kept(tmp_path):
+    """SIGINT to the runner alone (``pkill -INT -f experiments.runner``: its workers
+    are not signalled): before, a traceback, and the worker trained on to its end.
+    Now the workers are stopped, and one line says what is kept (rc 130)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "slow_work.py").write_text(
+        "import os, time\n"
+        "def work(job):\n"
+        "    with open(job, 'w') as f:\n"
+        "        f.write(str(os.getpid()))\n"
+        "    time.sleep(120)\n"
+    )
+    started = tmp_path / "started"
+    driver = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import slow_work\n"
+        "from experiments import runner\n"
+        "runner._work = slow_work.work\n"
+        f"runner.execute([{str(started)!r}], 1)\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", driver],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    worker = None
+    try:
+        deadline = time.monotonic() + 60
+        while not (started.exists() and started.read_text()):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the worker never started"
+            time.sleep(0.1)
+        worker = int(started.read_text())
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        try:
+            os.kill(worker, 0)
+            worker_alive = True  # training on, orphaned
+        except ProcessLookupError:
+            worker_alive = False
+    finally:  # nothing left behind, whatever failed
+        for pid in (proc.pid, worker):
+            if pid is not None:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        proc.wait()
+    assert proc.returncode == 130, err
+    assert err == (
+        "stopped: 0 of 1 runs finished and kept; the running ones are dropped; the "
+        "same command runs the rest\n"
+    ), err
+    assert not worker_alive, "the worker trains on after the runner stopped"
