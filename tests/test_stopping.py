@@ -583,6 +583,25 @@ def test_starting_ray_keeps_sigterm_as_ctrl_c():
         ray.shutdown()
 
 
+@pytest.mark.slow
+def test_ray_worker_niceness_gives_the_trials_an_equal_share(monkeypatch):
+    """docs/tuning.md: Ray runs its workers (the trials) at nice 15, and
+    ``RAY_worker_niceness=0`` before the search starts its local Ray runs them at 0."""
+    import ray
+
+    from recbole_attn.commands.tuning.ray_search import _init_ray
+
+    monkeypatch.setenv("RAY_worker_niceness", "0")
+    if ray.is_initialized():
+        ray.shutdown()
+    try:
+        _init_ray(None, 1)
+        niceness = ray.get(ray.remote(lambda: os.nice(0)).remote())
+    finally:
+        ray.shutdown()
+    assert niceness == os.nice(0), niceness
+
+
 # ---------------------------------------------------------------------- several processes
 
 
