@@ -9,6 +9,7 @@ import statistics
 
 import pytest
 
+from conftest import REPO
 from experiments import runner, studies
 
 
@@ -293,10 +294,9 @@ def test_ctrl_c_stops_the_running_runs_and_says_what_is_kept(tmp_path):
         "runner._work = slow_work.work\n"
         f"runner.execute([{str(started)!r}], 1)\n"
     )
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.Popen(
         [sys.executable, "-c", driver],
-        cwd=root,
+        cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -167,25 +167,34 @@ def guarded(command, *args, **kwargs):
 
 
 @contextlib.contextmanager
+def _handling(signum, handler):
+    """``handler`` for ``signum`` inside the block, then the handler before again; in
+    the main thread only (Python sets handlers there alone): elsewhere nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signum, previous)
+
+
+@contextlib.contextmanager
 def sigterm_as_interrupt():
     """Inside the block a SIGTERM raises :class:`KeyboardInterrupt` in the main thread
     (Python's default ends the process at once: no message, no clean-up); yields a list
     that holds the signal once one came. Outside the main thread, nothing changes."""
     terminated = []
-    if threading.current_thread() is not threading.main_thread():
-        yield terminated
-        return
 
     def interrupt(signum, frame):
         if not terminated:  # a second SIGTERM while stopping does not cut the clean-up
             terminated.append(signum)
             raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
+    with _handling(signal.SIGTERM, interrupt):
         yield terminated
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager
@@ -194,14 +203,8 @@ def sigint_as_interrupt():
     also where the process started with SIGINT ignored (a shell's background job,
     ``cmd &``, does; Python then installs no handler). Outside the main thread, nothing
     changes."""
-    if threading.current_thread() is not threading.main_thread():
+    with _handling(signal.SIGINT, signal.default_int_handler):
         yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager
@@ -210,14 +213,8 @@ def sigint_held():
     there before (an import such as ``import ray`` is not left half done; Ray's own exit
     handler, ``ray.shutdown``, fails with a traceback on a half-imported ``ray``).
     Outside the main thread, nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     held = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
-    try:
+    with _handling(signal.SIGINT, lambda signum, frame: held.append(signum)):
         yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
     if held:
         signal.raise_signal(signal.SIGINT)

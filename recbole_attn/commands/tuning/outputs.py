@@ -33,8 +33,13 @@ def _write(path, write):
 def _table(trials, params):
     """The header and rows of the trial table."""
     names = [p.name for p in params]
-    header = names + ["best_valid_score", "epochs", "seconds", "stop_reason"]
-    header.append("saved_model_file")
+    header = names + [
+        "best_valid_score",
+        "epochs",
+        "seconds",
+        "stop_reason",
+        "saved_model_file",
+    ]
     rows = [
         [t["params"][n] for n in names]
         + [
